@@ -1,0 +1,197 @@
+"""Argument parsing and dispatch only. ``python pipeline.py --help``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform as host
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from torchbuild import matrix as matrix_mod
+from torchbuild.compat import load
+from torchbuild.console import console, out, print_plan
+from torchbuild.errors import UserError, one_of
+from torchbuild.matrix import LATEST, Cell, Matrix
+from torchbuild.plan import Plan, resolve
+
+COMMANDS = ("run", "plan", "matrix")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def host_platform() -> str:
+    machine = host.machine().lower()
+    bits64 = machine in ("amd64", "x86_64")
+    if sys.platform == "win32":
+        if not bits64:
+            raise UserError("PyTorch does not support 32-bit Windows: use 64-bit Windows and 64-bit Python.")
+        return "win-64"
+    if sys.platform.startswith("linux") and bits64:
+        return "linux-64"
+    raise UserError(
+        f"No default platform for this host ({sys.platform}, {machine}): pass --platform win-64 or linux-64."
+    )
+
+
+def _selectors(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("cell selection")
+    group.add_argument("--matrix", type=Path, default=None, help="matrix file (default: matrix.yaml of the repo)")
+    group.add_argument("--cuda", help="CUDA version X.Y, or cpu")
+    group.add_argument("--py", "--python", dest="python", help="Python version X.Y")
+    group.add_argument("--platform", help="win-64 or linux-64 (default: this host's)")
+    group.add_argument("--torch", help="torch release, or 'latest' (default: the matrix's)")
+    group.add_argument("--only", metavar="CELL_ID", help="one cell of the matrix by id (see 'matrix')")
+    group.add_argument("--msvc", metavar="TOOLSET", help="pin the MSVC toolset, e.g. 14.29 (win-64)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pipeline.py",
+        description="Build, repair, package, verify and publish PyTorch for each cell of matrix.yaml.",
+        epilog="Without a command, 'run' is meant: python pipeline.py --cuda cpu --py 3.11",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="{run,plan,matrix}")
+    run = sub.add_parser("run", help="run the stages for the selected cells (the default command)")
+    _selectors(run)
+    run.add_argument("--channel", help="publish to this channel (default: the matrix's, a local 'channel/')")
+    run.add_argument("--wheel", type=Path, help="use this prebuilt wheel as the source")
+    run.add_argument("--force", action="store_true", help="rerun stages that are already done")
+    plan = sub.add_parser("plan", help="print the resolved plan; nothing is run")
+    _selectors(plan)
+    plan.add_argument("--json", action="store_true", help="machine-readable output")
+    mat = sub.add_parser("matrix", help="list the cells of the matrix")
+    _selectors(mat)
+    mat.add_argument("--github", action="store_true", help="JSON for a GitHub Actions strategy.matrix")
+    return parser
+
+
+def load_matrix(args: argparse.Namespace) -> Matrix:
+    path = args.matrix or ROOT / "matrix.yaml"
+    matrix = matrix_mod.load(path)
+    if args.msvc:
+        matrix = replace(matrix, build=replace(matrix.build, msvc_toolset=args.msvc))
+    if getattr(args, "channel", None):
+        matrix = replace(matrix, channel=args.channel)
+    return matrix
+
+
+def select_cells(matrix: Matrix, args: argparse.Namespace) -> list[Cell]:
+    cells = matrix.cells()
+    if args.only:
+        chosen = [c for c in cells if c.id == args.only]
+        if not chosen:
+            raise UserError(f"No cell '{args.only}' in {matrix.path}. Valid cell ids: {one_of([c.id for c in cells])}.")
+        return chosen
+    if args.cuda is None and args.python is None and args.platform is None and args.torch is None:
+        return cells
+    platform = args.platform or host_platform()
+    if args.cuda is not None and args.python is not None:
+        for cell in cells:
+            if (cell.platform, cell.cuda, cell.python) == (platform, args.cuda, args.python) and args.torch is None:
+                return [cell]
+        return [Cell(platform=platform, cuda=args.cuda, python=args.python, torch=args.torch or matrix.torch)]
+    wanted = {"platform": platform, "cuda": args.cuda, "python": args.python}
+    chosen = [c for c in cells if all(v is None or getattr(c, k) == v for k, v in wanted.items())]
+    if args.torch is not None:
+        chosen = [replace(c, torch=args.torch) for c in chosen]
+    if not chosen:
+        described = ", ".join(f"{k} {v}" for k, v in wanted.items() if v is not None)
+        raise UserError(
+            f"No cell of {matrix.path} has {described}. Give both --cuda and --py to build a cell outside the "
+            f"matrix, or choose one of: {one_of([c.id for c in cells])}."
+        )
+    return chosen
+
+
+def resolve_all(matrix: Matrix, cells: Sequence[Cell]) -> list[Plan]:
+    compat = load()
+    plans = []
+    for cell in cells:
+        try:
+            plans.append(resolve(cell, matrix, compat))
+        except UserError as exc:
+            if len(cells) == 1:
+                raise
+            raise type(exc)(f"cell {cell.id}: {exc}") from None
+    return plans
+
+
+def say_resolution(plans: Sequence[Plan]) -> None:
+    for plan in plans:
+        if plan.torch_requested == LATEST:
+            console.print(
+                f"[bold]{plan.cell_id}[/]: torch 'latest' resolves to [bold]{plan.torch}[/], the newest release "
+                f"with a {plan.platform} build for {'CPU' if not plan.is_cuda else 'CUDA ' + plan.cuda} "
+                f"and Python {plan.python}."
+            )
+
+
+def github_matrix(plans: Sequence[Plan]) -> dict[str, object]:
+    runners = load().packaging.github_runners
+    return {
+        "include": [
+            {
+                "cell": p.cell_id,
+                "platform": p.platform,
+                "cuda": p.cuda,
+                "python": p.python,
+                "torch": p.torch,
+                "runs-on": runners[p.platform],
+            }
+            for p in plans
+        ]
+    }
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    matrix = load_matrix(args)
+    plans = resolve_all(matrix, select_cells(matrix, args))
+    if args.json:
+        payload = [p.to_dict() for p in plans]
+        print(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2, sort_keys=True))
+        return 0
+    say_resolution(plans)
+    for plan in plans:
+        print_plan(plan)
+    return 0
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    matrix = load_matrix(args)
+    plans = resolve_all(matrix, select_cells(matrix, args))
+    if args.github:
+        print(json.dumps(github_matrix(plans), separators=(",", ":"), sort_keys=True))
+        return 0
+    for plan in plans:
+        out.print(f"{plan.cell_id:40} torch {plan.torch:8} {plan.wheel}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from torchbuild import runner
+
+    matrix = load_matrix(args)
+    plans = resolve_all(matrix, select_cells(matrix, args))
+    say_resolution(plans)
+    return runner.run(plans, root=Path.cwd(), wheel=args.wheel, force=args.force)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
+        argv.insert(0, "run")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handlers = {"run": cmd_run, "plan": cmd_plan, "matrix": cmd_matrix}
+    try:
+        return handlers[args.command](args)
+    except UserError as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        return exc.exit_code
+    except BrokenPipeError:  # e.g. piped into `head`
+        return 0
+    except KeyboardInterrupt:
+        console.print("[bold red]interrupted[/]: finished stages are kept; rerun the same command to resume.")
+        return 130

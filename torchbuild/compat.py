@@ -1,0 +1,270 @@
+"""Compatibility knowledge, loaded from the YAML tables in ``torchbuild/data``.
+
+The tables are the source of truth (each carries a source note); this module only gives them types and
+answers questions about them. No compatibility fact lives in code.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import yaml
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+PLATFORMS = ("win-64", "linux-64")
+CPU = "cpu"
+
+
+def version_key(text: str) -> tuple[int, ...]:
+    """'14.11' -> (14, 11); '9.0' -> (9, 0). Toolset and CUDA versions compare numerically per part."""
+    return tuple(int(part) for part in text.split("."))
+
+
+@dataclass(frozen=True)
+class Range:
+    """An inclusive range of dotted versions (MSVC toolsets, VS releases) or integers (gcc majors)."""
+
+    min: str
+    max: str
+
+    def __contains__(self, version: object) -> bool:
+        key = version_key(str(version))
+        return version_key(self.min) <= key <= version_key(self.max)
+
+    def __str__(self) -> str:
+        return self.min if self.min == self.max else f"{self.min}-{self.max}"
+
+
+@dataclass(frozen=True)
+class VisualStudio:
+    year: int
+    version: str
+    toolsets: Range
+    generator: str
+    generator_platform: str | None
+
+
+@dataclass(frozen=True)
+class KnownBadVisualStudio:
+    versions: Range
+    error: str
+    message: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class CudaRelease:
+    version: str
+    cudnn: int
+    msvc: Range
+    gcc: Range
+    arch_list: str
+    wheel_tag: str
+    nvtx: str
+    uncertain: str = ""
+
+    @property
+    def major(self) -> int:
+        return version_key(self.version)[0]
+
+    @property
+    def next_minor(self) -> str:
+        major, minor = version_key(self.version)[:2]
+        return f"{major}.{minor + 1}"
+
+
+@dataclass(frozen=True)
+class PlatformSupport:
+    python: tuple[str, ...]
+    cuda: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TorchRelease:
+    version: str
+    released: str
+    build: str
+    platforms: Mapping[str, PlatformSupport]
+    cudnn: Mapping[str, int] = field(default_factory=dict)
+    uncertain: str = ""
+
+    def supports(self, platform: str, cuda: str, python: str) -> bool:
+        support = self.platforms.get(platform)
+        return support is not None and cuda in support.cuda and python in support.python
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of packaging.yaml: a value that applies when every condition of ``when`` matches."""
+
+    value: str
+    when: Mapping[str, Any]
+    why: str = ""
+
+    def applies(self, platform: str, torch: str, cuda: str) -> bool:
+        for key, condition in self.when.items():
+            if key == "platform":
+                allowed = [condition] if isinstance(condition, str) else list(condition)
+                if platform not in allowed:
+                    return False
+            elif key == "torch":
+                if Version(torch) not in SpecifierSet(condition):
+                    return False
+            elif key == "cuda":
+                if cuda == CPU:
+                    return False
+                if condition != "*" and Version(cuda) not in SpecifierSet(condition):
+                    return False
+            elif key == "cpu":
+                if (cuda == CPU) != bool(condition):
+                    return False
+            else:
+                raise ValueError(f"packaging.yaml: unknown condition {key!r}")
+        return True
+
+
+@dataclass(frozen=True)
+class Packaging:
+    wheel_platform_tags: tuple[Rule, ...]
+    run_dependencies: tuple[Rule, ...]
+    cuda_build_number_offset: int
+    cuda_virtual_package: str
+    cuda_run_constrained: tuple[str, ...]
+    github_runners: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Compat:
+    releases: tuple[TorchRelease, ...]  # ascending by version
+    cuda: Mapping[str, CudaRelease]
+    visual_studio: tuple[VisualStudio, ...]  # ascending by year
+    known_bad: tuple[KnownBadVisualStudio, ...]
+    packaging: Packaging
+
+    def release(self, version: str) -> TorchRelease | None:
+        for release in self.releases:
+            if release.version == version:
+                return release
+        return None
+
+    def cuda_versions(self) -> list[str]:
+        return sorted(self.cuda, key=version_key)
+
+    def python_versions(self) -> list[str]:
+        seen = {py for r in self.releases for p in r.platforms.values() for py in p.python}
+        return sorted(seen, key=version_key)
+
+    def cudnn_for(self, release: TorchRelease, cuda: str) -> int | None:
+        if cuda == CPU:
+            return None
+        return release.cudnn.get(cuda, self.cuda[cuda].cudnn)
+
+    def visual_studio_for_toolset(self, toolset: str) -> VisualStudio:
+        for vs in self.visual_studio:
+            if toolset in vs.toolsets:
+                return vs
+        raise KeyError(toolset)
+
+    def toolsets(self) -> list[str]:
+        """Every MSVC toolset the tables know, e.g. 14.0, 14.10 ... 14.44."""
+        result: list[str] = []
+        for vs in self.visual_studio:
+            major, low = version_key(vs.toolsets.min)[:2]
+            high = version_key(vs.toolsets.max)[1]
+            result.extend(f"{major}.{minor}" for minor in range(low, high + 1))
+        return result
+
+
+def _data(name: str) -> Any:
+    text = resources.files("torchbuild.data").joinpath(name).read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def _range(raw: Mapping[str, Any]) -> Range:
+    return Range(min=str(raw["min"]), max=str(raw["max"]))
+
+
+def _rules(raw: list[Mapping[str, Any]], value_key: str) -> tuple[Rule, ...]:
+    return tuple(
+        Rule(value=str(row[value_key]), when=row.get("when") or {}, why=str(row.get("why", ""))) for row in raw
+    )
+
+
+@functools.cache
+def load() -> Compat:
+    releases_raw = _data("releases.yaml")["releases"]
+    releases = tuple(
+        sorted(
+            (
+                TorchRelease(
+                    version=str(r["version"]),
+                    released=str(r["released"]),
+                    build=str(r["build"]),
+                    platforms={
+                        name: PlatformSupport(
+                            python=tuple(str(p) for p in support["python"]),
+                            cuda=tuple(str(c) for c in support["cuda"]),
+                        )
+                        for name, support in r["platforms"].items()
+                    },
+                    cudnn={str(k): int(v) for k, v in (r.get("cudnn") or {}).items()},
+                    uncertain=str(r.get("uncertain", "")),
+                )
+                for r in releases_raw
+            ),
+            key=lambda r: Version(r.version),
+        )
+    )
+    toolchains = _data("toolchains.yaml")
+    cuda = {
+        str(version): CudaRelease(
+            version=str(version),
+            cudnn=int(row["cudnn"]),
+            msvc=_range(row["msvc"]),
+            gcc=_range(row["gcc"]),
+            arch_list=str(row["arch_list"]),
+            wheel_tag=str(row["wheel_tag"]),
+            nvtx=str(row["nvtx"]),
+            uncertain=str(row.get("uncertain", "")),
+        )
+        for version, row in toolchains["cuda"].items()
+    }
+    visual_studio = tuple(
+        sorted(
+            (
+                VisualStudio(
+                    year=int(row["year"]),
+                    version=str(row["version"]),
+                    toolsets=_range(row["toolsets"]),
+                    generator=str(row["generator"]),
+                    generator_platform=row.get("platform"),
+                )
+                for row in toolchains["visual_studio"]
+            ),
+            key=lambda vs: vs.year,
+        )
+    )
+    known_bad = tuple(
+        KnownBadVisualStudio(
+            versions=_range(row["visual_studio"]),
+            error=str(row["error"]),
+            message=str(row["message"]),
+            fix=str(row["fix"]),
+        )
+        for row in toolchains.get("known_bad") or []
+    )
+    pkg = _data("packaging.yaml")
+    packaging = Packaging(
+        wheel_platform_tags=_rules(pkg["wheel_platform_tags"], "tag"),
+        run_dependencies=_rules(pkg["run_dependencies"], "spec"),
+        cuda_build_number_offset=int(pkg["cuda_build_number_offset"]),
+        cuda_virtual_package=str(pkg["cuda_virtual_package"]),
+        cuda_run_constrained=tuple(str(s) for s in pkg["cuda_run_constrained"]),
+        github_runners={str(k): str(v) for k, v in pkg["github_runners"].items()},
+    )
+    return Compat(releases=releases, cuda=cuda, visual_studio=visual_studio, known_bad=known_bad, packaging=packaging)

@@ -1,0 +1,31 @@
+"""Errors a user sees: one line (or a short block), no traceback, a fixed exit code."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class UserError(Exception):
+    """Bad input or an unmet requirement. The CLI prints the message and exits with ``exit_code``."""
+
+    exit_code = 2
+
+
+class StageFailed(UserError):
+    """A stage ran and failed; the message names the stage and the file."""
+
+    exit_code = 1
+
+    def __init__(self, stage: str, message: str) -> None:
+        super().__init__(f"{stage}: {message}")
+        self.stage = stage
+
+
+def one_of(choices: Iterable[object]) -> str:
+    """'a, b or c' for error messages that name the valid choices."""
+    items = [str(c) for c in choices]
+    if not items:
+        return "(none)"
+    if len(items) == 1:
+        return items[0]
+    return ", ".join(items[:-1]) + " or " + items[-1]

@@ -1,0 +1,255 @@
+"""Resolution of one Cell into a frozen, fully resolved Plan. Every later stage reads only the Plan.
+
+Invalid cells are refused here, before anything runs, with a message that names the valid choices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from torchbuild import platforms
+from torchbuild.compat import CPU, Compat, CudaRelease, TorchRelease, load, version_key
+from torchbuild.errors import UserError, one_of
+from torchbuild.matrix import LATEST, BuildOptions, Cell, Matrix
+from torchbuild.platforms import Target, Toolchain
+
+STAGES = ("source", "build", "repair", "conda", "verify", "smoke", "publish")
+PYTHON_MIN = (3, 5)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CondaPackage:
+    name: str
+    version: str
+    build_string: str
+    build_number: int
+    subdir: str
+    site_packages: str
+    depends: tuple[str, ...]
+    constrains: tuple[str, ...]
+    filename: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    cell_id: str
+    platform: str
+    cuda: str  # "cpu" or X.Y
+    cudnn: int | None
+    python: str
+    torch: str  # the resolved release, e.g. "2.5.1"
+    torch_requested: str  # "latest" or a version
+    version: str  # the wheel's version with local tag: 2.5.1+cu124
+    local_version: str  # cpu | cu124
+    build_number: int
+    build_kind: str  # setup-py | pip-wheel: how a source checkout becomes a wheel
+    toolchain: Toolchain
+    env: Mapping[str, str]
+    wheel: str  # file name of the cell's wheel
+    conda: CondaPackage
+    channel: str
+    work_dir: str  # build/<cell-id>; every stage writes below it
+    stage_dirs: Mapping[str, str]
+    notes: tuple[str, ...]  # uncertain facts the resolution relied on
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.cuda != CPU
+
+
+# --- validation of the cell's parts ----------------------------------------------------------------------
+
+
+def _check_python(compat: Compat, python: str) -> None:
+    if not re.fullmatch(r"\d+\.\d+", python):
+        raise UserError(f"Python version '{python}' is not of the form X.Y (e.g. 3.11).")
+    if python.startswith("2."):
+        raise UserError(
+            "Python 2 is not supported: PyTorch never shipped Python 2 builds for Windows and dropped them on "
+            "Linux after 1.4. Use Python 3.5 or newer."
+        )
+    if version_key(python) < PYTHON_MIN:
+        raise UserError(f"Python {python} is too old: PyTorch needs Python >= 3.5.")
+    known = compat.python_versions()
+    if python not in known:
+        raise UserError(
+            f"No PyTorch release supports Python {python}. Valid: {one_of([p for p in known if not p.startswith('2.')])}."
+        )
+
+
+def _check_cuda(compat: Compat, cuda: str) -> CudaRelease | None:
+    if cuda == CPU:
+        return None
+    if cuda not in compat.cuda:
+        raise UserError(f"Unknown CUDA version '{cuda}'. Valid: {one_of([CPU, *compat.cuda_versions()])}.")
+    return compat.cuda[cuda]
+
+
+def _supporting(compat: Compat, cell: Cell) -> list[TorchRelease]:
+    return [r for r in compat.releases if r.supports(cell.platform, cell.cuda, cell.python)]
+
+
+def _what_is_supported(compat: Compat, cell: Cell) -> str:
+    """A hint for a cell no release supports: the Pythons that do go with this CUDA, and the releases."""
+    accel = "CPU" if cell.cuda == CPU else f"CUDA {cell.cuda}"
+    with_cuda = [r for r in compat.releases if cell.cuda in getattr(r.platforms.get(cell.platform), "cuda", ())]
+    if not with_cuda:
+        return f"No release shipped {accel} for {cell.platform}."
+    pythons = sorted({p for r in with_cuda for p in r.platforms[cell.platform].python}, key=version_key)
+    names = [r.version for r in with_cuda]
+    span = names[0] if len(names) == 1 else f"{names[0]} to {names[-1]}"
+    return f"{accel} on {cell.platform} shipped in torch {span}, for Python {one_of(pythons)}."
+
+
+def resolve_release(compat: Compat, cell: Cell) -> TorchRelease:
+    if cell.torch == LATEST:
+        supporting = _supporting(compat, cell)
+        if not supporting:
+            accel = "CPU" if cell.cuda == CPU else f"CUDA {cell.cuda}"
+            raise UserError(
+                f"No PyTorch release supports {cell.platform} with {accel} and Python {cell.python}. "
+                + _what_is_supported(compat, cell)
+            )
+        return supporting[-1]
+    release = compat.release(cell.torch)
+    if release is None:
+        versions = [r.version for r in compat.releases]
+        raise UserError(
+            f"Unknown torch release '{cell.torch}'. Known releases: {versions[0]} to {versions[-1]} "
+            f"(torchbuild/data/releases.yaml), or 'latest'."
+        )
+    if not release.supports(cell.platform, cell.cuda, cell.python):
+        accel = "CPU" if cell.cuda == CPU else f"CUDA {cell.cuda}"
+        others = [r.version for r in _supporting(compat, cell)]
+        that_do = f"Releases that do: {one_of(others)}." if others else _what_is_supported(compat, cell)
+        raise UserError(
+            f"torch {release.version} has no {cell.platform} build for {accel} with Python {cell.python}. " + that_do
+        )
+    return release
+
+
+# --- the Plan --------------------------------------------------------------------------------------------
+
+
+def _format_values(plan_cuda: CudaRelease | None, python: str, cudnn: int | None) -> dict[str, str]:
+    major, minor = version_key(python)[:2]
+    values = {"python": python, "python_next": f"{major}.{minor + 1}", "cudnn": str(cudnn)}
+    if plan_cuda is not None:
+        values.update(cuda=plan_cuda.version, cuda_major=str(plan_cuda.major), cuda_next=plan_cuda.next_minor)
+    return values
+
+
+def _max_jobs(options: BuildOptions) -> str:
+    return str(os.cpu_count() or 1) if options.max_jobs == "auto" else options.max_jobs
+
+
+def _common_env(
+    cell: Cell, cuda: CudaRelease | None, version: str, build_number: int, options: BuildOptions
+) -> dict[str, str]:
+    env = {
+        "PYTORCH_BUILD_VERSION": version,
+        "PYTORCH_BUILD_NUMBER": str(build_number),
+        "MAX_JOBS": _max_jobs(options),
+        "USE_CUDA": "1" if cuda else "0",
+    }
+    if cuda is None:
+        env["NO_CUDA"] = "1"  # the pre-1.0 spelling of USE_CUDA=0; later releases ignore it
+    else:
+        env["TORCH_CUDA_ARCH_LIST"] = cuda.arch_list
+        env["USE_CUDNN"] = "1"
+        env["TORCH_NVCC_FLAGS"] = "-Xfatbin -compress-all"
+    if options.compiler_cache == "sccache":
+        env["CMAKE_C_COMPILER_LAUNCHER"] = "sccache"
+        env["CMAKE_CXX_COMPILER_LAUNCHER"] = "sccache"
+        if cuda is not None:
+            env["CMAKE_CUDA_COMPILER_LAUNCHER"] = "sccache"
+    return env
+
+
+def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None) -> Plan:
+    compat = compat or load()
+    platform = platforms.get(cell.platform)
+    _check_python(compat, cell.python)
+    cuda = _check_cuda(compat, cell.cuda)
+    release = resolve_release(compat, cell)
+    options = matrix.build
+    target = Target(compat=compat, release=release, cuda=cuda, python=cell.python, options=options)
+    toolchain = platform.toolchain(target)
+    if options.generator == "visual-studio" and cell.platform != "win-64":
+        raise UserError("build.generator 'visual-studio' is for win-64 only; linux-64 builds use Ninja.")
+
+    cudnn = compat.cudnn_for(release, cell.cuda)
+    local = cuda.wheel_tag if cuda else "cpu"
+    version = f"{release.version}+{local}"
+    env = {**_common_env(cell, cuda, version, matrix.build_number, options), **platform.build_env(target, toolchain)}
+
+    pkg = compat.packaging
+    values = _format_values(cuda, cell.python, cudnn)
+    depends = tuple(
+        rule.value.format(**values)
+        for rule in pkg.run_dependencies
+        if rule.applies(cell.platform, release.version, cell.cuda)
+    )
+    if cuda is None:
+        build_string = f"py{cell.python}_cpu_{matrix.build_number}"
+        conda_build_number = matrix.build_number
+        constrains: tuple[str, ...] = ()
+    else:
+        build_string = f"py{cell.python}_cuda{cuda.version}_cudnn{cudnn}_{matrix.build_number}"
+        conda_build_number = matrix.build_number + pkg.cuda_build_number_offset
+        constrains = pkg.cuda_run_constrained
+    conda = CondaPackage(
+        name="pytorch",
+        version=release.version,
+        build_string=build_string,
+        build_number=conda_build_number,
+        subdir=cell.platform,
+        site_packages=platform.site_packages(cell.python),
+        depends=depends,
+        constrains=constrains,
+        filename=f"pytorch-{release.version}-{build_string}.conda",
+    )
+
+    tags = [r.value for r in pkg.wheel_platform_tags if r.applies(cell.platform, release.version, cell.cuda)]
+    py_tag = "cp" + cell.python.replace(".", "")
+    wheel = f"torch-{version}-{py_tag}-{platform.python_abi_tag(cell.python)}-{tags[0]}.whl"
+
+    work_dir = f"build/{cell.id}"
+    notes = []
+    if release.uncertain:
+        notes.append(f"torch {release.version}: {release.uncertain}")
+    if cuda is not None and cuda.uncertain:
+        notes.append(f"CUDA {cuda.version}: {cuda.uncertain}")
+    return Plan(
+        cell_id=cell.id,
+        platform=cell.platform,
+        cuda=cell.cuda,
+        cudnn=cudnn,
+        python=cell.python,
+        torch=release.version,
+        torch_requested=cell.torch,
+        version=version,
+        local_version=local,
+        build_number=matrix.build_number,
+        build_kind=release.build,
+        toolchain=toolchain,
+        env=dict(sorted(env.items())),
+        wheel=wheel,
+        conda=conda,
+        channel=matrix.channel,
+        work_dir=work_dir,
+        stage_dirs={stage: f"{work_dir}/{stage}" for stage in (*STAGES, "recipe", "logs")},
+        notes=tuple(notes),
+    )

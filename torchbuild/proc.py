@@ -1,0 +1,67 @@
+"""Running external tools: output goes to a log file, and is shown (its tail) only when the tool fails."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from torchbuild.errors import StageFailed
+
+TAIL_LINES = 40
+
+
+def tail(path: Path, lines: int = TAIL_LINES) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def run_tool(
+    cmd: Sequence[str | os.PathLike[str]],
+    *,
+    stage: str,
+    log: Path,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    what: str | None = None,
+) -> str:
+    """Run ``cmd``; append its combined output to ``log``; return that output.
+
+    On a non-zero exit or a timeout raise StageFailed with the last lines and the log's path.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    argv = [os.fspath(c) for c in cmd]
+    full_env = {**os.environ, **(env or {})}
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            check=False,
+        )
+        output = proc.stdout
+    except subprocess.TimeoutExpired as exc:
+        output = exc.output if isinstance(exc.output, str) else (exc.output or b"").decode(errors="replace")
+        with log.open("a", encoding="utf-8") as handle:
+            handle.write(f"$ {' '.join(argv)}\n{output}\n[timed out after {timeout} s]\n")
+        raise StageFailed(stage, f"{what or argv[0]} timed out after {timeout:.0f} s; full log: {log}") from None
+    except FileNotFoundError:
+        raise StageFailed(stage, f"{argv[0]} not found on PATH (needed for {what or 'this stage'})") from None
+    with log.open("a", encoding="utf-8") as handle:
+        handle.write(f"$ {' '.join(argv)}\n{output}\n[exit {proc.returncode}]\n")
+    if proc.returncode != 0:
+        last = "\n".join(output.splitlines()[-TAIL_LINES:])
+        raise StageFailed(
+            stage, f"{what or argv[0]} failed (exit {proc.returncode}). Last lines:\n{last}\nFull log: {log}"
+        )
+    return output
