@@ -163,8 +163,7 @@ def _float(path: str, key: str, node: yaml.Node) -> float:
 def _pairs(path: str, key: str, node: yaml.Node) -> Iterator[tuple[yaml.ScalarNode, yaml.Node]]:
     if not isinstance(node, yaml.MappingNode):
         raise MatrixError(f"{_where(path, node)}: '{key}' must be a mapping of key: value.")
-    for key_node, value_node in node.value:
-        yield key_node, value_node
+    yield from node.value
 
 
 def _rules(path: str, key: str, node: yaml.Node) -> tuple[dict[str, str], ...]:

@@ -84,9 +84,8 @@ def _check_python(compat: Compat, python: str) -> None:
         raise UserError(f"Python {python} is too old: PyTorch needs Python >= 3.5.")
     known = compat.python_versions()
     if python not in known:
-        raise UserError(
-            f"No PyTorch release supports Python {python}. Valid: {one_of([p for p in known if not p.startswith('2.')])}."
-        )
+        valid = [p for p in known if not p.startswith("2.")]
+        raise UserError(f"No PyTorch release supports Python {python}. Valid: {one_of(valid)}.")
 
 
 def _check_cuda(compat: Compat, cuda: str) -> CudaRelease | None:
