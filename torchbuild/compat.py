@@ -133,7 +133,6 @@ class Packaging:
     wheel_platform_tags: tuple[Rule, ...]
     run_dependencies: tuple[Rule, ...]
     cuda_build_number_offset: int
-    cuda_virtual_package: str
     cuda_run_constrained: tuple[str, ...]
     github_runners: Mapping[str, str]
 
@@ -263,7 +262,6 @@ def load() -> Compat:
         wheel_platform_tags=_rules(pkg["wheel_platform_tags"], "tag"),
         run_dependencies=_rules(pkg["run_dependencies"], "spec"),
         cuda_build_number_offset=int(pkg["cuda_build_number_offset"]),
-        cuda_virtual_package=str(pkg["cuda_virtual_package"]),
         cuda_run_constrained=tuple(str(s) for s in pkg["cuda_run_constrained"]),
         github_runners={str(k): str(v) for k, v in pkg["github_runners"].items()},
     )

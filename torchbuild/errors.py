@@ -29,3 +29,11 @@ def one_of(choices: Iterable[object]) -> str:
     if len(items) == 1:
         return items[0]
     return ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def some_of(choices: Iterable[object], keep: int = 2) -> str:
+    """Like one_of, but long lists keep their ends: 'a, b, ..., y or z (30 releases)'."""
+    items = [str(c) for c in choices]
+    if len(items) <= 2 * keep + 2:
+        return one_of(items)
+    return f"{', '.join(items[:keep])}, ..., {', '.join(items[-keep:-1])} or {items[-1]} ({len(items)} releases)"

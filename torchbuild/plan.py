@@ -15,7 +15,7 @@ from typing import Any
 
 from torchbuild import platforms
 from torchbuild.compat import CPU, Compat, CudaRelease, TorchRelease, load, version_key
-from torchbuild.errors import UserError, one_of
+from torchbuild.errors import UserError, one_of, some_of
 from torchbuild.matrix import LATEST, BuildOptions, Cell, Matrix
 from torchbuild.platforms import Target, Toolchain
 
@@ -132,7 +132,7 @@ def resolve_release(compat: Compat, cell: Cell) -> TorchRelease:
     if not release.supports(cell.platform, cell.cuda, cell.python):
         accel = "CPU" if cell.cuda == CPU else f"CUDA {cell.cuda}"
         others = [r.version for r in _supporting(compat, cell)]
-        that_do = f"Releases that do: {one_of(others)}." if others else _what_is_supported(compat, cell)
+        that_do = f"Releases that do: {some_of(others)}." if others else _what_is_supported(compat, cell)
         raise UserError(
             f"torch {release.version} has no {cell.platform} build for {accel} with Python {cell.python}. " + that_do
         )

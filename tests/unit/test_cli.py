@@ -1,0 +1,95 @@
+"""The CLI as a user runs it: exit codes, messages on stderr, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from torchbuild import matrix
+
+
+def pipeline(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "pipeline.py"), *args], cwd=cwd, capture_output=True, text=True, check=False
+    )
+
+
+def test_help() -> None:
+    result = pipeline("--help")
+    assert result.returncode == 0
+    assert "plan" in result.stdout and "matrix" in result.stdout
+
+
+def test_plan_says_what_latest_resolves_to() -> None:
+    result = pipeline("plan", "--cuda", "9.0", "--py", "3.6", "--platform", "win-64")
+    assert result.returncode == 0, result.stderr
+    assert "torch 'latest' resolves to 1.1.0" in result.stderr
+    assert "MSVC 14.11 (Visual Studio 2017; vcvarsall.bat x64 -vcvars_ver=14.11)" in result.stdout
+    assert "CUDA_PATH                     %CUDA_PATH_V9_0%" in result.stdout or "%CUDA_PATH_V9_0%" in result.stdout
+
+
+def test_plan_json_for_one_cell_and_for_the_matrix() -> None:
+    one = json.loads(pipeline("plan", "--json", "--cuda", "cpu", "--py", "3.11", "--platform", "linux-64").stdout)
+    assert one["cell_id"] == "linux-64-cpu-py3.11"
+    assert one["conda"]["build_string"] == "py3.11_cpu_0"
+    every = json.loads(pipeline("plan", "--json").stdout)
+    assert [p["cell_id"] for p in every] == [c.id for c in matrix.load(ROOT / "matrix.yaml").cells()]
+
+
+def test_github_matrix_is_one_entry_per_cell() -> None:
+    result = pipeline("matrix", "--github")
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    cells = matrix.load(ROOT / "matrix.yaml").cells()
+    assert [e["cell"] for e in payload["include"]] == [c.id for c in cells]
+    first = payload["include"][0]
+    assert set(first) == {"cell", "platform", "cuda", "python", "torch", "runs-on"}
+    runs_on = {e["platform"]: e["runs-on"] for e in payload["include"]}
+    assert runs_on == {"win-64": "windows-2022", "linux-64": "ubuntu-latest"}
+    # --only selects the same cell everywhere a cell can be selected.
+    only = json.loads(pipeline("matrix", "--github", "--only", first["cell"]).stdout)
+    assert only["include"] == [first]
+    plan = json.loads(pipeline("plan", "--json", "--only", first["cell"]).stdout)
+    assert plan["cell_id"] == first["cell"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cuda", "9.3", "--py", "3.6"], "Unknown CUDA version '9.3'. Valid: cpu, 8.0"),
+        (["--cuda", "cpu", "--py", "2.7"], "Python 2 is not supported"),
+        (["--platform", "win-32", "--cuda", "cpu", "--py", "3.6"], "PyTorch does not support 32-bit Windows"),
+        (["--platform", "win-64", "--cuda", "9.0", "--py", "3.6", "--torch", "2.5.1"], "Releases that do: 0.4.0"),
+        (["--platform", "win-64", "--cuda", "12.1", "--py", "3.11", "--msvc", "14.40"], "refuses MSVC 14.40"),
+        (["--only", "no-such-cell"], "No cell 'no-such-cell' in"),
+    ],
+)
+@pytest.mark.parametrize("command", ["plan", "run"])
+def test_bad_input_exits_2_without_traceback(command: str, args: list[str], message: str, tmp_path: Path) -> None:
+    result = pipeline(command, *args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert list(tmp_path.iterdir()) == []  # nothing written: no build/, no channel/
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("torch: latest\npyhton: ['3.11']\n", "bad.yaml:2: unknown key 'pyhton'. Did you mean 'python'?"),
+        ("cuda: cpu\n", "bad.yaml:1: 'cuda' must be a list"),
+        ("cuda: [cpu\n", "bad.yaml:2: invalid YAML"),
+    ],
+)
+def test_bad_matrix_file(text: str, message: str, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    result = pipeline("plan", "--matrix", str(bad))
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
