@@ -16,9 +16,11 @@ from torchbuild.console import console, out, print_plan
 from torchbuild.errors import UserError, one_of
 from torchbuild.matrix import LATEST, Cell, Matrix
 from torchbuild.plan import Plan, resolve
+from torchbuild.stages import RunOptions
 
 COMMANDS = ("run", "plan", "matrix")
 ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_REPODATA = ROOT.parent / "shared" / "data" / "repodata"
 
 
 def host_platform() -> str:
@@ -58,6 +60,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--channel", help="publish to this channel (default: the matrix's, a local 'channel/')")
     run.add_argument("--wheel", type=Path, help="use this prebuilt wheel as the source")
     run.add_argument("--force", action="store_true", help="rerun stages that are already done")
+    run.add_argument("--format", choices=("conda", "tar.bz2"), default="conda", help="conda package format")
+    run.add_argument("--compression-level", type=int, default=5, help="zstd/bzip2 level of the conda package")
+    run.add_argument("--compression-threads", type=int, default=2, help="compression threads")
+    run.add_argument(
+        "--repodata",
+        type=Path,
+        default=DEFAULT_REPODATA,
+        help="real conda repodata to prove the package solvable against (default: ../shared/data/repodata)",
+    )
+    run.add_argument("--cache-dir", type=Path, default=None, help="download cache (default: ~/.cache/torchbuild)")
     plan = sub.add_parser("plan", help="print the resolved plan; nothing is run")
     _selectors(plan)
     plan.add_argument("--json", action="store_true", help="machine-readable output")
@@ -169,13 +181,38 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_options(args: argparse.Namespace) -> RunOptions:
+    if args.compression_level < 1 or args.compression_level > 22:
+        raise UserError(f"--compression-level {args.compression_level} is out of range: 1-22 (zstd), 1-9 (bzip2).")
+    if args.compression_threads < 1:
+        raise UserError("--compression-threads must be at least 1.")
+    options = RunOptions(
+        wheel=args.wheel.resolve() if args.wheel else None,
+        force=args.force,
+        conda_format=args.format,
+        compression_level=args.compression_level,
+        compression_threads=args.compression_threads,
+        repodata=args.repodata if args.repodata and args.repodata.is_dir() else None,
+    )
+    return replace(options, cache_dir=args.cache_dir) if args.cache_dir else options
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from torchbuild import runner
 
     matrix = load_matrix(args)
-    plans = resolve_all(matrix, select_cells(matrix, args))
+    cells = select_cells(matrix, args)
+    plans = resolve_all(matrix, cells)
+    options = run_options(args)
+    if options.wheel is not None and len(plans) != 1:
+        raise UserError(f"--wheel gives the wheel of one cell, but {len(plans)} cells are selected: add --cuda/--py.")
     say_resolution(plans)
-    return runner.run(plans, root=Path.cwd(), wheel=args.wheel, force=args.force)
+    by_id = {cell.id: cell for cell in cells}
+
+    def repin(plan: Plan, release: str) -> Plan:
+        return resolve(by_id[plan.cell_id], matrix, pinned=release)
+
+    return runner.run(plans, root=Path.cwd(), options=options, repin=repin)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

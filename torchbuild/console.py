@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+
 from rich.console import Console
 
 from torchbuild.plan import Plan
+from torchbuild.stages import Artifact
 
 console = Console(stderr=True, highlight=False)
 out = Console(highlight=False, soft_wrap=True)
@@ -47,3 +51,30 @@ def _toolchain_line(plan: Plan) -> str:
     if tc.nvcc:
         return f"gcc {tc.gcc_accepted} (what nvcc {tc.nvcc} accepts)"
     return "gcc"
+
+
+MARKS = {"passed": "[green]✓[/]", "skipped": "[yellow]-[/]", "cached": "[cyan]↺[/]", "failed": "[red]✗[/]"}
+
+
+def _github_actions() -> bool:
+    return os.environ.get("GITHUB_ACTIONS") == "true"
+
+
+def step_start(stage: str) -> None:
+    if _github_actions():
+        print(f"::group::{stage}", flush=True)
+    console.print(f"[bold]▶ {stage}[/] ...")
+
+
+def step_done(
+    stage: str, status: str, seconds: float, message: str = "", outputs: Mapping[str, Artifact] | None = None
+) -> None:
+    if _github_actions() and status != "cached":
+        print("::endgroup::", flush=True)
+    mark = MARKS.get(status, "?")
+    first, _, rest = message.partition("\n")
+    console.print(f"{mark} {stage:<8} {status:<8} {seconds:7.1f}s  {first}")
+    if rest:
+        console.print(rest)
+    for name, artifact in (outputs or {}).items():
+        console.print(f"    {name}: {artifact.path} ({artifact.size / 1e6:.1f} MB, sha256 {artifact.sha256[:16]}…)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import replace
 import os
 import re
 from collections.abc import Mapping
@@ -112,7 +113,9 @@ def _what_is_supported(compat: Compat, cell: Cell) -> str:
     return f"{accel} on {cell.platform} shipped in torch {span}, for Python {one_of(pythons)}."
 
 
-def resolve_release(compat: Compat, cell: Cell) -> TorchRelease:
+def resolve_release(compat: Compat, cell: Cell, pinned: str | None = None) -> TorchRelease:
+    if pinned is not None:
+        return resolve_release(compat, replace(cell, torch=pinned))
     if cell.torch == LATEST:
         supporting = _supporting(compat, cell)
         if not supporting:
@@ -177,12 +180,13 @@ def _common_env(
     return env
 
 
-def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None) -> Plan:
+def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: str | None = None) -> Plan:
+    """Resolve ``cell``; ``pinned`` fixes the release of a ``latest`` cell without changing the cell's id."""
     compat = compat or load()
     platform = platforms.get(cell.platform)
     _check_python(compat, cell.python)
     cuda = _check_cuda(compat, cell.cuda)
-    release = resolve_release(compat, cell)
+    release = resolve_release(compat, cell, pinned)
     options = matrix.build
     target = Target(compat=compat, release=release, cuda=cuda, python=cell.python, options=options)
     toolchain = platform.toolchain(target)

@@ -1,0 +1,243 @@
+"""The README's main job, end to end on this host, as a user runs it: `python pipeline.py --cuda cpu --py 3.11`.
+
+One real run (the local torch 2.13.0 CPU wheel found through pip's configuration) is shared by the tests below;
+they check what a user sees: the step log, the reports, resume, the channel, and the two "must work" commands.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPODATA, ROOT
+
+pytestmark = pytest.mark.slow
+
+CELL = "linux-64-cpu-py3.11"
+
+
+@dataclass(frozen=True)
+class Run:
+    workspace: Path
+    result: subprocess.CompletedProcess[str]
+
+    @property
+    def channel(self) -> Path:
+        return self.workspace / "channel"
+
+    @property
+    def report(self) -> dict[str, object]:
+        data: dict[str, object] = json.loads((self.workspace / "build" / "report.json").read_text())
+        return data
+
+
+def pipeline(workspace: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "pipeline.py"), *args, "--repodata", str(REPODATA)],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "SOURCE_DATE_EPOCH": "1700000000", "COLUMNS": "200", **(env or {})},
+    )
+
+
+def stages_of(report: dict[str, object]) -> dict[str, str]:
+    cells = report["cells"]
+    assert isinstance(cells, list)
+    return {s["stage"]: s["status"] for s in cells[0]["stages"]}
+
+
+def snapshot(directory: Path) -> dict[str, str]:
+    """Every file under a channel with its sha256: 'the channel is exactly as it was'."""
+    if not directory.exists():
+        return {}
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="session")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    workspace = tmp_path_factory.mktemp("workspace")
+    result = pipeline(workspace, "--cuda", "cpu", "--py", "3.11", "--matrix", str(ROOT / "matrix.yaml"))
+    return Run(workspace=workspace, result=result)
+
+
+def test_main_job_passes_every_stage(first_run: Run) -> None:
+    result = first_run.result
+    assert result.returncode == 0, result.stdout + result.stderr
+    log = result.stderr
+    assert "no prebuilt wheel of torch" in log and "the newest with one is 2.13.0" in log
+    statuses = stages_of(first_run.report)
+    assert statuses == {
+        "source": "passed",
+        "build": "skipped",  # prebuilt: nothing to compile
+        "repair": "passed",
+        "conda": "passed",
+        "verify": "passed",
+        "smoke": "passed",
+        "publish": "passed",
+    }
+    assert "all cells passed" in log
+    conda = first_run.channel / "linux-64" / "pytorch-2.13.0-py3.11_cpu_0.conda"
+    assert conda.is_file()
+    wheel = first_run.channel / "whl" / "simple" / "torch" / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    assert wheel.is_file()
+    page = (first_run.channel / "whl" / "simple" / "torch" / "index.html").read_text()
+    assert f"{wheel.name}#sha256={hashlib.sha256(wheel.read_bytes()).hexdigest()}" in page
+    repodata = json.loads((first_run.channel / "linux-64" / "repodata.json").read_text())
+    record = repodata["packages.conda"][conda.name]
+    assert record["build"] == "py3.11_cpu_0" and record["version"] == "2.13.0"
+    assert (first_run.channel / "linux-64" / "repodata.json.zst").is_file()
+    assert (first_run.channel / "noarch" / "repodata.json").is_file()
+
+
+def test_reports_and_state(first_run: Run) -> None:
+    build = first_run.workspace / "build"
+    state = json.loads((build / CELL / "state.json").read_text())
+    assert set(state["stages"]) == {"source", "build", "repair", "conda", "verify", "smoke", "publish"}
+    artifacts = first_run.report["cells"][0]["artifacts"]  # type: ignore[index]
+    conda = Path(artifacts["conda"]["path"])
+    assert artifacts["conda"]["sha256"] == hashlib.sha256(conda.read_bytes()).hexdigest()
+    markdown = (build / "report.md").read_text()
+    assert f"`{CELL}`" in markdown and conda.name in markdown
+    junit = (build / "junit.xml").read_text()
+    assert 'name="smoke"' in junit and "<failure" not in junit
+
+
+def test_rerun_skips_finished_stages_and_keeps_the_channel(first_run: Run) -> None:
+    before = snapshot(first_run.channel)
+    again = pipeline(first_run.workspace, "--cuda", "cpu", "--py", "3.11", "--matrix", str(ROOT / "matrix.yaml"))
+    assert again.returncode == 0, again.stderr
+    statuses = stages_of(json.loads((first_run.workspace / "build" / "report.json").read_text()))
+    assert statuses.pop("publish") == "passed"  # always checked against the channel; identical files are a no-op
+    assert set(statuses.values()) == {"cached"}
+    assert "(unchanged)" in again.stderr
+    assert snapshot(first_run.channel) == before
+
+
+def test_pip_installs_from_the_channel(first_run: Run, tmp_path: Path) -> None:
+    """pip install --index-url file://$PWD/channel/whl/simple torch, in a fresh venv."""
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    index = (first_run.channel / "whl" / "simple").as_uri()
+    clean = {k: v for k, v in os.environ.items() if k != "PIP_FIND_LINKS"}
+    # Only the channel may provide torch: no find-links, and the report proves where it came from.
+    report = tmp_path / "report.json"
+    install = subprocess.run(
+        [str(python), "-m", "pip", "install", "--no-cache-dir", "--find-links", str(tmp_path / "none"),
+         "--index-url", index, "torch", "--report", str(report)],
+        capture_output=True, text=True, check=False, env=clean,
+    )  # fmt: skip
+    assert install.returncode == 0, install.stdout + install.stderr
+    torch_item = next(i for i in json.loads(report.read_text())["install"] if i["metadata"]["name"] == "torch")
+    assert torch_item["download_info"]["url"].startswith(index)
+    check = subprocess.run(
+        [str(python), "-c", "import torch; print(torch.__version__, (torch.ones(2) * 2).sum().item())"],
+        cwd=tmp_path, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert check.stdout.split() == ["2.13.0+cpu", "4.0"], check.stderr
+
+
+def test_rattler_solves_and_installs_from_the_channel(first_run: Run, tmp_path: Path) -> None:
+    """py-rattler solve + install of pytorch from file://$PWD/channel into a fresh prefix; import torch works."""
+    script = tmp_path / "install.py"
+    script.write_text(INSTALL_SCRIPT)
+    prefix = tmp_path / "prefix"
+    venv.create(prefix, with_pip=True)
+    result = subprocess.run(
+        [sys.executable, str(script), first_run.channel.as_uri(), str(prefix)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "pytorch 2.13.0 py3.11_cpu_0" in result.stdout
+    # The conda package's python requirements come from pip here: the real repodata has no package files.
+    python = prefix / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "filelock", "typing-extensions>=4.10", "sympy>=1.13.3",
+         "networkx", "jinja2", "fsspec", "setuptools"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    check = subprocess.run(
+        [str(python), "-c", "import torch; print(torch.__version__, torch.__file__)"],
+        cwd=tmp_path, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    version, location = check.stdout.split()
+    assert version == "2.13.0+cpu", check.stderr
+    assert location.startswith(str(prefix / "lib" / "python3.11" / "site-packages"))
+    assert list((prefix / "conda-meta").glob("pytorch-2.13.0-py3.11_cpu_0.json"))
+
+
+INSTALL_SCRIPT = """
+import asyncio, sys
+from rattler import MatchSpec, solve, install, GenericVirtualPackage, Version, PackageName
+from rattler.match_spec import MatchSpec
+
+channel, prefix = sys.argv[1], sys.argv[2]
+
+async def main():
+    virtual = [GenericVirtualPackage(PackageName(n), Version(v), "0") for n, v in
+               [("__unix", "0"), ("__linux", "6.1"), ("__glibc", "2.36"), ("__archspec", "1"),
+                ("python", "3.11.7"), ("_openmp_mutex", "4.5")]]
+    records = await solve([channel], [MatchSpec("pytorch", strict=False)], platforms=["linux-64", "noarch"],
+                          virtual_packages=virtual)
+    for r in records:
+        print(r.name.normalized, r.version, r.build)
+    await install(records, target_prefix=prefix)
+
+asyncio.run(main())
+"""
+
+
+def workspace_from(first_run: Run, tmp_path: Path) -> Path:
+    """A second workspace with the first run's channel and state: its stages are cached, its channel its own."""
+    workspace = tmp_path / "ws"
+    shutil.copytree(first_run.channel, workspace / "channel")
+    (workspace / "build" / CELL).mkdir(parents=True)
+    shutil.copy2(first_run.workspace / "build" / CELL / "state.json", workspace / "build" / CELL / "state.json")
+    return workspace
+
+
+def test_bad_wheels_leave_the_channel_as_it_was(first_run: Run, tmp_path: Path) -> None:
+    workspace = workspace_from(first_run, tmp_path)
+    before = snapshot(workspace / "channel")
+    truncated = tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    source = next(first_run.channel.glob("whl/simple/torch/*.whl"))
+    truncated.write_bytes(source.read_bytes()[: 1 << 20])
+    cases = {
+        str(tmp_path / "missing.whl"): "not found",
+        str(truncated): "not a wheel",
+    }
+    for wheel, message in cases.items():
+        result = pipeline(
+            workspace, "--cuda", "cpu", "--py", "3.11", "--matrix", str(ROOT / "matrix.yaml"), "--wheel", wheel
+        )
+        assert result.returncode == 1, result.stderr
+        assert "source" in result.stderr and message in result.stderr
+        assert Path(wheel).name in result.stderr
+        assert "Traceback" not in result.stderr
+        assert snapshot(workspace / "channel") == before
+
+
+def test_a_different_file_under_a_published_name_is_refused(first_run: Run, tmp_path: Path) -> None:
+    workspace = workspace_from(first_run, tmp_path)
+    conda = workspace / "channel" / "linux-64" / "pytorch-2.13.0-py3.11_cpu_0.conda"
+    conda.write_bytes(conda.read_bytes() + b"\0")  # someone else's build under our name
+    before = snapshot(workspace / "channel")
+    result = pipeline(workspace, "--cuda", "cpu", "--py", "3.11", "--matrix", str(ROOT / "matrix.yaml"))
+    assert result.returncode == 1
+    assert "publish" in result.stderr and "refusing to overwrite" in result.stderr and conda.name in result.stderr
+    assert snapshot(workspace / "channel") == before

@@ -1,0 +1,54 @@
+"""Channels artifacts are published to: one Protocol, one module per backend.
+
+Every backend follows the same order: check every destination first (an identical file is a no-op, a different
+file under an existing name is refused before anything is written), then packages, then the index, so that the
+index never names a file that is not there and nothing is ever deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+from torchbuild.errors import UserError
+from torchbuild.stages import Artifact
+
+Action = Literal["new", "unchanged"]
+
+
+@dataclass(frozen=True)
+class Upload:
+    artifact: Artifact
+    kind: Literal["conda", "wheel"]
+    subdir: str  # conda subdir, or "whl" for wheels
+    destination: str  # path or URL inside the channel
+    action: Action
+
+
+class Channel(Protocol):
+    url: str
+
+    def plan(self, conda: Sequence[tuple[Artifact, str]], wheels: Sequence[Artifact]) -> list[Upload]:
+        """Where each artifact goes and whether it is new; raises UserError on a conflicting existing file."""
+        ...
+
+    def apply(self, uploads: Sequence[Upload]) -> list[Artifact]:
+        """Put the new files in place, then rewrite the indexes; returns the published files."""
+        ...
+
+
+SCHEMES = ("a local directory", "s3://bucket/prefix", "anaconda://owner[/label]")
+
+
+def open_channel(spec: str, root: Path) -> Channel:
+    from torchbuild.channels.local import LocalChannel
+
+    if "://" not in spec or spec.startswith("file://"):
+        path = Path(spec.removeprefix("file://"))
+        return LocalChannel(path if path.is_absolute() else root / path)
+    scheme = spec.split("://", 1)[0]
+    if scheme in ("s3", "anaconda"):
+        raise UserError(f"publishing to {scheme}:// is not implemented yet; publish to a local directory for now.")
+    raise UserError(f"Unknown channel scheme '{scheme}://' in '{spec}'. Valid channels: {', '.join(SCHEMES)}.")

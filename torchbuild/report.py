@@ -1,0 +1,144 @@
+"""The run's report: JSON, Markdown (also for $GITHUB_STEP_SUMMARY) and JUnit XML, each written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchbuild.runner import CellRun
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    json: Path
+    markdown: Path
+    junit: Path
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Readers see the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def as_dict(cells: Sequence[CellRun]) -> dict[str, Any]:
+    return {
+        "ok": all(c.ok for c in cells),
+        "cells": [
+            {
+                "cell_id": c.plan.cell_id,
+                "ok": c.ok,
+                "torch": c.plan.version,
+                "platform": c.plan.platform,
+                "python": c.plan.python,
+                "cuda": c.plan.cuda,
+                "stages": [r.to_dict() for r in c.records],
+                "artifacts": {name: a.to_dict() for name, a in c.artifacts.items()},
+            }
+            for c in cells
+        ],
+    }
+
+
+def markdown(cells: Sequence[CellRun]) -> str:
+    lines = ["## torchbuild", "", "| cell | torch | " + " | ".join(r.stage for r in cells[0].records) + " |"]
+    lines.append("|" + "---|" * (2 + len(cells[0].records)))
+    icons = {"passed": "✅", "cached": "♻️", "skipped": "⏭️", "failed": "❌", "not run": "·"}
+    for cell in cells:
+        row = [f"`{cell.plan.cell_id}`", cell.plan.version]
+        row += [f"{icons.get(r.status, r.status)} {r.duration:.0f}s" for r in cell.records]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "| artifact | size | sha256 |", "|---|---|---|"]
+    for cell in cells:
+        for artifact in cell.artifacts.values():
+            lines.append(f"| `{artifact.path.name}` | {artifact.size / 1e6:.1f} MB | `{artifact.sha256}` |")
+    problems = [(c.plan.cell_id, r) for c in cells for r in c.records if r.status == "failed"]
+    if problems:
+        lines += ["", "### Failures", ""]
+        for cell_id, record in problems:
+            lines += [f"**{cell_id} / {record.stage}**", "", "```", record.message, "```", ""]
+    skipped = [(c.plan.cell_id, r) for c in cells for r in c.records if r.status == "skipped" and r.message]
+    if skipped:
+        lines += ["", "### Skipped", ""]
+        lines += [f"- {cell_id} / {r.stage}: {r.message}" for cell_id, r in skipped]
+    return "\n".join(lines) + "\n"
+
+
+def junit(cells: Sequence[CellRun]) -> str:
+    suites = ET.Element("testsuites", name="torchbuild")
+    for cell in cells:
+        cases = [(r.stage, r) for r in cell.records]
+        suite = ET.SubElement(
+            suites,
+            "testsuite",
+            name=cell.plan.cell_id,
+            tests=str(len(cases) + sum(len(r.checks) for r in cell.records)),
+            failures=str(sum(r.status == "failed" for r in cell.records)),
+            skipped=str(sum(r.status in ("skipped", "not run") for r in cell.records)),
+            time=f"{sum(r.duration for r in cell.records):.3f}",
+        )
+        for stage, record in cases:
+            case = ET.SubElement(
+                suite, "testcase", classname=cell.plan.cell_id, name=stage, time=f"{record.duration:.3f}"
+            )
+            if record.status == "failed":
+                ET.SubElement(
+                    case, "failure", message=record.message.splitlines()[0] if record.message else "failed"
+                ).text = record.message
+            elif record.status in ("skipped", "not run"):
+                ET.SubElement(case, "skipped", message=record.message or record.status)
+            for check in record.checks:
+                sub = ET.SubElement(suite, "testcase", classname=f"{cell.plan.cell_id}.{stage}", name=check.name)
+                if check.status == "failed":
+                    ET.SubElement(sub, "failure", message=f"{check.code} {check.message}".strip()).text = check.file
+                elif check.status == "skipped":
+                    ET.SubElement(sub, "skipped", message=check.message)
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def write(cells: Sequence[CellRun], directory: Path) -> ReportPaths:
+    paths = ReportPaths(json=directory / "report.json", markdown=directory / "report.md", junit=directory / "junit.xml")
+    write_atomic(paths.json, json.dumps(as_dict(cells), indent=2, sort_keys=True) + "\n")
+    write_atomic(paths.markdown, markdown(cells))
+    write_atomic(paths.junit, junit(cells))
+    return paths
+
+
+def print_summary(cells: Sequence[CellRun], paths: ReportPaths) -> None:
+    from rich.table import Table
+
+    from torchbuild.console import MARKS, console
+
+    table = Table(title="summary", title_justify="left")
+    table.add_column("cell")
+    table.add_column("torch")
+    for record in cells[0].records:
+        table.add_column(record.stage)
+    for cell in cells:
+        table.add_row(
+            cell.plan.cell_id,
+            cell.plan.version,
+            *(f"{MARKS.get(r.status, r.status)} {r.duration:.0f}s" for r in cell.records),
+        )
+    console.print(table)
+    for cell in cells:
+        for name, artifact in cell.artifacts.items():
+            console.print(f"  {name:<8} {artifact.path}  {artifact.size / 1e6:.1f} MB  sha256 {artifact.sha256}")
+    ok = all(c.ok for c in cells)
+    verdict = "[green]all cells passed[/]" if ok else "[red]some cells failed[/] (details above and in the report)"
+    console.print(f"{verdict}; report: {paths.json}, {paths.markdown}, {paths.junit}")

@@ -1,0 +1,24 @@
+"""publish: the cell's conda package and wheel into the channel (the local directory by default)."""
+
+from __future__ import annotations
+
+from torchbuild.channels import open_channel
+from torchbuild.errors import StageFailed, UserError
+from torchbuild.stages import Context, StageResult
+
+
+def run(ctx: Context) -> StageResult:
+    plan = ctx.plan
+    try:
+        conda, wheel = ctx.inputs["conda"], ctx.inputs["wheel"]
+    except KeyError as missing:
+        raise StageFailed("publish", f"no {missing} artifact from the earlier stages to publish") from None
+    try:
+        channel = open_channel(plan.channel, ctx.root)
+        uploads = channel.plan([(conda, plan.conda.subdir)], [wheel])
+        published = channel.apply(uploads)
+    except UserError as exc:
+        raise StageFailed("publish", str(exc).removeprefix("publish: ")) from None
+    summary = ", ".join(f"{u.subdir}/{u.artifact.path.name} ({u.action})" for u in uploads)
+    outputs = {f"published_{u.kind}": a for u, a in zip(uploads, published, strict=True)}
+    return StageResult(outputs=outputs, message=f"{channel.url}: {summary}")
