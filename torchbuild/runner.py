@@ -253,8 +253,9 @@ def _pin_prebuilt(plan: Plan, options: RunOptions, repin: Repin | None) -> Plan:
     found = source.newest_available(plan, candidates)
     if found is None:
         raise UserError(
-            f"{plan.cell_id}: no prebuilt torch wheel {plan.local_version} for {plan.platform} and Python {plan.python} "
-            f"in the configured package indexes (pip config / PIP_INDEX_URL / PIP_FIND_LINKS). Give one with --wheel PATH."
+            f"{plan.cell_id}: no prebuilt torch wheel +{plan.local_version} for {plan.platform} and Python "
+            f"{plan.python} in the configured package indexes (pip config, PIP_INDEX_URL, PIP_FIND_LINKS). "
+            "Give one with --wheel PATH."
         )
     if found != plan.torch:
         console.print(

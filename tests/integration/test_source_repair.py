@@ -1,0 +1,263 @@
+"""source -> build -> repair on the real torch 2.13.0 CPU wheel, pip against real (local) package indexes, and
+auditwheel + the ELF closure check on small stand-in wheels (named torch, built from real gcc output) for the cases
+the real wheel does not exercise: vendoring, a broken RUNPATH, a library nowhere to be found."""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest_source_repair import (
+    Index,
+    build_so,
+    http_index,
+    make_wheel,
+    plan_for,
+    real_torch_wheel,
+    use_only_index,
+    wheel_from_tree,
+)
+from torchbuild.errors import StageFailed
+from torchbuild.plan import Plan
+from torchbuild.stages import Artifact, Context, RunOptions, StageResult, build, repair, source
+
+__all__ = ["http_index"]  # the fixture, imported for pytest
+
+PLAN = plan_for()
+TORCH_SHA256 = "6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b"
+RELEASES = ["2.15.0", "2.14.1", "2.14.0", "2.13.0", "2.12.1", "2.12.0"]
+
+
+def _ctx(
+    root: Path,
+    cache: Path,
+    *,
+    plan: Plan = PLAN,
+    wheel: Path | None = None,
+    inputs: dict[str, Artifact] | None = None,
+) -> Context:
+    return Context(plan=plan, root=root, options=RunOptions(wheel=wheel, cache_dir=cache), inputs=inputs or {})
+
+
+# --- source ----------------------------------------------------------------------------------------------
+
+
+def test_source_with_the_real_wheel_given(tmp_path: Path) -> None:
+    given = real_torch_wheel()
+    result = source.run(_ctx(tmp_path / "ws", tmp_path / "cache", wheel=given))
+    out = result.outputs["wheel"]
+    assert out.path == tmp_path / "ws" / PLAN.stage_dirs["source"] / PLAN.wheel
+    assert (out.sha256, out.size) == (TORCH_SHA256, given.stat().st_size)
+    assert result.status == "passed"
+
+
+def test_source_finds_the_wheel_in_find_links_and_only_hashes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PIP_FIND_LINKS", str(real_torch_wheel().parent))
+    cache = tmp_path / "cache"
+    result = source.run(_ctx(tmp_path / "ws", cache))
+    out = result.outputs["wheel"]
+    assert out.path.name == PLAN.wheel
+    assert out.sha256 == TORCH_SHA256
+    assert "not downloaded" in result.message
+    assert not (cache / "wheels").exists() or not any((cache / "wheels").rglob("*.whl"))
+
+
+@pytest.mark.slow
+def test_source_downloads_once_then_uses_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, http_index: Index
+) -> None:
+    http_index.add(real_torch_wheel())
+    use_only_index(monkeypatch, http_index)
+    cache = tmp_path / "cache"
+
+    first = source.run(_ctx(tmp_path / "ws1", cache))
+    assert http_index.count(".whl") == 1
+    assert "downloaded from http://127.0.0.1" in first.message
+    entry = cache / "wheels" / TORCH_SHA256 / PLAN.wheel
+    assert entry.is_file()
+    assert first.outputs["wheel"].sha256 == TORCH_SHA256
+
+    second = source.run(_ctx(tmp_path / "ws2", cache))
+    assert http_index.count(".whl") == 1, "the second run downloaded the wheel again"
+    assert http_index.count("/simple/torch/") == 2  # pip did look at the index again
+    assert "cached" in second.message
+    assert second.outputs["wheel"].sha256 == TORCH_SHA256
+    assert second.outputs["wheel"].path == tmp_path / "ws2" / PLAN.stage_dirs["source"] / PLAN.wheel
+
+
+def test_source_says_what_it_looked_for_when_no_index_has_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, http_index: Index
+) -> None:
+    http_index.add(real_torch_wheel())  # cp311 only
+    use_only_index(monkeypatch, http_index)
+    plan = plan_for(python="3.12")
+    with pytest.raises(StageFailed) as info:
+        source.run(_ctx(tmp_path / "ws", tmp_path / "cache", plan=plan))
+    message = str(info.value)
+    assert message.startswith(
+        "source: pip finds no prebuilt wheel torch==2.13.0+cpu (cp312-cp312-manylinux_2_28_x86_64)"
+    )
+    assert "--wheel PATH" in message
+    assert http_index.count(".whl") == 0
+
+
+def test_newest_available_in_the_configured_indexes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As pip is configured here: PyPI plus find-links /opt/wheels, where only 2.13.0+cpu is a linux-64 CPU build.
+    monkeypatch.setenv("PIP_FIND_LINKS", str(real_torch_wheel().parent))
+    assert source.newest_available(PLAN, RELEASES) == "2.13.0"
+
+
+def test_newest_available_on_a_local_index(monkeypatch: pytest.MonkeyPatch, http_index: Index) -> None:
+    http_index.add(real_torch_wheel())
+    use_only_index(monkeypatch, http_index)
+    assert source.newest_available(PLAN, RELEASES) == "2.13.0"
+    assert source.newest_available(PLAN, ["2.15.0", "2.14.0"]) is None
+    assert source.newest_available(plan_for(python="3.12"), RELEASES) is None
+    assert source.newest_available(plan_for(platform="win-64"), RELEASES) is None
+    assert http_index.count(".whl") == 0
+
+
+# --- build -----------------------------------------------------------------------------------------------
+
+
+def test_build_passes_the_prebuilt_wheel_through(tmp_path: Path) -> None:
+    wheel = Artifact.of(make_wheel(tmp_path, PLAN.wheel))
+    result = build.run(_ctx(tmp_path / "ws", tmp_path / "cache", inputs={"wheel": wheel}))
+    assert (result.status, result.outputs["wheel"], result.message) == (
+        "skipped", wheel, "prebuilt wheel: nothing to compile"
+    )  # fmt: skip
+
+
+# --- repair on the real wheel ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def repaired_real(tmp_path_factory: pytest.TempPathFactory) -> tuple[Artifact, StageResult]:
+    """source (--wheel) -> build -> repair on the real torch wheel, once per session (about 1.5 minutes)."""
+    given = real_torch_wheel()
+    root = tmp_path_factory.mktemp("real")
+    cache = root / "cache"
+    got = source.run(_ctx(root, cache, wheel=given)).outputs
+    built = build.run(_ctx(root, cache, inputs=dict(got))).outputs
+    return built["wheel"], repair.run(_ctx(root, cache, inputs=dict(built)))
+
+
+@pytest.mark.slow
+def test_repair_of_the_real_wheel_keeps_its_name_and_passes_the_closure(
+    repaired_real: tuple[Artifact, StageResult],
+) -> None:
+    given, result = repaired_real
+    out = result.outputs["wheel"]
+    assert out.path.name == PLAN.wheel
+    assert out.path.parent.name == "repair"
+    # auditwheel finds nothing to vendor and the tag is already right: the same bytes, not a rewritten archive
+    assert out.sha256 == given.sha256 == TORCH_SHA256
+    assert "nothing to vendor" in result.message
+    summary = result.checks[-1]
+    assert (summary.code, summary.status) == ("E100", "passed")
+    assert "0 missing" in summary.message
+    assert not [c for c in result.checks if c.status == "failed"]
+
+
+@pytest.mark.slow
+def test_repair_of_the_real_wheel_reports_the_test_binary_with_a_broken_runpath(
+    repaired_real: tuple[Artifact, StageResult],
+) -> None:
+    # torch 2.13.0 ships torch/bin/test_shim with RUNPATH $ORIGIN only: it cannot find torch/lib/libtorch.so.
+    _, result = repaired_real
+    warnings = {(c.file, c.code, c.status) for c in result.checks if c.code == "W101"}
+    assert warnings == {("torch/bin/test_shim", "W101", "skipped")}
+
+
+# --- repair on stand-in wheels (real ELF files, named torch) ---------------------------------------------
+
+STAND_IN = "torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl"
+EXT = "torch/_C.cpython-311-x86_64-linux-gnu.so"
+PYINIT = "void PyInit__C(void) {}\n"
+
+
+def _repair(tmp_path: Path, wheel: Path, plan: Plan = PLAN) -> StageResult:
+    return repair.run(_ctx(tmp_path / "ws", tmp_path / "cache", plan=plan, inputs={"wheel": Artifact.of(wheel)}))
+
+
+def test_repair_vendors_an_outside_library_and_retags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    outside = tmp_path / "outside"
+    foo = build_so(outside / "libfoo.so.1", soname="libfoo.so.1")
+    cuda = build_so(tmp_path / "driver" / "libcuda.so.1", soname="libcuda.so.1")  # not on any search path
+    tree = tmp_path / "tree"
+    own = build_so(tree / "torch/lib/libtorch_tiny.so", soname="libtorch_tiny.so", runpath=["$ORIGIN"])
+    build_so(tree / EXT, needs=[own, foo, cuda], runpath=["$ORIGIN/lib"], code=PYINIT)
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(outside))
+
+    result = _repair(tmp_path, wheel_from_tree(tmp_path / "dist", STAND_IN, tree))
+
+    out = result.outputs["wheel"].path
+    assert out.name == PLAN.wheel
+    assert "vendored libfoo.so.1" in result.message
+    with zipfile.ZipFile(out) as archive:
+        names = archive.namelist()
+        wheel_meta = archive.read("torch-2.13.0+cpu.dist-info/WHEEL").decode()
+    assert [n for n in names if n.startswith("torch.libs/libfoo")], names
+    assert not [n for n in names if "libcuda" in n or "libtorch_tiny-" in n]  # driver and own library not grafted
+    assert "Tag: cp311-cp311-manylinux_2_28_x86_64" in wheel_meta
+    summary = result.checks[-1]
+    assert (summary.status, summary.code) == ("passed", "E100")
+    assert "1 driver excludes" in summary.message
+
+
+def test_repair_fails_naming_the_so_when_the_runpath_misses_its_own_library(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    own = build_so(tree / "torch/lib/libtorch_tiny.so", soname="libtorch_tiny.so")
+    build_so(tree / EXT, needs=[own], code=PYINIT)  # no RUNPATH: torch/lib is never searched
+    with pytest.raises(StageFailed) as info:
+        _repair(tmp_path, wheel_from_tree(tmp_path / "dist", STAND_IN, tree))
+    message = str(info.value)
+    assert message.startswith("repair: import closure of ")
+    assert f"{EXT} needs libtorch_tiny.so" in message
+
+
+def test_repair_fails_naming_a_library_that_is_nowhere(tmp_path: Path) -> None:
+    gone = build_so(tmp_path / "elsewhere" / "libgone.so.3", soname="libgone.so.3")
+    tree = tmp_path / "tree"
+    build_so(tree / EXT, needs=[gone], code=PYINIT)
+    with pytest.raises(StageFailed, match=r"^repair: .*needs libgone\.so\.3.*cannot find it"):
+        _repair(tmp_path, wheel_from_tree(tmp_path / "dist", STAND_IN, tree))
+
+
+def test_repair_copies_a_wheel_that_needs_nothing(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    build_so(tree / EXT, code=PYINIT, libs=["m"])
+    given = wheel_from_tree(tmp_path / "dist", PLAN.wheel, tree)
+    result = _repair(tmp_path, given)
+    assert result.outputs["wheel"].sha256 == Artifact.of(given).sha256
+    assert "copied through" in result.message
+
+
+def test_repair_on_win_64_is_not_implemented_yet(tmp_path: Path) -> None:
+    plan = plan_for(platform="win-64")
+    wheel = make_wheel(tmp_path, plan.wheel)
+    with pytest.raises(StageFailed, match=r"^repair: win-64 repair with delvewheel is not implemented yet"):
+        _repair(tmp_path, wheel, plan)
+
+
+def test_repair_refuses_a_wheel_built_against_a_newer_glibc_than_the_tag(tmp_path: Path) -> None:
+    # pthread_create@GLIBC_2.34 (glibc >= 2.34 moved it into libc): newer than manylinux_2_28 allows.
+    glibc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    if not glibc.startswith("glibc ") or tuple(map(int, glibc.split()[1].split(".")[:2])) < (2, 34):
+        pytest.skip(f"skipped: needs a host with glibc >= 2.34 to build the too-new .so (host: {glibc or '?'})")
+    code = PYINIT + (
+        "#include <pthread.h>\n"
+        "void *f(void *a) { return a; }\n"
+        "int g(void) { pthread_t t; return pthread_create(&t, 0, f, 0); }\n"
+    )
+    tree = tmp_path / "tree"
+    build_so(tree / EXT, code=code)
+    with pytest.raises(
+        StageFailed, match=r"^repair: .* cannot be manylinux_2_28_x86_64: .*consistent with manylinux_2_3"
+    ):
+        _repair(tmp_path, wheel_from_tree(tmp_path / "dist", STAND_IN, tree))

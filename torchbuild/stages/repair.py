@@ -1,0 +1,187 @@
+"""repair: make the wheel self-contained for its platform tag, then prove it with a static import-closure check.
+
+linux-64: auditwheel (with patchelf) vendors what the wheel needs beyond the manylinux policy of the Plan's tag and
+sets that tag. What must never be vendored is excluded (see ``auditwheel_excludes``). When auditwheel's analysis
+finds nothing to vendor and the wheel already carries the Plan's name, the wheel is copied through: rewriting a
+1 GB archive only to get the same bytes back costs minutes. The closure check runs on the result either way.
+
+win-64: delvewheel, not implemented yet.
+
+Output: ``wheel`` (named ``plan.wheel``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torchbuild import elf, wheelfile
+from torchbuild.errors import StageFailed
+from torchbuild.proc import run_tool
+from torchbuild.stages import Artifact, Context, StageResult
+
+STAGE = "repair"
+AUDITWHEEL_TIMEOUT_S = 3600
+
+
+def run(ctx: Context) -> StageResult:
+    repair = REPAIRERS.get(ctx.plan.platform)
+    if repair is None:
+        raise StageFailed(STAGE, UNSUPPORTED.get(ctx.plan.platform, f"no repair for platform {ctx.plan.platform}"))
+    wheel = ctx.inputs.get("wheel")
+    if wheel is None:
+        raise StageFailed(STAGE, "no wheel from the build stage (its output 'wheel' is missing)")
+    return repair(ctx, wheel.path)
+
+
+# --- linux-64 --------------------------------------------------------------------------------------------
+
+
+def auditwheel_excludes(wheel: Path) -> dict[str, str]:
+    """SONAME patterns auditwheel must not graft, with the reason.
+
+    - Driver libraries (libcuda.so*, libnvidia-ml.so*): they belong to the installed NVIDIA driver.
+    - Every shared library the wheel ships itself (torch/lib/libtorch_cpu.so, libc10.so, libgomp.so.1, ...): they
+      are found in the wheel through $ORIGIN at run time, which the closure check below verifies. Without the
+      exclude, auditwheel looks them up on the build machine for ELF files whose RUNPATH does not reach torch/lib
+      (torch 2.13's torch/bin/test_shim has only $ORIGIN) and either fails ("required library libtorch.so could
+      not be located") or grafts a second copy, e.g. the system's libgomp.so.1 beside torch/lib/libgomp.so.1:
+      two OpenMP runtimes in one process.
+    """
+    excludes = dict(elf.DRIVER_LIBRARIES)
+    with zipfile.ZipFile(wheel) as archive:
+        for name in archive.namelist():
+            if elf.SHARED_OBJECT.search(name):
+                excludes.setdefault(Path(name).name, f"shipped in the wheel as {name}")
+    return excludes
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What auditwheel's analysis says about a wheel for one target tag."""
+
+    graft: tuple[str, ...]  # libraries it would vendor for the target
+    unlocated: tuple[str, ...]  # of those, the ones not found on this machine (nothing to vendor them from)
+    eligible: bool  # the wheel's symbols/ISA allow the target tag
+    consistent_with: str  # the best tag auditwheel finds the wheel consistent with
+
+
+def analyse(wheel: Path, platform_tag: str, excludes: Mapping[str, str]) -> Analysis:
+    """auditwheel's own analysis (the one `auditwheel show` and `auditwheel repair` run), for the target tag."""
+    from auditwheel import lddtree, wheel_abi
+    from auditwheel.error import NonPlatformWheelError
+
+    # auditwheel memoises the library search path (LD_LIBRARY_PATH, ld.so.conf) and each wheel's ELF data for the
+    # life of the process; start from what is true now, as the `auditwheel repair` process after it will.
+    for memo in (lddtree.load_ld_paths, lddtree.parse_ld_so_conf, wheel_abi.get_wheel_elfdata):
+        memo.cache_clear()
+    policies, wanted = elf.manylinux_policies(platform_tag)
+    base = platform_tag[: -len("_" + policies.architecture.value)]
+    try:
+        info: Any = wheel_abi.analyze_wheel_abi(
+            policies.libc,
+            policies.architecture,
+            wheel,
+            frozenset(excludes),
+            disable_isa_ext_check=False,
+            allow_graft=True,
+            requested_policy_base_name=base,
+        )
+    except NonPlatformWheelError as exc:
+        raise StageFailed(STAGE, f"{wheel}: {exc.message}") from None
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise StageFailed(STAGE, f"auditwheel cannot analyse {wheel}: {exc}") from None
+    libs = info.external_refs[wanted.name].libs
+    return Analysis(
+        graft=tuple(sorted(libs)),
+        unlocated=tuple(sorted(name for name, path in libs.items() if path is None)),
+        eligible=not wanted > info.overall_policy,
+        consistent_with=str(info.overall_policy.name),
+    )
+
+
+def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
+    plan = ctx.plan
+    tag = wheelfile.plan_platform_tag(plan)
+    out_dir = ctx.stage_dir(STAGE)
+    target = out_dir / plan.wheel
+    excludes = auditwheel_excludes(wheel)
+
+    started = time.monotonic()
+    analysis = analyse(wheel, tag, excludes)
+    analysed_s = time.monotonic() - started
+    if analysis.unlocated:
+        raise StageFailed(
+            STAGE,
+            f"{wheel} needs {', '.join(analysis.unlocated)}, which is neither in the wheel nor allowed by {tag}, "
+            "and auditwheel cannot find it on this machine to vendor it (add its directory to LD_LIBRARY_PATH, "
+            "or ship it in the wheel)",
+        )
+    if not analysis.eligible:
+        raise StageFailed(
+            STAGE,
+            f"{wheel} cannot be {tag}: auditwheel finds it consistent with {analysis.consistent_with} at best "
+            "(versioned symbols from a newer glibc/libstdc++, or newer ISA extensions). Build it in the manylinux "
+            "image of the Plan's tag.",
+        )
+    if not analysis.graft and wheel.name == plan.wheel:
+        _copy(wheel, target)
+        how = f"auditwheel: nothing to vendor, already {tag} ({analysed_s:.0f} s analysis); copied through"
+    else:
+        _auditwheel_repair(ctx, wheel, tag, excludes, target)
+        vendored = ", ".join(analysis.graft) or "nothing"
+        how = f"auditwheel repair to {tag}: vendored {vendored} ({time.monotonic() - started:.0f} s)"
+
+    started = time.monotonic()
+    report = elf.check_wheel(target, tag, scratch=out_dir)
+    checks = report.checks()
+    if not report.ok:
+        problems = [f"{m.file} needs {m.needed}" for m in report.missing] + [b.reason for b in report.bad]
+        raise StageFailed(
+            STAGE,
+            f"import closure of {target} is broken ({len(problems)} problems): "
+            + "; ".join(problems[:10])
+            + (" ..." if len(problems) > 10 else ""),
+        )
+    closure = f"closure checked in {time.monotonic() - started:.0f} s: {report.summary()}"
+    return StageResult(outputs={"wheel": Artifact.of(target)}, checks=checks, message=f"{how}; {closure}")
+
+
+def _auditwheel_repair(ctx: Context, wheel: Path, tag: str, excludes: Mapping[str, str], target: Path) -> None:
+    argv: list[str] = [sys.executable, "-m", "auditwheel", "repair", "--plat", tag, "--only-plat"]
+    for pattern in excludes:
+        argv += ["--exclude", pattern]
+    with tempfile.TemporaryDirectory(prefix="auditwheel-", dir=target.parent) as tmp:
+        run_tool(
+            [*argv, "--wheel-dir", tmp, str(wheel)],
+            stage=STAGE,
+            log=ctx.stage_dir("logs") / f"{STAGE}.log",
+            timeout=AUDITWHEEL_TIMEOUT_S,
+            what="auditwheel repair",
+        )
+        made = sorted(Path(tmp).glob("*.whl"))
+        if [p.name for p in made] != [target.name]:
+            names = ", ".join(p.name for p in made) or "no wheel"
+            raise StageFailed(STAGE, f"auditwheel repair of {wheel} made {names}; expected {target.name}")
+        shutil.move(str(made[0]), target)
+
+
+def _copy(src: Path, dest: Path) -> None:
+    part = dest.with_name(dest.name + ".part")
+    shutil.copyfile(src, part)
+    part.replace(dest)
+
+
+# --- platforms -------------------------------------------------------------------------------------------
+
+REPAIRERS: Mapping[str, Callable[[Context, Path], StageResult]] = {"linux-64": _repair_linux}
+UNSUPPORTED: Mapping[str, str] = {
+    "win-64": "win-64 repair with delvewheel is not implemented yet (Windows artifacts work)",
+}
