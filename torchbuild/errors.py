@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 
 class UserError(Exception):
@@ -16,9 +17,10 @@ class StageFailed(UserError):
 
     exit_code = 1
 
-    def __init__(self, stage: str, message: str) -> None:
+    def __init__(self, stage: str, message: str, checks: Sequence[Any] = ()) -> None:
         super().__init__(f"{stage}: {message}")
         self.stage = stage
+        self.checks = tuple(checks)  # torchbuild.stages.Check results, so the report shows them
 
 
 def one_of(choices: Iterable[object]) -> str:

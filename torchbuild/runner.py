@@ -175,15 +175,13 @@ def run_cell(
         started = time.monotonic()
         try:
             result = function(ctx)
-        except StageFailed as exc:
-            record = StageRecord(
-                stage=stage, status="failed", duration=time.monotonic() - started, message=str(exc), key=key
-            )
-            failed = True
         except UserError as exc:
+            message = str(exc) if isinstance(exc, StageFailed) else f"{stage}: {exc}"
+            checks = list(exc.checks) if isinstance(exc, StageFailed) else []
             record = StageRecord(
-                stage=stage, status="failed", duration=time.monotonic() - started, message=f"{stage}: {exc}", key=key
+                stage=stage, status="failed", duration=time.monotonic() - started, message=message, key=key
             )
+            record.checks = checks
             failed = True
         else:
             record = StageRecord(

@@ -1,0 +1,138 @@
+"""verify: static checks of the cell's artifacts, read back from disk, and a solve against real repodata.
+
+- the conda package: conda-verify's checks (C11xx) and torchbuild's (TB10x), and that it is the Plan's package;
+- the wheel: RECORD, tags, member paths (TB20x);
+- the solve (TB301): ``pytorch`` with the cell's Python, against a temporary channel holding only the new package
+  plus the real conda-forge repodata, with the virtual packages of a typical machine, must pick this very build.
+
+Every check goes into the StageResult and into ``checks.json`` in the stage directory; any failed check fails the
+stage with a message naming each failed check's code and file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from torchbuild import solve as solver
+from torchbuild.checks import failures, result, skipped, summary
+from torchbuild.checks.conda_package import CondaArchive, PackageUnreadable, read_package, run_checks
+from torchbuild.checks.wheel_record import check_wheel
+from torchbuild.errors import StageFailed
+from torchbuild.plan import Plan
+from torchbuild.stages import Artifact, Check, Context, StageResult, sha256_of
+from torchbuild.stages.conda import archive_filename
+
+STAGE = "verify"
+SOLVE_CHANNEL = "conda-forge"  # the channel of the real repodata the package must install next to
+SOLVER_LINES = 15  # of the solver's explanation, in a failed solve check
+
+
+def plan_problems(pkg: CondaArchive, plan: Plan, artifact: Artifact) -> list[str]:
+    """TB104: the file is the one the conda stage recorded, and its index.json is the Plan's package."""
+    problems: list[str] = []
+    fmt = "tar.bz2" if pkg.path.name.endswith(".tar.bz2") else "conda"
+    expected_name = archive_filename(plan, fmt)
+    if pkg.path.name != expected_name:
+        problems.append(f"file name {pkg.path.name}, the Plan's is {expected_name}")
+    size = pkg.path.stat().st_size
+    if artifact.size and size != artifact.size:
+        problems.append(f"{size} bytes on disk, the conda stage recorded {artifact.size}")
+    if artifact.sha256 and sha256_of(pkg.path) != artifact.sha256:
+        problems.append("sha256 on disk differs from what the conda stage recorded")
+    conda = plan.conda
+    wanted = {
+        "name": conda.name,
+        "version": conda.version,
+        "build": conda.build_string,
+        "build_number": conda.build_number,
+        "subdir": conda.subdir,
+    }
+    for key, value in wanted.items():
+        if pkg.index.get(key) != value:
+            problems.append(f"index.json {key} is {pkg.index.get(key)!r}, the Plan's is {value!r}")
+    for key, specs in (("depends", conda.depends), ("constrains", conda.constrains)):
+        have = pkg.index.get(key) or []
+        missing = [s for s in specs if s not in have]
+        if missing:
+            problems.append(f"index.json {key} lacks the Plan's {', '.join(missing)}")
+    return problems
+
+
+def solve_check(pkg: CondaArchive, plan: Plan, repodata: Path | None, work: Path) -> Check:
+    """TB301: `pytorch` + `python X.Y.*` against a channel of this package alone plus the real repodata."""
+    if repodata is None:
+        return skipped("TB301", pkg.path, "no repodata to solve against (RunOptions.repodata is not set)")
+    real = repodata / SOLVE_CHANNEL
+    if not (real / plan.conda.subdir / "repodata.json").is_file():
+        return skipped("TB301", pkg.path, f"no {SOLVE_CHANNEL} repodata for {plan.conda.subdir} in {repodata}")
+    specs = [plan.conda.name, f"python {plan.python}.*"]
+    virtual = solver.virtual_packages_for(plan.platform, plan.cuda if plan.is_cuda else None)
+    with tempfile.TemporaryDirectory(prefix="solve-", dir=work) as tmp:
+        local = solver.make_local_channel([pkg.path], Path(tmp) / "channel")
+        try:
+            solution = solver.solve([local, real], specs, plan.conda.subdir, virtual, cache_dir=Path(tmp) / "cache")
+        except solver.Unsolvable as exc:
+            explanation = "\n".join(str(exc).splitlines()[:SOLVER_LINES])
+            return result("TB301", pkg.path, [f"{' + '.join(specs)} has no solution: {explanation}"])
+    ours = [
+        s
+        for s in solution
+        if s.file_name == pkg.path.name and s.channel.rstrip("/") == solver.channel_url(local).rstrip("/")
+    ]
+    if not ours:
+        chosen = [str(s) for s in solution if s.name == plan.conda.name]
+        return result("TB301", pkg.path, [f"the solution took {', '.join(chosen) or 'no ' + plan.conda.name}"])
+    python = next((s.version for s in solution if s.name == "python"), "?")
+    vpk = ", ".join(f"{k}={v}" for k, v in virtual.items())
+    note = (
+        f"{ours[0].name}-{ours[0].version}-{ours[0].build} from the new package's channel, with python {python} "
+        f"and {len(solution) - 2} more packages from {SOLVE_CHANNEL} ({vpk})"
+    )
+    return result("TB301", pkg.path, [], note)
+
+
+def conda_checks(artifact: Artifact, plan: Plan, repodata: Path | None, work: Path) -> list[Check]:
+    try:
+        pkg = read_package(artifact.path)
+    except PackageUnreadable as exc:
+        reason = "the package could not be read (TB100)"
+        return [result("TB100", artifact.path, [str(exc)]), skipped("TB301", artifact.path, reason)]
+    return [
+        result("TB100", pkg.path, [], f"{pkg.format}, {len(pkg.files()):,} payload files"),
+        *run_checks(pkg),
+        result("TB104", pkg.path, plan_problems(pkg, plan, artifact), f"{plan.conda.filename} as planned"),
+        solve_check(pkg, plan, repodata, work),
+    ]
+
+
+def _write(checks: Sequence[Check], path: Path) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps([c.to_dict() for c in checks], indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def run(ctx: Context) -> StageResult:
+    plan = ctx.plan
+    work = ctx.stage_dir(STAGE)
+    conda = ctx.inputs.get("conda")
+    wheel = ctx.inputs.get("wheel")
+    if conda is None and wheel is None:
+        raise StageFailed(STAGE, "nothing to verify: no 'conda' or 'wheel' output from the earlier stages")
+    checks: list[Check] = []
+    if conda is not None:
+        checks += conda_checks(conda, plan, ctx.options.repodata, work)
+    if wheel is not None:
+        checks += check_wheel(wheel.path, plan)
+    report = work / "checks.json"
+    _write(checks, report)
+
+    failed = failures(checks)
+    counts = {s: sum(c.status == s for c in checks) for s in ("passed", "failed", "skipped")}
+    line = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    if failed:
+        raise StageFailed(STAGE, f"{len(failed)} of {len(checks)} checks failed ({report}):\n{summary(failed)}", checks)
+    return StageResult(outputs={"checks": Artifact.of(report)}, checks=tuple(checks), message=line)
