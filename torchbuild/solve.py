@@ -6,8 +6,6 @@ of CPU vs CUDA selection. Nothing is downloaded: channels are directories (``fil
 
 from __future__ import annotations
 
-import asyncio
-import datetime
 import os
 import shutil
 import tempfile
@@ -16,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchbuild import rattler_child
 from torchbuild.errors import UserError, one_of
 
 # The virtual packages a solve assumes for each platform, as a user's machine would report them. __glibc 2.28 is
@@ -73,37 +72,19 @@ def make_local_channel(packages: Sequence[Path], directory: Path) -> Path:
 
     The subdir of each package comes from its own info/index.json.
     """
-    from rattler import RepoDataRecord
-    from rattler.index import index_fs
-
-    async def build() -> None:
-        for package in packages:
-            record = await RepoDataRecord.from_package_archive(package)
-            subdir = directory / str(record.subdir)
-            subdir.mkdir(parents=True, exist_ok=True)
-            target = subdir / package.name
-            target.unlink(missing_ok=True)
-            try:
-                os.link(package, target)
-            except OSError:
-                shutil.copy2(package, target)
-        (directory / "noarch").mkdir(parents=True, exist_ok=True)
-        await index_fs(directory, write_zst=False, write_shards=False, force=True)
-
     directory.mkdir(parents=True, exist_ok=True)
-    asyncio.run(build())
+    for package in packages:
+        subdir = directory / str(rattler_child.call("package_subdir", path=str(package)))
+        subdir.mkdir(parents=True, exist_ok=True)
+        target = subdir / package.name
+        target.unlink(missing_ok=True)
+        try:
+            os.link(package, target)
+        except OSError:
+            shutil.copy2(package, target)
+    (directory / "noarch").mkdir(parents=True, exist_ok=True)
+    rattler_child.call("index", directory=str(directory), write_zst=False)
     return directory
-
-
-def _virtual(packages: Mapping[str, str]) -> list[Any]:
-    from rattler import GenericVirtualPackage, PackageName, Version
-    from rattler.package import BuildString
-
-    result: list[Any] = []
-    for name, value in packages.items():
-        version, _, build = value.partition("=")  # "1=x86_64" gives __archspec its build string
-        result.append(GenericVirtualPackage(PackageName(name), Version(version), BuildString(build or "0")))
-    return result
 
 
 def solve(
@@ -119,49 +100,36 @@ def solve(
 
     ``channels`` are directories, file:// or https:// URLs. Raises Unsolvable with the solver's explanation.
     """
-    from rattler import ChannelPriority, Gateway, MatchSpec
-    from rattler import solve as rattler_solve
-    from rattler.exceptions import InvalidMatchSpecError, SolverError
+    from rattler import MatchSpec
+    from rattler.exceptions import InvalidMatchSpecError
 
     try:
-        match_specs = [MatchSpec(s, strict=False) for s in specs]
+        for spec in specs:
+            MatchSpec(spec, strict=False)
     except InvalidMatchSpecError as exc:
         raise UserError(f"invalid conda spec in {list(specs)}: {exc}") from None
 
-    subdirs: list[Any] = [platform, "noarch"]  # rattler types subdirs as Literal names
-
-    async def run(cache: Path) -> list[Any]:
-        records: list[Any] = await rattler_solve(
+    def run(cache: Path) -> list[dict[str, Any]]:
+        records: list[dict[str, Any]] = rattler_child.call(
+            "solve",
             sources=[channel_url(c) for c in channels],
-            specs=match_specs,
-            platforms=subdirs,
-            virtual_packages=_virtual(virtual_packages),
-            channel_priority=ChannelPriority.Strict,
-            gateway=Gateway(cache_dir=cache),
-            timeout=datetime.timedelta(seconds=timeout_s),
+            specs=list(specs),
+            platform=platform,
+            virtual_packages=dict(virtual_packages),
+            cache_dir=str(cache),
+            timeout_s=timeout_s,
         )
         return records
 
     try:
         if cache_dir is not None:
-            records = asyncio.run(run(cache_dir))
+            records = run(cache_dir)
         else:
             # A fresh cache per solve: a local channel rewritten in place must never be answered from a cache.
             with tempfile.TemporaryDirectory(prefix="torchbuild-solve-") as tmp:
-                records = asyncio.run(run(Path(tmp)))
-    except SolverError as exc:
-        raise Unsolvable(str(exc).strip()) from None
-    return sorted((_solved(r) for r in records), key=lambda s: s.name)
-
-
-def _solved(record: Any) -> Solved:
-    return Solved(
-        name=str(record.name.normalized),
-        version=str(record.version),
-        build=str(record.build),
-        build_number=int(record.build_number),
-        subdir=str(record.subdir),
-        channel=str(record.channel),
-        file_name=str(record.file_name),
-        url=str(record.url),
-    )
+                records = run(Path(tmp))
+    except rattler_child.RattlerError as exc:
+        if exc.kind == "SolverError":
+            raise Unsolvable(str(exc)) from None
+        raise
+    return sorted((Solved(**r) for r in records), key=lambda s: s.name)

@@ -10,7 +10,6 @@ channel/
 
 from __future__ import annotations
 
-import asyncio
 import html
 import os
 import shutil
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from torchbuild import rattler_child
 from torchbuild.channels import Upload
 from torchbuild.errors import UserError
 from torchbuild.report import write_atomic
@@ -73,9 +73,7 @@ class LocalChannel:
     def index(self) -> None:
         if any(p.suffix in (".conda", ".bz2") for p in self.path.glob("*/*")):
             (self.path / "noarch").mkdir(parents=True, exist_ok=True)
-            from rattler.index import index_fs
-
-            asyncio.run(index_fs(self.path, write_zst=True, write_shards=False))
+            rattler_child.call("index", directory=str(self.path), write_zst=True)
         self.write_simple_pages()
 
     def write_simple_pages(self) -> None:

@@ -1,0 +1,207 @@
+"""The smoke stage on the real torch 2.13.0 CPU wheel and a .conda made from it, in fresh environments."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import datetime
+import hashlib
+import io
+import shutil
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from torchbuild import matrix, smoke_checks
+from torchbuild import plan as plan_mod
+from torchbuild.errors import StageFailed
+from torchbuild.matrix import Cell
+from torchbuild.plan import Plan
+from torchbuild.stages import Artifact, Context, RunOptions, StageResult, smoke
+from torchbuild.stages.smoke import SmokeFailed, wheel_requirements
+
+ROOT = Path(__file__).resolve().parents[2]
+WHEELS = Path("/opt/wheels")
+TORCH_WHEEL = WHEELS / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+BROKEN_INIT = b'raise ImportError("DLL load failed while importing _C: The specified module could not be found.")\n'
+
+
+def resolve(platform: str = "linux-64", python: str = "3.11") -> Plan:
+    m = matrix.load(ROOT / "matrix.yaml")
+    return plan_mod.resolve(Cell(platform=platform, cuda="cpu", python=python, torch="2.13.0"), m)
+
+
+@pytest.fixture(scope="session")
+def linux_plan() -> Plan:
+    return resolve()
+
+
+@pytest.fixture(scope="session")
+def torch_wheel() -> Path:
+    # The upstream manylinux wheel is already auditwheel-repaired: it stands in for the repair stage's output.
+    if not TORCH_WHEEL.is_file():
+        pytest.skip(f"skipped: the torch 2.13.0 wheel is not at {TORCH_WHEEL}")
+    return TORCH_WHEEL
+
+
+@pytest.fixture(scope="session")
+def torch_conda(torch_wheel: Path, linux_plan: Plan, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The .conda of the cell, assembled from the wheel with py-rattler-build (what the conda stage does)."""
+    from rattler_build import assemble_package
+
+    work = tmp_path_factory.mktemp("conda-from-wheel")
+    files = work / "files"
+    with zipfile.ZipFile(torch_wheel) as archive:
+        archive.extractall(files / linux_plan.conda.site_packages)
+    depends = [*linux_plan.conda.depends]
+    for line in wheel_requirements(torch_wheel):
+        requirement = Requirement(line)
+        depends.append(f"{requirement.name} {requirement.specifier}".strip())
+    conda = linux_plan.conda
+    output = assemble_package(
+        name=conda.name,
+        version=conda.version,
+        target_platform=conda.subdir,
+        build_string=conda.build_string,
+        build_number=conda.build_number,
+        output_dir=work / "out",
+        files_dir=files,
+        depends=depends,
+        license="BSD-3-Clause",
+        compression_level=1,
+        detect_prefix=False,
+        timestamp=datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc),
+    )
+    shutil.rmtree(files)
+    path = Path(output.path)
+    assert path.name == conda.filename
+    return path
+
+
+def context(plan: Plan, root: Path, wheel: Path | None, conda: Path | None) -> Context:
+    inputs = {name: Artifact.of(path) for name, path in (("wheel", wheel), ("conda", conda)) if path is not None}
+    return Context(plan=plan, root=root, options=RunOptions(), inputs=inputs)
+
+
+@pytest.fixture(scope="session")
+def smoke_result(
+    linux_plan: Plan, torch_wheel: Path, torch_conda: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[StageResult, Path]:
+    root = tmp_path_factory.mktemp("smoke-root")
+    return smoke.run(context(linux_plan, root, torch_wheel, torch_conda)), root
+
+
+@pytest.mark.slow
+def test_smoke_passes_on_the_real_wheel_and_conda_package(
+    smoke_result: tuple[StageResult, Path], linux_plan: Plan
+) -> None:
+    result, root = smoke_result
+    statuses = {c.name: c.status for c in result.checks}
+    gpu_skip = "skipped (CPU build; a GPU is present)" if smoke_checks.gpu_present() else "skipped (no GPU)"
+    expected = {}
+    for env in ("wheel", "conda"):
+        expected[f"{env}: install"] = "passed"
+        for name in smoke_checks.CHECKS:
+            expected[f"{env}: {name}"] = "skipped" if name == "cuda matmul" else "passed"
+    assert statuses == expected, [c.to_dict() for c in result.checks if c.status != expected.get(c.name)]
+    assert result.status == "passed"
+    messages = {c.name: c.message for c in result.checks}
+    assert messages["wheel: cuda matmul"] == gpu_skip
+    assert messages["conda: cuda matmul"] == gpu_skip
+    assert result.message.startswith("12/14 checks passed in a fresh venv and a fresh conda prefix; skipped: ")
+    assert f"wheel: cuda matmul ({gpu_skip.removeprefix('skipped (')}" in result.message
+    # torch came from each environment itself, not from the host or the working directory
+    assert "/smoke/wheel/venv/lib/python3.11/site-packages/torch/__init__.py" in messages["wheel: import"]
+    assert "/smoke/conda/venv/lib/python3.11/site-packages/torch/__init__.py" in messages["conda: import"]
+    assert "torch 2.13.0+cpu (CUDA none" in messages["conda: import"]
+    # the conda environment's torch is the conda package's (its conda-meta record and the file's sha256)
+    record = f"conda-meta/{linux_plan.conda.name}-2.13.0-py3.11_cpu_0.json"
+    assert record in messages["conda: install"]
+    assert "torch/__init__.py sha256 matches" in messages["conda: install"]
+    assert (
+        "conda-only dependencies not installed: python >=3.11,<3.12.0a0, _openmp_mutex >=4.5"
+        in messages["conda: install"]
+    )
+    assert messages["wheel: install"].endswith(" s")
+    assert "OpenMP available" in messages["wheel: openmp mkl"] and "MKL available" in messages["wheel: openmp mkl"]
+    assert "103 items, each exactly once, from 2 spawned workers" in messages["conda: dataloader spawn"]
+    # the environments are removed after success; the logs stay
+    stage_dir = root / linux_plan.stage_dirs["smoke"]
+    assert not (stage_dir / "wheel").exists() and not (stage_dir / "conda").exists()
+    assert (root / linux_plan.stage_dirs["logs"] / "smoke-wheel.log").is_file()
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+@pytest.fixture
+def broken_wheel(torch_wheel: Path, tmp_path: Path) -> Iterator[Path]:
+    """A copy of the real wheel whose torch/__init__.py raises the ImportError Windows users see; RECORD
+    updated so that the wheel stays valid. Members are stored uncompressed: a rewrite at any deflate level
+    takes longer than pip takes to install the result."""
+    out = tmp_path / torch_wheel.name
+    with zipfile.ZipFile(torch_wheel) as src, zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "torch/__init__.py":
+                data = BROKEN_INIT
+            elif info.filename.endswith(".dist-info/RECORD"):
+                rows = list(csv.reader(io.StringIO(data.decode())))
+                rows = [
+                    [p, _record_hash(BROKEN_INIT), str(len(BROKEN_INIT))] if p == "torch/__init__.py" else [p, h, s]
+                    for p, h, s in rows
+                ]
+                text = io.StringIO()
+                csv.writer(text, lineterminator="\n").writerows(rows)
+                data = text.getvalue().encode()
+            dst.writestr(info.filename, data)
+    yield out
+    out.unlink()
+
+
+@pytest.mark.slow
+def test_a_broken_torch_fails_the_stage_naming_the_check(
+    linux_plan: Plan, broken_wheel: Path, torch_conda: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(SmokeFailed) as caught:
+        smoke.run(context(linux_plan, tmp_path, broken_wheel, torch_conda))
+    message = str(caught.value)
+    first = message.splitlines()[0]
+    assert first.startswith(
+        f"smoke: wheel: import failed in a fresh venv with {broken_wheel.name}: ImportError: DLL "
+        "load failed while importing _C"
+    ), message
+    assert 'raise ImportError("DLL load failed' in message  # the check's output (the traceback)
+    assert "also failed: wheel: cpu matmul" in message
+    env_root = tmp_path / linux_plan.stage_dirs["smoke"] / "wheel"
+    assert f"The environment is kept for debugging: {env_root}" in message
+    assert (env_root / "venv" / "bin" / "python").exists()
+    statuses = {c.name: c.status for c in caught.value.checks}
+    assert statuses["wheel: install"] == "passed"
+    assert statuses["wheel: import"] == "failed"
+    # no check passes without torch, and the GPU check is not "skipped" when torch cannot even be imported
+    assert {s for n, s in statuses.items() if n != "wheel: install"} == {"failed"}
+    assert not any(name.startswith("conda:") for name in statuses)  # the stage stopped at the first failed env
+
+
+def test_win64_plan_is_skipped_with_the_reason(tmp_path: Path) -> None:
+    plan = resolve(platform="win-64")
+    result = smoke.run(context(plan, tmp_path, None, None))
+    assert result.status == "skipped"
+    assert result.message == "skipped: needs a win-64 host"
+    assert result.checks and {c.status for c in result.checks} == {"skipped"}
+    assert {c.name for c in result.checks} >= {"wheel: import", "conda: dataloader spawn", "conda: cuda matmul"}
+    assert all("needs a win-64 host (this host is linux-64)" in c.message for c in result.checks)
+
+
+def test_missing_inputs_name_the_valid_ones(linux_plan: Plan, tmp_path: Path) -> None:
+    with pytest.raises(StageFailed) as caught:
+        smoke.run(context(linux_plan, tmp_path, None, None))
+    assert str(caught.value) == (
+        "smoke: needs the inputs wheel and conda (the repaired wheel and the conda package); missing: wheel, conda; "
+        "given: none"
+    )

@@ -1,0 +1,110 @@
+"""smoke_checks.py as a user of a broken environment sees it, and how the stage reads its output.
+
+The checks themselves run against real torch in tests/integration/test_smoke.py; here the script runs with the
+host Python, which has numpy but no torch: a real "torch is missing" environment.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchbuild import smoke_checks
+from torchbuild.stages.smoke import parse_results, wheel_requirements
+
+SCRIPT = Path(smoke_checks.__file__)
+TORCH_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
+
+
+def run_script(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--expect-version", "2.13.0+cpu", "--expect-cuda", "cpu", *args],
+        cwd=cwd,
+        env=smoke_checks.clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="the host Python has torch")
+def test_without_torch_every_check_fails_and_none_is_skipped_or_passed(tmp_path: Path) -> None:
+    proc = run_script(tmp_path)
+    assert proc.returncode == 1
+    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [r["check"] for r in results] == list(smoke_checks.CHECKS)
+    assert {r["status"] for r in results} == {"failed"}  # "cuda matmul" too: no torch is not "no GPU"
+    by_name = {r["check"]: r for r in results}
+    assert by_name["import"]["message"] == "ModuleNotFoundError: No module named 'torch'"
+    assert "Traceback" in by_name["import"]["output"]
+    assert list(tmp_path.iterdir()) == []  # the working directory stays empty
+
+
+def test_only_runs_the_named_checks_and_rejects_unknown_ones(tmp_path: Path) -> None:
+    proc = run_script(tmp_path, "--only", "cpu matmul")
+    assert [json.loads(line)["check"] for line in proc.stdout.splitlines()] == ["cpu matmul"]
+    bad = run_script(tmp_path, "--only", "gpu matmul")
+    assert bad.returncode == 2
+    assert "invalid choice: 'gpu matmul'" in bad.stderr and "'cuda matmul'" in bad.stderr
+
+
+def test_parse_results_fails_missing_and_unknown_results_and_keeps_the_output() -> None:
+    lines = [
+        "some warning printed by a library",
+        json.dumps({"check": "import", "status": "passed", "message": "torch 2.13.0+cpu"}),
+        json.dumps(
+            {"check": "cpu matmul", "status": "failed", "message": "relative error 1.0e-01", "output": "Traceback: ..."}
+        ),
+        json.dumps({"check": "cuda matmul", "status": "ok", "message": "?"}),
+        json.dumps({"check": "not a check", "status": "passed"}),
+    ]
+    checks = {c.name: c for c in parse_results("conda", "\n".join(lines), "pytorch.conda")}
+    assert list(checks) == [f"conda: {name}" for name in smoke_checks.CHECKS]
+    assert checks["conda: import"].status == "passed"
+    assert checks["conda: import"].file == "pytorch.conda"
+    assert checks["conda: cpu matmul"].message == "relative error 1.0e-01\nTraceback: ..."
+    assert (checks["conda: cuda matmul"].status, checks["conda: cuda matmul"].message) == (
+        "failed",
+        "unknown status 'ok': ?",
+    )
+    assert checks["conda: dataloader spawn"].status == "failed"
+    assert checks["conda: dataloader spawn"].message.startswith("no result")
+
+
+def test_the_dataloader_script_builds_its_loader_only_under_the_main_guard() -> None:
+    # Under spawn each worker re-imports the script: a loader built at module level would recurse.
+    tree = ast.parse(smoke_checks.DATALOADER_SCRIPT)
+    guards = [n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "__name__ == '__main__'"]
+    assert len(guards) == 1
+    outside = [n for n in tree.body if n is not guards[0]]
+    assert "DataLoader(" not in "".join(ast.unparse(n) for n in outside if not isinstance(n, ast.ImportFrom))
+    assert "multiprocessing_context='spawn'" in ast.unparse(guards[0])
+    assert "num_workers=2" in ast.unparse(guards[0])
+
+
+def test_clean_env_drops_what_would_hide_a_users_failure() -> None:
+    env = smoke_checks.clean_env(
+        {"KMP_DUPLICATE_LIB_OK": "TRUE", "PYTHONPATH": "/work", "LD_LIBRARY_PATH": "/x", "PATH": "/usr/bin"}
+    )
+    assert env == {"PATH": "/usr/bin", "PYTHONNOUSERSITE": "1"}
+
+
+def test_wheel_requirements_leave_out_extras() -> None:
+    if not TORCH_WHEEL.is_file():
+        pytest.skip(f"skipped: the torch 2.13.0 wheel is not at {TORCH_WHEEL}")
+    assert wheel_requirements(TORCH_WHEEL) == [
+        "filelock",
+        "typing-extensions>=4.10.0",
+        "setuptools>=77.0.3",
+        "sympy>=1.13.3",
+        "networkx>=2.5.1",
+        "jinja2",
+        "fsspec>=0.8.5",
+    ]
