@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 
 from rich.console import Console
@@ -10,7 +11,8 @@ from rich.console import Console
 from torchbuild.plan import Plan
 from torchbuild.stages import Artifact
 
-console = Console(stderr=True, highlight=False)
+# A CI log is no terminal: rich would wrap at 80 columns there; paths and sha256s read better unwrapped.
+console = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 160)
 out = Console(highlight=False, soft_wrap=True)
 
 
