@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import replace
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from torchbuild import platforms

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import make_wheel, real_torch_wheel, torch_plan
 from tests.conftest import REPODATA
-from tests.integration.conftest_conda import TORCH_WHEEL, make_wheel, repack, tiny_torch_wheel, torch_plan
+from tests.integration.support_conda import repack, tiny_torch_wheel
 from torchbuild.checks.conda_package import CondaArchive, read_package
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.plan import Plan
@@ -226,10 +227,9 @@ def _extract_payload(package: Path, prefix: Path) -> None:
 
 @pytest.fixture(scope="session")
 def torch_built(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    if not TORCH_WHEEL.is_file():
-        pytest.skip(f"skipped: the torch 2.13.0 CPU wheel is not at {TORCH_WHEEL}")
+    wheel = real_torch_wheel()
     root = tmp_path_factory.mktemp("torch-conda")
-    return build(root, torch_plan(), TORCH_WHEEL, compression_level=3, compression_threads=2)
+    return build(root, torch_plan(), wheel, compression_level=3, compression_threads=2)
 
 
 @pytest.fixture(scope="session")

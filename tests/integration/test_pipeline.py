@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import make_wheel
 from tests.conftest import REPODATA, ROOT
 
 pytestmark = pytest.mark.slow
@@ -159,11 +160,12 @@ def test_rattler_solves_and_installs_from_the_channel(first_run: Run, tmp_path: 
     prefix = tmp_path / "prefix"
     venv.create(prefix, with_pip=True)
     result = subprocess.run(
-        [sys.executable, str(script), first_run.channel.as_uri(), str(prefix)],
+        [sys.executable, str(script), first_run.channel.as_uri(), (REPODATA / "conda-forge").as_uri(), str(prefix)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "pytorch 2.13.0 py3.11_cpu_0" in result.stdout
+    assert f"pytorch 2.13.0 py3.11_cpu_0 {first_run.channel.as_uri()}" in result.stdout
+    assert "installed 1" in result.stdout
     # The conda package's python requirements come from pip here: the real repodata has no package files.
     python = prefix / "bin" / "python"
     subprocess.run(
@@ -182,23 +184,27 @@ def test_rattler_solves_and_installs_from_the_channel(first_run: Run, tmp_path: 
 
 
 INSTALL_SCRIPT = """
-import asyncio, sys
-from rattler import MatchSpec, solve, install, GenericVirtualPackage, Version, PackageName
-from rattler.match_spec import MatchSpec
+import asyncio, os, sys
+from rattler import BuildString, GenericVirtualPackage, MatchSpec, PackageName, Version, install, solve
 
-channel, prefix = sys.argv[1], sys.argv[2]
+channel, conda_forge, prefix = sys.argv[1:4]
 
 async def main():
-    virtual = [GenericVirtualPackage(PackageName(n), Version(v), "0") for n, v in
-               [("__unix", "0"), ("__linux", "6.1"), ("__glibc", "2.36"), ("__archspec", "1"),
-                ("python", "3.11.7"), ("_openmp_mutex", "4.5")]]
-    records = await solve([channel], [MatchSpec("pytorch", strict=False)], platforms=["linux-64", "noarch"],
-                          virtual_packages=virtual)
+    virtual = [GenericVirtualPackage(PackageName(n), Version(v), BuildString("0"))
+               for n, v in [("__unix", "0"), ("__linux", "6.1"), ("__glibc", "2.36")]]
+    # The real repodata (no package files here) proves the whole environment is satisfiable ...
+    records = await solve([channel, conda_forge], [MatchSpec(s, strict=False) for s in ("pytorch", "python 3.11.*")],
+                          platforms=["linux-64", "noarch"], virtual_packages=virtual)
     for r in records:
-        print(r.name.normalized, r.version, r.build)
-    await install(records, target_prefix=prefix)
+        print(r.name.normalized, r.version, r.build, r.channel)
+    # ... and the packages of our channel, which do have files, are installed into the prefix.
+    ours = [r for r in records if r.channel.rstrip("/") == channel.rstrip("/")]
+    await install(ours, target_prefix=prefix, show_progress=False)
+    print("installed", len(ours))
 
 asyncio.run(main())
+sys.stdout.flush()
+os._exit(0)  # py-rattler can crash at interpreter exit (see torchbuild/rattler_child.py)
 """
 
 
@@ -217,9 +223,14 @@ def test_bad_wheels_leave_the_channel_as_it_was(first_run: Run, tmp_path: Path) 
     truncated = tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
     source = next(first_run.channel.glob("whl/simple/torch/*.whl"))
     truncated.write_bytes(source.read_bytes()[: 1 << 20])
+    small = tmp_path / "small"
+    escaping = make_wheel(small / "escape", truncated.name, extra_members={"../evil.py": b"import os\n"})
     cases = {
         str(tmp_path / "missing.whl"): "not found",
         str(truncated): "not a wheel",
+        str(make_wheel(small, "numpy-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl")): "numpy",
+        str(make_wheel(small, "torch-2.13.0+cpu-cp311-cp311-win_amd64.whl")): "win_amd64",
+        str(escaping): "../evil.py",
     }
     for wheel, message in cases.items():
         result = pipeline(

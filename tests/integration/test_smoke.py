@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import csv
 import datetime
-import hashlib
 import io
 import shutil
 import zipfile
@@ -15,23 +13,18 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from torchbuild import matrix, smoke_checks
-from torchbuild import plan as plan_mod
+from tests.builders import real_torch_wheel, record_hash, torch_plan
+from torchbuild import smoke_checks
 from torchbuild.errors import StageFailed
-from torchbuild.matrix import Cell
 from torchbuild.plan import Plan
 from torchbuild.stages import Artifact, Context, RunOptions, StageResult, smoke
 from torchbuild.stages.smoke import SmokeFailed, wheel_requirements
 
-ROOT = Path(__file__).resolve().parents[2]
-WHEELS = Path("/opt/wheels")
-TORCH_WHEEL = WHEELS / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 BROKEN_INIT = b'raise ImportError("DLL load failed while importing _C: The specified module could not be found.")\n'
 
 
 def resolve(platform: str = "linux-64", python: str = "3.11") -> Plan:
-    m = matrix.load(ROOT / "matrix.yaml")
-    return plan_mod.resolve(Cell(platform=platform, cuda="cpu", python=python, torch="2.13.0"), m)
+    return torch_plan(platform=platform, python=python)
 
 
 @pytest.fixture(scope="session")
@@ -42,9 +35,7 @@ def linux_plan() -> Plan:
 @pytest.fixture(scope="session")
 def torch_wheel() -> Path:
     # The upstream manylinux wheel is already auditwheel-repaired: it stands in for the repair stage's output.
-    if not TORCH_WHEEL.is_file():
-        pytest.skip(f"skipped: the torch 2.13.0 wheel is not at {TORCH_WHEEL}")
-    return TORCH_WHEEL
+    return real_torch_wheel()
 
 
 @pytest.fixture(scope="session")
@@ -134,10 +125,6 @@ def test_smoke_passes_on_the_real_wheel_and_conda_package(
     assert (root / linux_plan.stage_dirs["logs"] / "smoke-wheel.log").is_file()
 
 
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 @pytest.fixture
 def broken_wheel(torch_wheel: Path, tmp_path: Path) -> Iterator[Path]:
     """A copy of the real wheel whose torch/__init__.py raises the ImportError Windows users see; RECORD
@@ -152,7 +139,7 @@ def broken_wheel(torch_wheel: Path, tmp_path: Path) -> Iterator[Path]:
             elif info.filename.endswith(".dist-info/RECORD"):
                 rows = list(csv.reader(io.StringIO(data.decode())))
                 rows = [
-                    [p, _record_hash(BROKEN_INIT), str(len(BROKEN_INIT))] if p == "torch/__init__.py" else [p, h, s]
+                    [p, record_hash(BROKEN_INIT), str(len(BROKEN_INIT))] if p == "torch/__init__.py" else [p, h, s]
                     for p, h, s in rows
                 ]
                 text = io.StringIO()

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest_source_repair import (
+from tests.integration.support_source_repair import (
     Index,
     build_so,
     http_index,
     make_wheel,
-    plan_for,
     real_torch_wheel,
+    torch_plan,
     use_only_index,
     wheel_from_tree,
 )
@@ -26,7 +26,7 @@ from torchbuild.stages import Artifact, Context, RunOptions, StageResult, build,
 
 __all__ = ["http_index"]  # the fixture, imported for pytest
 
-PLAN = plan_for()
+PLAN = torch_plan()
 TORCH_SHA256 = "6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b"
 RELEASES = ["2.15.0", "2.14.1", "2.14.0", "2.13.0", "2.12.1", "2.12.0"]
 
@@ -95,7 +95,7 @@ def test_source_says_what_it_looked_for_when_no_index_has_it(
 ) -> None:
     http_index.add(real_torch_wheel())  # cp311 only
     use_only_index(monkeypatch, http_index)
-    plan = plan_for(python="3.12")
+    plan = torch_plan(python="3.12")
     with pytest.raises(StageFailed) as info:
         source.run(_ctx(tmp_path / "ws", tmp_path / "cache", plan=plan))
     message = str(info.value)
@@ -117,8 +117,8 @@ def test_newest_available_on_a_local_index(monkeypatch: pytest.MonkeyPatch, http
     use_only_index(monkeypatch, http_index)
     assert source.newest_available(PLAN, RELEASES) == "2.13.0"
     assert source.newest_available(PLAN, ["2.15.0", "2.14.0"]) is None
-    assert source.newest_available(plan_for(python="3.12"), RELEASES) is None
-    assert source.newest_available(plan_for(platform="win-64"), RELEASES) is None
+    assert source.newest_available(torch_plan(python="3.12"), RELEASES) is None
+    assert source.newest_available(torch_plan(platform="win-64"), RELEASES) is None
     assert http_index.count(".whl") == 0
 
 
@@ -239,7 +239,7 @@ def test_repair_copies_a_wheel_that_needs_nothing(tmp_path: Path) -> None:
 
 
 def test_repair_on_win_64_is_not_implemented_yet(tmp_path: Path) -> None:
-    plan = plan_for(platform="win-64")
+    plan = torch_plan(platform="win-64")
     wheel = make_wheel(tmp_path, plan.wheel)
     with pytest.raises(StageFailed, match=r"^repair: win-64 repair with delvewheel is not implemented yet"):
         _repair(tmp_path, wheel, plan)

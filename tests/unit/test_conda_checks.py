@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest_conda import assemble_small, make_wheel, repack, torch_plan
+from tests.builders import make_wheel, torch_plan
+from tests.integration.support_conda import assemble_small, repack
 from torchbuild import solve
 from torchbuild.checks import CODES
 from torchbuild.checks.conda_package import check_package, pe_machine

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest_source_repair import build_so, wheel_from_tree
+from tests.integration.support_source_repair import build_so, wheel_from_tree
 from torchbuild import elf
 
 

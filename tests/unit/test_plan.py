@@ -175,5 +175,5 @@ def test_msvc_that_nvcc_refuses() -> None:
     assert "nvcc from CUDA 12.1 refuses MSVC 14.40: it accepts MSVC 14.10-14.39" in str(info.value)
     # The same toolset is fine where nvcc accepts it.
     assert plan_of("win-64", "12.4", "3.11", "2.5.1", msvc_toolset='"14.40"').toolchain.msvc_toolset == "14.40"
-    with pytest.raises(UserError, match="Unknown MSVC toolset '15.3'"):
+    with pytest.raises(UserError, match=r"Unknown MSVC toolset '15\.3'"):
         plan_of("win-64", "12.4", "3.11", "2.5.1", msvc_toolset='"15.3"')

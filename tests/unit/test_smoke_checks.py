@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import real_torch_wheel
 from torchbuild import smoke_checks
 from torchbuild.stages.smoke import parse_results, wheel_requirements
 
 SCRIPT = Path(smoke_checks.__file__)
-TORCH_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 
 
 def run_script(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -97,9 +97,7 @@ def test_clean_env_drops_what_would_hide_a_users_failure() -> None:
 
 
 def test_wheel_requirements_leave_out_extras() -> None:
-    if not TORCH_WHEEL.is_file():
-        pytest.skip(f"skipped: the torch 2.13.0 wheel is not at {TORCH_WHEEL}")
-    assert wheel_requirements(TORCH_WHEEL) == [
+    assert wheel_requirements(real_torch_wheel()) == [
         "filelock",
         "typing-extensions>=4.10.0",
         "setuptools>=77.0.3",

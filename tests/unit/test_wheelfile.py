@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest_source_repair import make_wheel, plan_for
+from tests.builders import make_wheel, torch_plan
 from torchbuild import wheelfile
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.stages import Context, RunOptions, source
 
 GOOD = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
-PLAN = plan_for()
+PLAN = torch_plan()
 
 
 def _fails(path: Path, *fragments: str) -> str:
@@ -95,7 +95,7 @@ def test_wrong_version_and_python(tmp_path: Path) -> None:
 
 
 def test_win_plan_expects_win_amd64(tmp_path: Path) -> None:
-    plan = plan_for(platform="win-64")
+    plan = torch_plan(platform="win-64")
     assert wheelfile.accepted_platform_tags(plan) == ("win_amd64",)
     wheel = make_wheel(tmp_path, GOOD)
     with pytest.raises(StageFailed, match="expected one that becomes win_amd64 for win-64: win_amd64"):

@@ -3,14 +3,13 @@ real torch wheel, and a real HTTP package index (PEP 503 + PEP 658) served from 
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import html
 import shutil
 import subprocess
 import threading
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -18,18 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from torchbuild import matrix
-from torchbuild import plan as plan_mod
-from torchbuild.matrix import Cell
-from torchbuild.plan import Plan
+from tests.builders import make_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
-TORCH_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
-
-
-def plan_for(platform: str = "linux-64", python: str = "3.11", torch: str = "2.13.0", cuda: str = "cpu") -> Plan:
-    m = matrix.load(ROOT / "matrix.yaml")
-    return plan_mod.resolve(Cell(platform=platform, cuda=cuda, python=python, torch=torch), m)
 
 
 def need_gcc() -> str:
@@ -37,12 +27,6 @@ def need_gcc() -> str:
     if gcc is None:
         pytest.skip("skipped: gcc is not installed (needed to build real ELF test files)")
     return gcc
-
-
-def real_torch_wheel() -> Path:
-    if not TORCH_WHEEL.is_file():
-        pytest.skip(f"skipped: the real torch wheel is not at {TORCH_WHEEL}")
-    return TORCH_WHEEL
 
 
 # --- ELF files -------------------------------------------------------------------------------------------
@@ -79,45 +63,6 @@ def build_so(
 
 
 # --- wheels ----------------------------------------------------------------------------------------------
-
-
-def _record_line(name: str, data: bytes) -> str:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return f"{name},sha256={digest},{len(data)}"
-
-
-def make_wheel(
-    directory: Path,
-    filename: str,
-    files: Mapping[str, bytes] | None = None,
-    *,
-    dist_info: str | None = None,
-    wheel_tags: Sequence[str] | None = None,
-    extra_members: Mapping[str, bytes] | None = None,
-) -> Path:
-    """A real wheel: ``files`` plus a .dist-info with METADATA, WHEEL (tags from the file name unless given) and
-    RECORD. ``extra_members`` are written as given (e.g. a '../evil' member)."""
-    stem = filename[: -len(".whl")]
-    name, version, *rest = stem.split("-")
-    tags = wheel_tags or [f"{i}-{a}-{p}" for i in rest[-3].split(".") for a in rest[-2].split(".")
-                          for p in rest[-1].split(".")]  # fmt: skip
-    dist = dist_info or f"{name}-{version}.dist-info"
-    members: dict[str, bytes] = dict(files or {"torch/__init__.py": b"__version__ = 'stand-in'\n"})
-    members[f"{dist}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
-    members[f"{dist}/WHEEL"] = (
-        "Wheel-Version: 1.0\nGenerator: torchbuild-tests\nRoot-Is-Purelib: false\n"
-        + "".join(f"Tag: {t}\n" for t in tags)
-    ).encode()
-    record = [_record_line(n, d) for n, d in members.items()] + [f"{dist}/RECORD,,"]
-    members[f"{dist}/RECORD"] = ("\n".join(record) + "\n").encode()
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / filename
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for member, data in {**members, **(extra_members or {})}.items():
-            info = zipfile.ZipInfo(member, date_time=(2024, 1, 1, 0, 0, 0))
-            info.external_attr = 0o755 << 16
-            archive.writestr(info, data)
-    return path
 
 
 def wheel_from_tree(directory: Path, filename: str, tree: Path) -> Path:

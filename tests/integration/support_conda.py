@@ -3,10 +3,8 @@ package's members afterwards (what a corrupted upload or a hand-edited archive l
 
 from __future__ import annotations
 
-import base64
 import bz2
 import datetime
-import hashlib
 import io
 import sys
 import tarfile
@@ -14,9 +12,7 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from torchbuild import matrix
-from torchbuild import plan as plan_mod
-from torchbuild.matrix import Cell
+from tests.builders import make_wheel
 from torchbuild.plan import Plan
 
 if sys.version_info >= (3, 14):
@@ -25,54 +21,7 @@ else:
     from backports import zstd
 
 ROOT = Path(__file__).resolve().parents[2]
-TORCH_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 FIXED_TIME = datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc)
-
-
-def torch_plan(platform: str = "linux-64", cuda: str = "cpu", python: str = "3.11", torch: str = "2.13.0") -> Plan:
-    m = matrix.load(ROOT / "matrix.yaml")
-    return plan_mod.resolve(Cell(platform=platform, cuda=cuda, python=python, torch=torch), m)
-
-
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-def make_wheel(
-    directory: Path,
-    filename: str,
-    files: Mapping[str, bytes],
-    *,
-    requires: Sequence[str] = (),
-    entry_points: str = "",
-    tags: Sequence[str] | None = None,
-    record_overrides: Mapping[str, str] | None = None,
-) -> Path:
-    """A wheel with a correct RECORD (unless ``record_overrides`` replaces rows: path -> 'hash,size')."""
-    name, version, *tag_parts = filename.removesuffix(".whl").split("-")
-    dist_info = f"{name}-{version}.dist-info"
-    tag_list = list(tags) if tags is not None else ["-".join(tag_parts)]
-    members = dict(files)
-    requires_lines = "".join(f"Requires-Dist: {r}\n" for r in requires)
-    members[f"{dist_info}/METADATA"] = (
-        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{requires_lines}"
-    ).encode()
-    members[f"{dist_info}/WHEEL"] = (
-        "Wheel-Version: 1.0\nGenerator: torchbuild-tests\nRoot-Is-Purelib: false\n"
-        + "".join(f"Tag: {t}\n" for t in tag_list)
-    ).encode()
-    if entry_points:
-        members[f"{dist_info}/entry_points.txt"] = entry_points.encode()
-    rows = [f"{path},{_record_hash(data)},{len(data)}" for path, data in members.items()]
-    for path, value in (record_overrides or {}).items():
-        rows = [r for r in rows if not r.startswith(path + ",")] + [f"{path},{value}"]
-    rows.append(f"{dist_info}/RECORD,,")
-    members[f"{dist_info}/RECORD"] = ("\n".join(rows) + "\n").encode()
-    path = directory / filename
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        for member, data in members.items():
-            zf.writestr(member, data)
-    return path
 
 
 def tiny_torch_wheel(directory: Path, plan: Plan, requires: Sequence[str] = ()) -> Path:
