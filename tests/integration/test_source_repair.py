@@ -10,13 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import make_wheel, real_torch_wheel, torch_plan
 from tests.integration.support_source_repair import (
     Index,
     build_so,
     http_index,
-    make_wheel,
-    real_torch_wheel,
-    torch_plan,
     use_only_index,
     wheel_from_tree,
 )

@@ -103,12 +103,12 @@ def test_win_plan_expects_win_amd64(tmp_path: Path) -> None:
 
 
 def test_wheel_file_tags_must_match_the_file_name(tmp_path: Path) -> None:
-    wheel = make_wheel(tmp_path, GOOD, wheel_tags=["cp311-cp311-linux_x86_64"])
+    wheel = make_wheel(tmp_path, GOOD, tags=["cp311-cp311-linux_x86_64"])
     _fails(wheel, "WHEEL (cp311-cp311-linux_x86_64) differ from the file name's (cp311-cp311-manylinux_2_28_x86_64)")
 
 
 def test_malformed_wheel_tag_line(tmp_path: Path) -> None:
-    wheel = make_wheel(tmp_path, GOOD, wheel_tags=["cp311-manylinux_2_28_x86_64"])
+    wheel = make_wheel(tmp_path, GOOD, tags=["cp311-manylinux_2_28_x86_64"])
     _fails(wheel, "malformed 'Tag: cp311-manylinux_2_28_x86_64'")
 
 
