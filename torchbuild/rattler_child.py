@@ -30,16 +30,20 @@ class RattlerError(UserError):
         self.kind = kind
 
 
-def call(operation: str, **arguments: Any) -> Any:
-    """Run ``operation`` (solve | index | package_subdir) with JSON-able ``arguments``; return its JSON result."""
+def call(operation: str, timeout: float | None = None, **arguments: Any) -> Any:
+    """Run ``operation`` (see OPERATIONS) with JSON-able ``arguments``; return its JSON result."""
     request = json.dumps({"operation": operation, "arguments": arguments})
-    proc = subprocess.run(
-        [sys.executable, "-m", "torchbuild.rattler_child"],
-        input=request,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "torchbuild.rattler_child"],
+            input=request,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        raise RattlerError("timeout", f"py-rattler {operation} took longer than {timeout:.0f} s") from None
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if not lines:
         raise RattlerError(
@@ -112,10 +116,20 @@ async def _package_subdir(path: str) -> str:
     return str(record.subdir)
 
 
+async def _install_archive(archive: str, prefix: str, cache_dir: str) -> dict[str, Any]:
+    """Link one package file into ``prefix`` (no solve): what the smoke stage's conda environment needs."""
+    from rattler import RepoDataRecord, install
+
+    record = await RepoDataRecord.from_package_archive(Path(archive))
+    await install([record], target_prefix=Path(prefix), cache_dir=Path(cache_dir), show_progress=False)
+    return {"record": str(record), "depends": [str(d) for d in record.depends]}
+
+
 OPERATIONS: dict[str, Callable[..., Coroutine[Any, Any, Any]]] = {
     "solve": _solve,
     "index": _index,
     "package_subdir": _package_subdir,
+    "install_archive": _install_archive,
 }
 
 

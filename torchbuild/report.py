@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from torchbuild.files import write_atomic
 
 if TYPE_CHECKING:
     from torchbuild.runner import CellRun
@@ -20,19 +20,6 @@ class ReportPaths:
     json: Path
     markdown: Path
     junit: Path
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Readers see the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def as_dict(cells: Sequence[CellRun]) -> dict[str, Any]:

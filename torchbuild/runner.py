@@ -21,6 +21,7 @@ from typing import Any
 from torchbuild import report
 from torchbuild.console import console, step_done, step_start
 from torchbuild.errors import StageFailed, UserError
+from torchbuild.files import write_atomic
 from torchbuild.plan import STAGES, Plan
 from torchbuild.stages import Artifact, Check, Context, RunOptions, StageResult
 
@@ -116,7 +117,7 @@ class State:
             "plan": plan.to_dict(),
             "stages": {s: r.to_dict() for s, r in self.stages.items()},
         }
-        report.write_atomic(self.path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        write_atomic(self.path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
 
 
 def input_key(stage: str, plan: Plan, options: RunOptions, inputs: Mapping[str, Artifact]) -> str:

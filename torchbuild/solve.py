@@ -7,7 +7,6 @@ of CPU vs CUDA selection. Nothing is downloaded: channels are directories (``fil
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any
 
 from torchbuild import rattler_child
 from torchbuild.errors import UserError, one_of
+from torchbuild.files import link
 
 # The virtual packages a solve assumes for each platform, as a user's machine would report them. __glibc 2.28 is
 # the floor of the manylinux_2_28 wheels torch 2.6+ ships; __cuda is added for CUDA cells (the driver's CUDA).
@@ -78,10 +78,7 @@ def make_local_channel(packages: Sequence[Path], directory: Path) -> Path:
         subdir.mkdir(parents=True, exist_ok=True)
         target = subdir / package.name
         target.unlink(missing_ok=True)
-        try:
-            os.link(package, target)
-        except OSError:
-            shutil.copy2(package, target)
+        link(package, target)
     (directory / "noarch").mkdir(parents=True, exist_ok=True)
     rattler_child.call("index", directory=str(directory), write_zst=False)
     return directory

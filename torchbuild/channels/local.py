@@ -11,9 +11,6 @@ channel/
 from __future__ import annotations
 
 import html
-import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,7 +19,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from torchbuild import rattler_child
 from torchbuild.channels import Upload
 from torchbuild.errors import UserError
-from torchbuild.report import write_atomic
+from torchbuild.files import copy_atomic, write_atomic
 from torchbuild.stages import Artifact, sha256_of
 
 
@@ -62,7 +59,7 @@ class LocalChannel:
         for upload in uploads:
             destination = Path(upload.destination)
             if upload.action == "new":
-                _copy_atomic(upload.artifact.path, destination)
+                copy_atomic(upload.artifact.path, destination)
             if upload.kind == "wheel":
                 write_atomic(destination.with_name(destination.name + ".sha256"), upload.artifact.sha256 + "\n")
             published.append(Artifact(path=destination, sha256=upload.artifact.sha256, size=upload.artifact.size))
@@ -99,17 +96,3 @@ def _page(title: str, links: list[str]) -> str:
         '<!DOCTYPE html>\n<html>\n  <head><meta name="pypi:repository-version" content="1.0">'
         f"<title>{title}</title></head>\n  <body>\n    <h1>{title}</h1>\n{body}\n  </body>\n</html>\n"
     )
-
-
-def _copy_atomic(source: Path, destination: Path) -> None:
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".part")
-    os.close(fd)
-    try:
-        shutil.copyfile(source, tmp)
-        os.replace(tmp, destination)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    if not destination.is_file():
-        raise UserError(f"publish: {destination} did not appear after copying {source}")

@@ -31,7 +31,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from torchbuild import smoke_checks
+from torchbuild import rattler_child, smoke_checks
 from torchbuild.errors import StageFailed
 from torchbuild.plan import Plan
 from torchbuild.proc import run_tool
@@ -45,32 +45,6 @@ PIP_TIMEOUT_S = 1800.0
 INSTALL_TIMEOUT_S = 900.0
 # Every check runs in its own process (import torch: seconds); the DataLoader spawns two more.
 CHECKS_TIMEOUT_S = smoke_checks.CHECK_TIMEOUT_S * len(smoke_checks.CHECKS)
-
-# Runs in a child process: py-rattler 0.28 crashes the interpreter at exit now and then after an async call
-# (SIGSEGV, or "Fatal Python error: PyGILState_Release: thread state ... must be current"; measured: 3 runs in 6).
-# The child prints its result, then leaves with os._exit, skipping the finalization that crashes.
-RATTLER_INSTALL = """\
-import asyncio, json, os, sys
-from rattler import RepoDataRecord, install
-
-async def main(archive, prefix, cache):
-    record = await RepoDataRecord.from_package_archive(archive)
-    await install([record], target_prefix=prefix, cache_dir=cache, show_progress=False)
-    return {"record": str(record), "depends": [str(d) for d in record.depends]}
-
-print(json.dumps(asyncio.run(main(*sys.argv[1:4]))))
-sys.stdout.flush()
-sys.stderr.flush()
-os._exit(0)
-"""
-
-
-class SmokeFailed(StageFailed):
-    """A smoke check failed; ``checks`` holds every check that ran (for the report)."""
-
-    def __init__(self, message: str, checks: Sequence[Check]) -> None:
-        super().__init__(STAGE, message)
-        self.checks = tuple(checks)
 
 
 @dataclass(frozen=True)
@@ -222,14 +196,18 @@ def setup_conda_env(env: Env, python: str, plan: Plan, wheel: Path) -> str:
             f"the venv's site-packages is {_purelib(env)}, but {env.artifact.name} puts its "
             f"files under {plan.conda.site_packages}: the package would not be importable",
         )
-    out = run_tool(
-        [sys.executable, "-c", RATTLER_INSTALL, env.artifact, env.prefix, env.root / "pkgs"],
-        stage=STAGE,
-        log=env.log,
-        timeout=INSTALL_TIMEOUT_S,
-        what=f"rattler install {env.artifact.name}",
-    )
-    installed = json.loads(out.strip().splitlines()[-1])
+    try:
+        installed = rattler_child.call(
+            "install_archive",
+            timeout=INSTALL_TIMEOUT_S,
+            archive=str(env.artifact),
+            prefix=str(env.prefix),
+            cache_dir=str(env.root / "pkgs"),
+        )
+    except rattler_child.RattlerError as exc:
+        raise StageFailed(STAGE, f"rattler install of {env.artifact.name} into {env.prefix} failed: {exc}") from None
+    with env.log.open("a", encoding="utf-8") as handle:
+        handle.write(f"rattler install {env.artifact} -> {env.prefix}: {installed['record']}\n")
     # Only the pytorch package comes from a conda file: its dependencies (sympy, filelock, ...) have no
     # package files here (the repodata is metadata only), so the wheel's own requirements come from pip. pip
     # sees the conda-installed torch by its .dist-info and leaves it alone; conda_origin() proves that.
@@ -353,14 +331,14 @@ def run_checks(env: Env, plan: Plan) -> list[Check]:
     return checks
 
 
-def _failure(env: Env, checks: Sequence[Check], all_checks: Sequence[Check]) -> SmokeFailed:
+def _failure(env: Env, checks: Sequence[Check], all_checks: Sequence[Check]) -> StageFailed:
     failed = [c for c in checks if c.status == "failed"]
     first = failed[0]
     where = "a fresh venv" if env.kind == "wheel" else "a fresh conda prefix"
     lines = [f"{first.name} failed in {where} with {env.artifact.name}: {first.message}"]
     lines += [f"also failed: {c.name}: {c.message.splitlines()[0]}" for c in failed[1:]]
     lines.append(f"The environment is kept for debugging: {env.root} (log: {env.log})")
-    return SmokeFailed("\n".join(lines), all_checks)
+    return StageFailed(STAGE, "\n".join(lines), all_checks)
 
 
 def run(ctx: Context) -> StageResult:
@@ -389,7 +367,7 @@ def run(ctx: Context) -> StageResult:
             setup = Check(name=f"{env.kind}: install", status="failed", message=message, file=env.artifact.name)
             all_checks.append(setup)
             kept = f"The environment is kept for debugging: {env.root}"
-            raise SmokeFailed(f"{setup.name} failed: {setup.message}\n{kept}", all_checks) from None
+            raise StageFailed(STAGE, f"{setup.name} failed: {setup.message}\n{kept}", all_checks) from None
         took = time.perf_counter() - started
         all_checks.append(
             Check(name=f"{env.kind}: install", status="passed", message=f"{what}: {took:.1f} s", file=env.artifact.name)

@@ -17,8 +17,6 @@ Output: ``wheel``.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
 import shutil
 import subprocess
@@ -34,6 +32,7 @@ from packaging.version import InvalidVersion, Version
 
 from torchbuild import wheelfile
 from torchbuild.errors import StageFailed, UserError
+from torchbuild.files import copy_atomic, link, link_atomic
 from torchbuild.plan import Plan
 from torchbuild.stages import Artifact, Context, StageResult
 
@@ -65,7 +64,7 @@ def run(ctx: Context) -> StageResult:
 
 def _given(ctx: Context, path: Path) -> StageResult:
     wheelfile.validate_for_plan(path, ctx.plan, stage=STAGE)
-    artifact = copy_hashing(path, ctx.stage_dir(STAGE) / path.name)
+    artifact = copy_atomic(path, ctx.stage_dir(STAGE) / path.name)
     return StageResult(outputs={"wheel": artifact}, message=f"given wheel {path} ({_mb(artifact.size)})")
 
 
@@ -113,7 +112,7 @@ def fetch(plan: Plan, cache_dir: Path, log: Path) -> Fetched:
         for entry in sorted(cache.glob("*/*.whl"), key=lambda e: e.stat().st_mtime):
             if _fits(entry, plan):
                 (scratch / entry.name).unlink(missing_ok=True)
-                _link(entry, scratch / entry.name)
+                link(entry, scratch / entry.name)
         pip_log = scratch / "pip.log"
         argv = [
             sys.executable, "-m", "pip", "download", "--no-deps", "--progress-bar", "on", "--dest", str(scratch),
@@ -147,7 +146,7 @@ def fetch(plan: Plan, cache_dir: Path, log: Path) -> Fetched:
             raise StageFailed(STAGE, f"pip download reported {url} but {got} is not there; see {log}")
         entry = _mkdir(cache / Artifact.of(got).sha256) / got.name
         if not entry.is_file():
-            _link(got, entry)
+            link(got, entry)
         downloaded = any(line.endswith(got.name) for line in text.splitlines() if " Saved " in line)
         return Fetched(url=url, path=entry, downloaded=downloaded)
     finally:
@@ -159,10 +158,10 @@ def _automatic(ctx: Context) -> StageResult:
     fetched = fetch(plan, ctx.options.cache_dir, ctx.stage_dir("logs") / f"{STAGE}.log")
     dest = ctx.stage_dir(STAGE) / fetched.path.name
     if fetched.is_local:
-        artifact = copy_hashing(fetched.path, dest)
+        artifact = copy_atomic(fetched.path, dest)
         how = f"local file {fetched.path}, not downloaded"
     else:
-        artifact = link_or_copy(fetched.path, dest)
+        artifact = link_atomic(fetched.path, dest)
         where = "downloaded from " + fetched.url.split("#", 1)[0] if fetched.downloaded else "cached"
         how = f"{where}; cache entry {fetched.path.parent}"
     wheelfile.validate_for_plan(dest, plan, stage=STAGE)
@@ -209,35 +208,3 @@ def _mkdir(path: Path) -> Path:
 
 def _mb(size: int) -> str:
     return f"{size / 1e6:.1f} MB"
-
-
-def copy_hashing(src: Path, dest: Path) -> Artifact:
-    """Copy ``src`` to ``dest`` (atomically) and hash it in the same pass."""
-    if dest.exists() and dest.resolve() == src.resolve():
-        return Artifact.of(dest)
-    digest = hashlib.sha256()
-    size = 0
-    tmp = dest.with_name(dest.name + ".part")
-    with src.open("rb") as reader, tmp.open("wb") as writer:
-        while block := reader.read(1 << 20):
-            digest.update(block)
-            writer.write(block)
-            size += len(block)
-    os.replace(tmp, dest)
-    return Artifact(path=dest, sha256=digest.hexdigest(), size=size)
-
-
-def _link(src: Path, dest: Path) -> None:
-    """A hard link where the file system allows it (cache entries are never modified in place), else a copy."""
-    try:
-        os.link(src, dest)
-    except OSError:
-        shutil.copyfile(src, dest)
-
-
-def link_or_copy(src: Path, dest: Path) -> Artifact:
-    tmp = dest.with_name(dest.name + ".part")
-    tmp.unlink(missing_ok=True)
-    _link(src, tmp)
-    os.replace(tmp, dest)
-    return Artifact.of(dest)

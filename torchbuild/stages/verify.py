@@ -12,7 +12,6 @@ stage with a message naming each failed check's code and file.
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from torchbuild.checks import failures, result, skipped, summary
 from torchbuild.checks.conda_package import CondaArchive, PackageUnreadable, read_package, run_checks
 from torchbuild.checks.wheel_record import check_wheel
 from torchbuild.errors import StageFailed
+from torchbuild.files import write_atomic
 from torchbuild.plan import Plan
 from torchbuild.stages import Artifact, Check, Context, StageResult, sha256_of
 from torchbuild.stages.conda import archive_filename
@@ -110,9 +110,7 @@ def conda_checks(artifact: Artifact, plan: Plan, repodata: Path | None, work: Pa
 
 
 def _write(checks: Sequence[Check], path: Path) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps([c.to_dict() for c in checks], indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps([c.to_dict() for c in checks], indent=2) + "\n")
 
 
 def run(ctx: Context) -> StageResult:
