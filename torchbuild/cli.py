@@ -11,6 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from torchbuild import matrix as matrix_mod
+from torchbuild import publish_cmd
+from torchbuild.checkout import DEFAULT_GIT_URL
 from torchbuild.compat import load
 from torchbuild.console import console, out, print_plan
 from torchbuild.errors import UserError, one_of
@@ -18,7 +20,7 @@ from torchbuild.matrix import LATEST, Cell, Matrix
 from torchbuild.plan import Plan, resolve
 from torchbuild.stages import RunOptions
 
-COMMANDS = ("run", "plan", "matrix")
+COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor")
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_REPODATA = ROOT.parent / "shared" / "data" / "repodata"
 
@@ -54,12 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Build, repair, package, verify and publish PyTorch for each cell of matrix.yaml.",
         epilog="Without a command, 'run' is meant: python pipeline.py --cuda cpu --py 3.11",
     )
-    sub = parser.add_subparsers(dest="command", metavar="{run,plan,matrix}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,plan,matrix,smoke,publish,index,doctor}")
     run = sub.add_parser("run", help="run the stages for the selected cells (the default command)")
     _selectors(run)
     run.add_argument("--channel", help="publish to this channel (default: the matrix's, a local 'channel/')")
     run.add_argument("--wheel", type=Path, help="use this prebuilt wheel as the source")
     run.add_argument("--force", action="store_true", help="rerun stages that are already done")
+    run.add_argument("--replace", action="store_true", help="publish: replace a different file under a published name")
     run.add_argument("--format", choices=("conda", "tar.bz2"), default="conda", help="conda package format")
     run.add_argument("--compression-level", type=int, default=5, help="zstd/bzip2 level of the conda package")
     run.add_argument("--compression-threads", type=int, default=2, help="compression threads")
@@ -70,12 +73,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="real conda repodata to prove the package solvable against (default: ../shared/data/repodata)",
     )
     run.add_argument("--cache-dir", type=Path, default=None, help="download cache (default: ~/.cache/torchbuild)")
+    source = run.add_argument_group("compiling from source (instead of a prebuilt wheel)")
+    source.add_argument("--source-dir", type=Path, help="compile this PyTorch checkout (with its submodules)")
+    source.add_argument("--git-ref", help="clone this tag or branch (e.g. v2.5.1) with submodules, and compile it")
+    source.add_argument(
+        "--git-url", default=DEFAULT_GIT_URL, help=f"repository for --git-ref (default {DEFAULT_GIT_URL})"
+    )
     plan = sub.add_parser("plan", help="print the resolved plan; nothing is run")
     _selectors(plan)
     plan.add_argument("--json", action="store_true", help="machine-readable output")
     mat = sub.add_parser("matrix", help="list the cells of the matrix")
     _selectors(mat)
     mat.add_argument("--github", action="store_true", help="JSON for a GitHub Actions strategy.matrix")
+    mat.add_argument(
+        "--estimate", action="store_true", help="runner hours and billed minutes of one nightly of these cells"
+    )
+    smoke = sub.add_parser(
+        "smoke", help="only the smoke stage of one cell, on the build/ another machine made (the nightly's GPU job)"
+    )
+    _selectors(smoke)
+    publish_cmd.add_parsers(sub)
+    doctor = sub.add_parser(
+        "doctor", help="what compiling the selected cells needs on this host: found or missing, with fixes"
+    )
+    _selectors(doctor)
+    doctor.add_argument("--cache-dir", type=Path, default=None, help="download cache (default: ~/.cache/torchbuild)")
     return parser
 
 
@@ -176,6 +198,11 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     if args.github:
         print(json.dumps(github_matrix(plans), separators=(",", ":"), sort_keys=True))
         return 0
+    if args.estimate:
+        from torchbuild import estimate
+
+        out.print(estimate.render(estimate.for_github_matrix(github_matrix(plans))), markup=False)
+        return 0
     for plan in plans:
         out.print(f"{plan.cell_id:40} torch {plan.torch:8} {plan.wheel}")
     return 0
@@ -189,11 +216,21 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     options = RunOptions(
         wheel=args.wheel.resolve() if args.wheel else None,
         force=args.force,
+        replace=getattr(args, "replace", False),
         conda_format=args.format,
         compression_level=args.compression_level,
         compression_threads=args.compression_threads,
         repodata=args.repodata if args.repodata and args.repodata.is_dir() else None,
+        source_dir=args.source_dir.resolve() if args.source_dir else None,
+        git_ref=args.git_ref,
+        git_url=args.git_url,
     )
+    sources = (("--wheel", args.wheel), ("--source-dir", args.source_dir), ("--git-ref", args.git_ref))
+    given = [flag for flag, value in sources if value]
+    if len(given) > 1:
+        raise UserError(f"{' and '.join(given)} both name the source: give one of --wheel, --source-dir or --git-ref.")
+    if args.source_dir and not args.source_dir.is_dir():
+        raise UserError(f"--source-dir {args.source_dir}: no such directory (give the root of a PyTorch checkout).")
     return replace(options, cache_dir=args.cache_dir) if args.cache_dir else options
 
 
@@ -215,13 +252,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     return runner.run(plans, root=Path.cwd(), options=options, repin=repin)
 
 
+def cmd_smoke(args: argparse.Namespace) -> int:
+    from torchbuild import smoke_job
+
+    matrix = load_matrix(args)
+    cells = select_cells(matrix, args)
+    if len(cells) != 1:
+        raise UserError(f"smoke takes one cell ({len(cells)} selected): give --only CELL_ID (see 'matrix').")
+    plan = resolve_all(matrix, cells)[0]
+
+    def repin(plan: Plan, release: str) -> Plan:
+        return resolve(cells[0], matrix, pinned=release)
+
+    return smoke_job.run(plan, Path.cwd(), RunOptions(), repin)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from torchbuild import doctor
+
+    matrix = load_matrix(args)
+    selected = args.cuda or args.python or args.platform or args.torch or args.only
+    cells = select_cells(matrix, args)
+    if not selected:  # the whole matrix, as far as this host can build it
+        cells = [c for c in cells if c.platform == host_platform()]
+    return doctor.report(resolve_all(matrix, cells), args.cache_dir or RunOptions().cache_dir)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
         argv.insert(0, "run")
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"run": cmd_run, "plan": cmd_plan, "matrix": cmd_matrix}
+    handlers = {"run": cmd_run, "plan": cmd_plan, "matrix": cmd_matrix, "smoke": cmd_smoke, "doctor": cmd_doctor}
+    handlers.update(publish=publish_cmd.cmd_publish, index=publish_cmd.cmd_index)
     try:
         return handlers[args.command](args)
     except UserError as exc:

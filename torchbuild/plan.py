@@ -13,8 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from torchbuild import deps as build_deps
 from torchbuild import platforms
 from torchbuild.compat import CPU, Compat, CudaRelease, TorchRelease, load, version_key
+from torchbuild.deps import Dependency
 from torchbuild.errors import UserError, one_of, some_of
 from torchbuild.matrix import LATEST, BuildOptions, Cell, Matrix
 from torchbuild.platforms import Target, Toolchain
@@ -57,6 +59,9 @@ class Plan:
     work_dir: str  # build/<cell-id>; every stage writes below it
     stage_dirs: Mapping[str, str]
     notes: tuple[str, ...]  # uncertain facts the resolution relied on
+    ship_dlls: tuple[str, ...] = ()  # DLL name patterns the repaired wheel must contain (win-64; dll_providers.yaml)
+    build_timeout_hours: float = 6.0  # matrix build.timeout_hours: the compile is stopped after this
+    build_deps: tuple[Dependency, ...] = ()  # downloaded for a compile (MKL, ...; data/build_deps.yaml)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -254,4 +259,13 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         work_dir=work_dir,
         stage_dirs={stage: f"{work_dir}/{stage}" for stage in (*STAGES, "recipe", "logs")},
         notes=tuple(notes),
+        ship_dlls=_ship_dlls(cell, release.version, cudnn),
+        build_timeout_hours=options.timeout_hours,
+        build_deps=build_deps.declared(cell.platform, release.version, cell.cuda),
     )
+
+
+def _ship_dlls(cell: Cell, torch: str, cudnn: int | None) -> tuple[str, ...]:
+    from torchbuild import dll_providers  # imported here: it needs torchbuild.stages, which imports this module
+
+    return dll_providers.required_dlls(cell.platform, torch, cell.cuda, cudnn)

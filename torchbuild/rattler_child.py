@@ -41,6 +41,7 @@ def call(operation: str, timeout: float | None = None, **arguments: Any) -> Any:
             text=True,
             check=False,
             timeout=timeout,
+            env=_child_env(),
         )
     except subprocess.TimeoutExpired:
         raise RattlerError("timeout", f"py-rattler {operation} took longer than {timeout:.0f} s") from None
@@ -53,6 +54,13 @@ def call(operation: str, timeout: float | None = None, **arguments: Any) -> Any:
     if "error" in answer:
         raise RattlerError(answer["kind"], answer["error"])
     return answer["result"]
+
+
+def _child_env() -> dict[str, str]:
+    """This process's environment, with torchbuild importable in the child from any working directory."""
+    package_parent = str(Path(__file__).resolve().parent.parent)
+    paths = [package_parent, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
 
 
 # --- the child's side -------------------------------------------------------------------------------------

@@ -28,12 +28,16 @@ from torchbuild.stages import Artifact, Check, Context, RunOptions, StageResult
 StageFunction = Callable[[Context], StageResult]
 # The run options that shape each stage's output (the rest, like --force or the cache, do not).
 STAGE_OPTIONS = {
-    "source": ("wheel",),
+    "source": ("wheel", "source_dir", "git_ref", "git_url", "source_kind"),
+    "build": ("source_kind",),
     "conda": ("conda_format", "compression_level", "compression_threads"),
     "verify": ("repodata",),
 }
 # Publishing is idempotent and cheap when nothing changed, and the channel may have changed since: always check it.
 ALWAYS_RUN = ("publish",)
+# A checkout can change without its path changing: the source stage re-reads it (commit, local edits) every run, and
+# the build reruns only when what it wrote (checkout.json) changed.
+ALWAYS_RUN_WITH_SOURCE = ("source",)
 # Re-resolves a Plan for another torch release (prebuilt "latest" that has no wheel for the newest release).
 Repin = Callable[[Plan, str], Plan]
 
@@ -159,6 +163,7 @@ def run_cell(
         if (
             not options.force
             and stage not in ALWAYS_RUN
+            and not (stage in ALWAYS_RUN_WITH_SOURCE and (options.source_dir or options.git_ref))
             and previous is not None
             and previous.key == key
             and previous.status in ("passed", "skipped")
@@ -242,6 +247,8 @@ def _pin_prebuilt(plan: Plan, options: RunOptions, repin: Repin | None) -> Plan:
     """In prebuilt mode, 'latest' means the newest release for which a prebuilt wheel exists (or --wheel's)."""
     if plan.torch_requested != "latest" or repin is None:
         return plan
+    if options.source_dir is not None or options.git_ref is not None:
+        return plan  # compiling: the Plan's release is what the checkout must be
     if options.wheel is not None:
         version = _wheel_release(options.wheel)
         return plan if version in (None, plan.torch) else repin(plan, version)

@@ -236,11 +236,14 @@ def test_repair_copies_a_wheel_that_needs_nothing(tmp_path: Path) -> None:
     assert "copied through" in result.message
 
 
-def test_repair_on_win_64_is_not_implemented_yet(tmp_path: Path) -> None:
-    plan = torch_plan(platform="win-64")
+@pytest.mark.slow  # pip downloads the msvc-runtime wheel into a fresh cache
+def test_repair_on_win_64_ships_the_vc_runtime(tmp_path: Path) -> None:
+    """A wheel without DLLs still gets the DLLs its Plan says it ships (more in tests/integration/test_windows.py)."""
+    plan = torch_plan(platform="win-64", torch="2.5.1")
     wheel = make_wheel(tmp_path, plan.wheel)
-    with pytest.raises(StageFailed, match=r"^repair: win-64 repair with delvewheel is not implemented yet"):
-        _repair(tmp_path, wheel, plan)
+    result = _repair(tmp_path, wheel, plan)
+    shipped = {c.name: c.status for c in result.checks if c.code == "P103"}
+    assert shipped == {"ships msvcp140.dll": "passed", "ships vcruntime140_1.dll": "passed"}
 
 
 def test_repair_refuses_a_wheel_built_against_a_newer_glibc_than_the_tag(tmp_path: Path) -> None:

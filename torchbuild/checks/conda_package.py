@@ -671,9 +671,10 @@ def tb102_note(pkg: CondaArchive) -> str:
     limit = WIN_MAX_PATH - 1
     in_env, in_cache = longest_windows_paths(pkg)
     worst = max(len(in_env), len(in_cache))
+    relative = max((m.name for m in pkg.files()), key=len, default="")
     return (
         f"longest path {len(in_env)} characters installed, {len(in_cache)} in the package cache "
-        f"(limit {limit}, {limit - worst} to spare)"
+        f"(limit {limit}, {limit - worst} to spare): {relative}"
     )
 
 

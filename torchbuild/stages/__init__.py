@@ -61,11 +61,18 @@ class RunOptions:
 
     wheel: Path | None = None  # --wheel: prebuilt source
     force: bool = False
+    replace: bool = False  # --replace: publish over a different file under a published name
     cache_dir: Path = Path.home() / ".cache" / "torchbuild"
     conda_format: Literal["conda", "tar.bz2"] = "conda"
     compression_level: int = 5
     compression_threads: int = 2
     repodata: Path | None = None  # the real repodata to solve against (../shared/data/repodata)
+    source_dir: Path | None = None  # --source-dir: compile this checkout
+    git_ref: str | None = None  # --git-ref: clone this tag/branch (with submodules) and compile it
+    git_url: str = "https://github.com/pytorch/pytorch"  # --git-url
+    # "pytorch": the source must be a PyTorch checkout of the Plan's release (checked) and the wheel must match
+    # the Plan; "project": any setuptools project built the same way (the tests' fixture packages).
+    source_kind: Literal["pytorch", "project"] = "pytorch"
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from packaging.specifiers import Specifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
 from torchbuild import recipe, wheelfile
+from torchbuild.compat import Rule
 from torchbuild.console import console
 from torchbuild.errors import StageFailed, UserError, one_of
 from torchbuild.plan import Plan
@@ -205,16 +206,33 @@ def requirement_to_conda(requirement: str, env: Mapping[str, str], mapping: Whee
     return f"{rule.conda} {version}" if version else rule.conda
 
 
+@functools.cache
+def _override_rules() -> tuple[tuple[Rule, str], ...]:
+    text = resources.files("torchbuild.data").joinpath("packaging.yaml").read_text(encoding="utf-8")
+    rows = yaml.safe_load(text).get("requirement_overrides") or ()
+    return tuple(
+        (Rule(value=str(r["spec"]), when=r.get("when") or {}), str(canonicalize_name(str(r["pypi"])))) for r in rows
+    )
+
+
+def requirement_overrides(plan: Plan) -> dict[str, str]:
+    """PyPI name -> the conda spec that replaces its converted pin for this cell (packaging.yaml)."""
+    return {name: rule.value for rule, name in _override_rules() if rule.applies(plan.platform, plan.torch, plan.cuda)}
+
+
 def wheel_requires(wheel: WheelInfo, plan: Plan, mapping: WheelToConda | None = None) -> tuple[str, ...]:
     """The wheel's Requires-Dist as conda specs for the cell's platform and Python, in the wheel's order."""
     mapping = mapping or load_mapping()
     env = marker_environment(plan, mapping)
+    overrides = requirement_overrides(plan)
     specs: list[str] = []
     for line in wheel.requires:
         try:
             spec = requirement_to_conda(line, env, mapping)
         except (InvalidRequirement, UndefinedComparison, UndefinedEnvironmentName, ValueError) as exc:
             raise StageFailed(STAGE, f"{wheel.path}: Requires-Dist '{line}': {exc}") from None
+        if spec is not None and (name := str(canonicalize_name(Requirement(line).name))) in overrides:
+            spec = overrides[name]
         if spec is not None and spec not in specs:
             specs.append(spec)
     return tuple(specs)

@@ -5,30 +5,36 @@ sets that tag. What must never be vendored is excluded (see ``auditwheel_exclude
 finds nothing to vendor and the wheel already carries the Plan's name, the wheel is copied through: rewriting a
 1 GB archive only to get the same bytes back costs minutes. The closure check runs on the result either way.
 
-win-64: delvewheel, not implemented yet.
+win-64: delvewheel vendors the DLLs the Plan says the cell ships (``plan.ship_dlls``: the VC runtime, and for CUDA
+cells the CUDA runtime DLLs) from their providers (torchbuild/dll_providers.py), keeping torch's own DLLs as they are
+(``--ignore-existing``) and every name unmangled (policy below). The PE import-closure check (torchbuild/pe.py) then
+proves every .dll/.pyd resolves each import, and that every DLL the Plan names is in the wheel.
 
 Output: ``wheel`` (named ``plan.wheel``).
 """
 
 from __future__ import annotations
 
+import fnmatch
+import os
 import shutil
 import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchbuild import elf, wheelfile
+from torchbuild import dll_providers, elf, pe, wheelfile
 from torchbuild.errors import StageFailed
 from torchbuild.proc import run_tool
-from torchbuild.stages import Artifact, Context, StageResult
+from torchbuild.stages import Artifact, Check, Context, StageResult
 
 STAGE = "repair"
 AUDITWHEEL_TIMEOUT_S = 3600
+DELVEWHEEL_TIMEOUT_S = 3600
 
 
 def run(ctx: Context) -> StageResult:
@@ -179,9 +185,113 @@ def _copy(src: Path, dest: Path) -> None:
     part.replace(dest)
 
 
+# --- win-64 ----------------------------------------------------------------------------------------------
+#
+# Name-mangling policy: none (--no-mangle-all). delvewheel can rename vendored DLLs (msvcp140-<hash>.dll) and
+# rewrite the import tables that name them, so that each package gets a private copy. We do not:
+# - torch's own DLLs (c10.dll, torch_cpu.dll, ...) keep their names (--ignore-existing): C++ extensions built
+#   against torch link c10.lib/torch_cpu.lib, whose import records name c10.dll and torch_cpu.dll;
+# - the VC runtime is meant to be one per process: an extension built against torch imports MSVCP140.dll by that
+#   name, and a renamed copy for torch would put two C++ runtimes in one process. The copy we ship is the newest
+#   (backward compatible), and Windows reuses an already loaded DLL of the same name, so whichever loads first
+#   serves all;
+# - CUDA DLLs are versioned by name already (cudart64_12.dll), and CUDA extensions import them by those names.
+# The cost: an older msvcp140.dll loaded into the process before torch (from another package that ships one)
+# wins over ours; the smoke stage on Windows runners is what catches that.
+
+
+def _in_wheel(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        return [n for n in archive.namelist() if n.lower().endswith((".dll", ".pyd", ".exe"))]
+
+
+def _matching(pattern: str, names: Sequence[str]) -> list[str]:
+    return [n for n in names if fnmatch.fnmatch(Path(n).name.lower(), pattern.lower())]
+
+
+def delvewheel_argv(wheel: Path, out_dir: Path, add_path: Sequence[Path], include: Sequence[str]) -> list[str]:
+    """The delvewheel command of the repair (also what bench/repair.py compares against)."""
+    system = pe.load_system_set()
+    argv = [sys.executable, "-m", "delvewheel", "repair", "--ignore-existing", "--no-mangle-all", "-w", str(out_dir)]
+    if add_path:
+        argv += ["--add-path", os.pathsep.join(str(p) for p in add_path)]
+    if include:
+        argv += ["--include", os.pathsep.join(include)]
+    # Driver DLLs never go into a wheel, even when a provider directory happens to hold one.
+    argv += ["--exclude", os.pathsep.join(sorted(system.driver))]
+    return [*argv, str(wheel)]
+
+
+def ship_checks(wheel_names: Sequence[str], patterns: Sequence[str]) -> list[Check]:
+    """P103: every DLL the Plan says the cell ships is in the repaired wheel."""
+    checks = []
+    for pattern in patterns:
+        found = _matching(pattern, wheel_names)
+        checks.append(
+            Check(
+                name=f"ships {pattern}",
+                status="passed" if found else "failed",
+                message=", ".join(found) if found else f"{pattern} is not in the repaired wheel",
+                code="P103",
+            )
+        )
+    return checks
+
+
+def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
+    plan = ctx.plan
+    out_dir = ctx.stage_dir(STAGE)
+    target = out_dir / plan.wheel
+    log = ctx.stage_dir("logs") / f"{STAGE}.log"
+    machine = pe.TAG_MACHINES.get(wheelfile.plan_platform_tag(plan), "AMD64")
+    started = time.monotonic()
+    present = _in_wheel(wheel)
+    needed = [p for p in plan.ship_dlls if not _matching(p, present)]
+    try:
+        located = dll_providers.locate(
+            needed, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python, cache_dir=ctx.options.cache_dir, log=log
+        )
+    except dll_providers.ProviderError as exc:
+        raise StageFailed(STAGE, f"cannot repair {wheel.name}: {exc}") from None
+    located_s = time.monotonic() - started
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="delvewheel-", dir=out_dir) as tmp:
+        argv = delvewheel_argv(
+            wheel, Path(tmp), sorted({hit.path.parent for hit in located}), sorted({hit.name for hit in located})
+        )
+        run_tool(argv, stage=STAGE, log=log, timeout=DELVEWHEEL_TIMEOUT_S, what="delvewheel repair")
+        made = sorted(Path(tmp).glob("*.whl"))
+        if [p.name for p in made] != [wheel.name]:
+            got = ", ".join(p.name for p in made) or "no wheel"
+            raise StageFailed(STAGE, f"delvewheel repair of {wheel} made {got}; expected {wheel.name}")
+        shutil.move(str(made[0]), target)
+    repaired_s = time.monotonic() - started
+
+    started = time.monotonic()
+    report = pe.check_wheel(target, python=plan.python, machine=machine)
+    names = _in_wheel(target)
+    checks = [*report.checks(), *ship_checks(names, plan.ship_dlls)]
+    failed = [c for c in checks if c.status == "failed" and c.code != "P100"]
+    if failed:
+        target.unlink()
+        raise StageFailed(
+            STAGE,
+            f"the repaired {target.name} is not self-contained ({len(failed)} problems): "
+            + "; ".join(c.message for c in failed[:8])
+            + (" ..." if len(failed) > 8 else ""),
+            checks,
+        )
+    vendored = ", ".join(f"{hit.name} ({hit.origin})" for hit in located) or "nothing"
+    message = (
+        f"delvewheel --ignore-existing --no-mangle-all: vendored {vendored} into {Path(target.name).name} "
+        f"(providers {located_s:.1f} s, delvewheel {repaired_s:.0f} s); closure checked in "
+        f"{time.monotonic() - started:.0f} s: {report.summary()}"
+    )
+    return StageResult(outputs={"wheel": Artifact.of(target)}, checks=tuple(checks), message=message)
+
+
 # --- platforms -------------------------------------------------------------------------------------------
 
-REPAIRERS: Mapping[str, Callable[[Context, Path], StageResult]] = {"linux-64": _repair_linux}
-UNSUPPORTED: Mapping[str, str] = {
-    "win-64": "win-64 repair with delvewheel is not implemented yet (Windows artifacts work)",
-}
+REPAIRERS: Mapping[str, Callable[[Context, Path], StageResult]] = {"linux-64": _repair_linux, "win-64": _repair_windows}
+UNSUPPORTED: Mapping[str, str] = {}

@@ -17,6 +17,7 @@ Output: ``wheel``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -24,13 +25,17 @@ import sys
 import tempfile
 import urllib.parse
 import urllib.request
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
+import yaml
 from packaging.version import InvalidVersion, Version
 
-from torchbuild import wheelfile
+from torchbuild import wheel_version, wheelfile
+from torchbuild.compat import Rule
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.files import copy_atomic, link, link_atomic
 from torchbuild.plan import Plan
@@ -53,7 +58,44 @@ class Fetched:
         return urllib.parse.urlparse(self.url).scheme == "file"
 
 
+class NotFound(StageFailed):
+    """pip found no wheel for the Plan (as opposed to a failed download)."""
+
+
+def untagged_plan(plan: Plan) -> Plan | None:
+    """The Plan as it would be for the plain release version, where packaging.yaml's ``untagged_wheels`` says
+    that PyPI's unlabelled wheel is this cell's variant (win-64 CPU); None elsewhere."""
+    rules = yaml.safe_load(resources.files("torchbuild.data").joinpath("packaging.yaml").read_text(encoding="utf-8"))
+    for row in rules.get("untagged_wheels") or ():
+        rule = Rule(value=str(row["label"]), when=row.get("when") or {})
+        if rule.applies(plan.platform, plan.torch, plan.cuda) and rule.value == plan.local_version:
+            return dataclasses.replace(plan, version=plan.torch, wheel=plan.wheel.replace(plan.version, plan.torch, 1))
+    return None
+
+
+def _fetch_any(plan: Plan, cache_dir: Path, log: Path) -> tuple[Fetched, Plan]:
+    """The Plan's wheel, else (where the data says so) the unlabelled wheel of the same build; with the Plan it fits."""
+    plain = untagged_plan(plan)
+    try:
+        return fetch(plan, cache_dir, log), plan
+    except NotFound:
+        if plain is None:
+            raise
+        try:
+            return fetch(plain, cache_dir, log), plain
+        except NotFound:
+            raise NotFound(
+                STAGE,
+                f"pip finds neither {_describe(plan)} nor the unlabelled {_describe(plain)} (PyPI's name for this "
+                f"build) in the configured package indexes; pass --wheel PATH, or see {log}",
+            ) from None
+
+
 def run(ctx: Context) -> StageResult:
+    if ctx.options.source_dir is not None or ctx.options.git_ref is not None:
+        from torchbuild import checkout
+
+        return checkout.source_stage(ctx)  # compile mode: a checkout, not a wheel
     if ctx.options.wheel is not None:
         return _given(ctx, ctx.options.wheel)
     return _automatic(ctx)
@@ -63,9 +105,27 @@ def run(ctx: Context) -> StageResult:
 
 
 def _given(ctx: Context, path: Path) -> StageResult:
+    plain = untagged_plan(ctx.plan)
+    if plain is not None and path.is_file() and _fits(path, plain):
+        artifact, note = _relabel(path, plain, ctx.plan, ctx.stage_dir(STAGE))
+        return StageResult(outputs={"wheel": artifact}, message=f"given wheel {path} ({_mb(artifact.size)}; {note})")
     wheelfile.validate_for_plan(path, ctx.plan, stage=STAGE)
     artifact = copy_atomic(path, ctx.stage_dir(STAGE) / path.name)
     return StageResult(outputs={"wheel": artifact}, message=f"given wheel {path} ({_mb(artifact.size)})")
+
+
+def _relabel(path: Path, fits: Plan, plan: Plan, out_dir: Path) -> tuple[Artifact, str]:
+    """The unlabelled wheel, checked as what it is, given the Plan's version (dist-info only: seconds)."""
+    wheelfile.validate_for_plan(path, fits, stage=STAGE)
+    for stale in out_dir.glob("*.whl"):
+        stale.unlink()
+    try:
+        dest = wheel_version.set_version(path, out_dir, plan.version)
+    except (wheel_version.VersionError, OSError, zipfile.BadZipFile) as exc:
+        raise StageFailed(STAGE, f"cannot give {path} the version {plan.version}: {exc}") from None
+    wheelfile.validate_for_plan(dest, plan, stage=STAGE)
+    note = f"{path.name} (PyPI's {plan.local_version} build, unlabelled) re-versioned to {plan.version}"
+    return Artifact.of(dest), note
 
 
 # --- found by pip ----------------------------------------------------------------------------------------
@@ -128,7 +188,7 @@ def fetch(plan: Plan, cache_dir: Path, log: Path) -> Fetched:
         with log.open("a", encoding="utf-8") as handle:
             handle.write(f"$ {' '.join(argv)}\n{text}\n[exit {code}]\n")
         if code != 0:
-            raise StageFailed(
+            raise NotFound(
                 STAGE,
                 f"pip finds no prebuilt wheel {_describe(plan)} in the configured package indexes "
                 f"({_pip_error(text)}). Point pip at one with PIP_INDEX_URL, PIP_EXTRA_INDEX_URL or PIP_FIND_LINKS, "
@@ -155,17 +215,21 @@ def fetch(plan: Plan, cache_dir: Path, log: Path) -> Fetched:
 
 def _automatic(ctx: Context) -> StageResult:
     plan = ctx.plan
-    fetched = fetch(plan, ctx.options.cache_dir, ctx.stage_dir("logs") / f"{STAGE}.log")
-    dest = ctx.stage_dir(STAGE) / fetched.path.name
+    fetched, fits = _fetch_any(plan, ctx.options.cache_dir, ctx.stage_dir("logs") / f"{STAGE}.log")
+    out_dir = ctx.stage_dir(STAGE)
     if fetched.is_local:
-        artifact = copy_atomic(fetched.path, dest)
         how = f"local file {fetched.path}, not downloaded"
     else:
-        artifact = link_atomic(fetched.path, dest)
         where = "downloaded from " + fetched.url.split("#", 1)[0] if fetched.downloaded else "cached"
         how = f"{where}; cache entry {fetched.path.parent}"
-    wheelfile.validate_for_plan(dest, plan, stage=STAGE)
-    return StageResult(outputs={"wheel": artifact}, message=f"{dest.name} ({_mb(artifact.size)}; {how})")
+    if fits is not plan:
+        artifact, note = _relabel(fetched.path, fits, plan, out_dir)
+        how += "; " + note
+    else:
+        dest = out_dir / fetched.path.name
+        artifact = copy_atomic(fetched.path, dest) if fetched.is_local else link_atomic(fetched.path, dest)
+        wheelfile.validate_for_plan(dest, plan, stage=STAGE)
+    return StageResult(outputs={"wheel": artifact}, message=f"{artifact.path.name} ({_mb(artifact.size)}; {how})")
 
 
 # --- `latest` --------------------------------------------------------------------------------------------

@@ -1,0 +1,177 @@
+"""win-64 on this Linux host, with real Windows binaries: `python pipeline.py --platform win-64 --cuda cpu --py 3.11
+--torch 2.5.1` takes PyPI's torch 2.5.1 win_amd64 wheel (downloaded once into the pipeline's cache), repairs it with
+delvewheel, checks its DLL import closure, packages it for conda and solves it against the real conda-forge
+repodata; smoke is skipped (it needs a win-64 host). Bad inputs are small wheels of real PE files (mingw-w64)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.builders import make_wheel, torch_plan
+from tests.conftest import REPODATA, ROOT
+from tests.pe_fixtures import PeFixtures, build
+from torchbuild import pe
+from torchbuild.stages import RunOptions
+from torchbuild.stages.source import fetch, untagged_plan
+
+CELL = "win-64-cpu-py3.11-torch2.5.1"
+ARGS = ("--platform", "win-64", "--cuda", "cpu", "--py", "3.11", "--torch", "2.5.1")
+
+
+def pipeline(workspace: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "pipeline.py"), *ARGS, "--matrix", str(ROOT / "matrix.yaml"), *args,
+         "--repodata", str(REPODATA), "--compression-level", "1"],
+        cwd=workspace, capture_output=True, text=True, check=False,
+        env={**os.environ, "COLUMNS": "200", "SOURCE_DATE_EPOCH": "1700000000", "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Run:
+    workspace: Path
+    result: subprocess.CompletedProcess[str]
+
+    def stage_dir(self, stage: str) -> Path:
+        return self.workspace / "build" / CELL / stage
+
+    @property
+    def repaired(self) -> Path:
+        return next(self.stage_dir("repair").glob("*.whl"))
+
+    @property
+    def output(self) -> str:
+        return self.result.stdout + self.result.stderr
+
+    @property
+    def checks(self) -> dict[str, dict[str, str]]:
+        return {c["code"]: c for c in json.loads((self.stage_dir("verify") / "checks.json").read_text())}
+
+
+@pytest.fixture(scope="session")
+def torch_win_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """PyPI's torch 2.5.1 cp311 win_amd64 wheel, through the source stage's pip download and sha256 cache."""
+    plain = untagged_plan(torch_plan("win-64", "cpu", "3.11", "2.5.1"))
+    assert plain is not None
+    return fetch(plain, RunOptions().cache_dir, tmp_path_factory.mktemp("fetch") / "pip.log").path
+
+
+@pytest.fixture(scope="session")
+def win_run(torch_win_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    workspace = tmp_path_factory.mktemp("win")
+    return Run(workspace, pipeline(workspace, "--wheel", str(torch_win_wheel)))
+
+
+@pytest.mark.slow
+def test_upstream_wheel_fails_the_closure_check_naming_msvcp140(torch_win_wheel: Path) -> None:
+    report = pe.check_wheel(torch_win_wheel, python="3.11")
+    assert not report.ok
+    assert report.missing_names == ("msvcp140.dll", "vcruntime140_1.dll")
+    assert any(m.file == "torch/lib/c10.dll" and m.needed.lower() == "msvcp140.dll" for m in report.missing)
+
+
+@pytest.mark.slow
+def test_pipeline_runs_every_stage_but_smoke(win_run: Run) -> None:
+    assert win_run.result.returncode == 0, win_run.output[-3000:]
+    out = win_run.output
+    for stage in ("source", "repair", "conda", "verify", "publish"):
+        assert f"✓ {stage}" in out
+    assert "skipped: needs a win-64 host" in out
+    assert (win_run.workspace / "channel" / "win-64" / "pytorch-2.5.1-py3.11_cpu_0.conda").is_file()
+    assert list((win_run.workspace / "channel").rglob("torch-2.5.1+cpu-cp311-cp311-win_amd64.whl"))
+
+
+@pytest.mark.slow
+def test_repaired_wheel_ships_the_vc_runtime_and_keeps_torch_dll_names(win_run: Run) -> None:
+    wheel = win_run.repaired
+    assert wheel.name == "torch-2.5.1+cpu-cp311-cp311-win_amd64.whl"
+    report = pe.check_wheel(wheel, python="3.11")
+    assert report.ok, report.summary()
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        c10_user = pe.read_pe(archive.read("torch/lib/torch_cpu.dll"), "torch/lib/torch_cpu.dll")
+    assert {"torch.libs/msvcp140.dll", "torch.libs/vcruntime140_1.dll"} <= names
+    assert {"torch/lib/c10.dll", "torch/lib/torch_cpu.dll", "torch/lib/libiomp5md.dll"} <= names
+    assert "c10.dll" in c10_user.imports  # not renamed: extensions link c10.lib
+    assert not any(Path(n).name.lower() in {"nvcuda.dll", "nvml.dll"} for n in names)
+    assert "vendored msvcp140.dll" in win_run.output
+
+
+@pytest.mark.slow
+def test_conda_package_is_win_64_with_short_paths_and_solves(win_run: Run) -> None:
+    checks = win_run.checks
+    assert checks["TB301"]["status"] == "passed", checks["TB301"]["message"]
+    assert "python 3.11." in checks["TB301"]["message"]
+    assert checks["C1145"]["status"] == "passed"  # every PE file is AMD64
+    assert checks["TB102"]["status"] == "passed"
+    assert "characters installed" in checks["TB102"]["message"]
+    from torchbuild.checks.conda_package import read_package
+
+    pkg = read_package(next(win_run.stage_dir("conda").glob("*.conda")))
+    assert all(m.name.startswith("Lib/site-packages/") for m in pkg.files())
+    depends = pkg.index["depends"]
+    for name in ("vc14_runtime", "ucrt", "intel-openmp"):
+        assert any(d.split()[0] == name for d in depends), depends
+    assert "sympy >=1.13.1,!=1.13.2" in depends
+
+
+# --- bad input -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory: pytest.TempPathFactory) -> PeFixtures:
+    return build(tmp_path_factory.mktemp("pe"))
+
+
+def _small_wheel(directory: Path, files: dict[str, Path]) -> Path:
+    return make_wheel(
+        directory,
+        "torch-2.5.1+cpu-cp311-cp311-win_amd64.whl",
+        {"torch/__init__.py": b"", **{rel: path.read_bytes() for rel, path in files.items()}},
+    )
+
+
+def _fails_untouched(workspace: Path, wheel: Path) -> str:
+    channel = workspace / "channel"
+    result = pipeline(workspace, "--wheel", str(wheel))
+    assert result.returncode == 1, result.stdout[-2000:]
+    assert not channel.exists()
+    return result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_small_wheel_is_repaired(fixtures: PeFixtures, tmp_path: Path) -> None:
+    wheel = _small_wheel(tmp_path, {"torch/_C.cp311-win_amd64.pyd": fixtures.ext})
+    result = pipeline(tmp_path, "--wheel", str(wheel))
+    assert result.returncode == 0, result.stdout[-3000:]
+    repaired = next((tmp_path / "build" / CELL / "repair").glob("*.whl"))
+    with zipfile.ZipFile(repaired) as archive:
+        assert {"torch.libs/msvcp140.dll", "torch.libs/vcruntime140_1.dll"} <= set(archive.namelist())
+
+
+@pytest.mark.slow
+def test_a_wheel_whose_closure_cannot_be_completed(fixtures: PeFixtures, tmp_path: Path) -> None:
+    wheel = _small_wheel(tmp_path, {"torch/lib/user.dll": fixtures.user, "torch/lib/base.dll": fixtures.base})
+    assert "nothere.dll" in _fails_untouched(tmp_path, wheel)
+
+
+@pytest.mark.slow
+def test_a_32_bit_dll_in_the_wheel(fixtures: PeFixtures, tmp_path: Path) -> None:
+    files = {"torch/lib/base.dll": fixtures.base32, "torch/_C.cp311-win_amd64.pyd": fixtures.ext}
+    wheel = _small_wheel(tmp_path, files)
+    out = _fails_untouched(tmp_path, wheel)
+    assert "torch/lib/base.dll is built for I386; the wheel's platform needs AMD64" in out
+
+
+@pytest.mark.slow
+def test_an_extension_for_another_python(fixtures: PeFixtures, tmp_path: Path) -> None:
+    wheel = _small_wheel(tmp_path / "w", {"torch/_C.cp311-win_amd64.pyd": fixtures.ext310})
+    assert "python310.dll" in _fails_untouched(tmp_path, wheel)

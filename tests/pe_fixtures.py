@@ -1,0 +1,99 @@
+"""Real PE files for the closure-check tests, built with mingw-w64 from the sources in tests/fixtures/pe/.
+
+GNU ld (binutils 2.40) links dlltool's delay-import library into the DLL (the descriptor, the IAT and the
+__delayLoadHelper2 thunk are all there and work at run time) but leaves the optional header's DELAY_IMPORT data
+directory empty, which MSVC's link.exe fills in. ``_fill_delay_directory`` writes that one header field the way
+link.exe does, from the descriptor's address in the DLL's own symbol table, so that the fixture has what the
+delay-loading DLLs in real wheels have.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pefile
+import pytest
+
+SOURCES = Path(__file__).parent / "fixtures" / "pe"
+GCC64 = "x86_64-w64-mingw32-gcc"
+GCC32 = "i686-w64-mingw32-gcc"
+DLLTOOL = "x86_64-w64-mingw32-dlltool"
+NM = "x86_64-w64-mingw32-nm"
+DELAY_IMPORT = 13  # IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT
+DELAY_DESCRIPTOR_SIZE = 32
+
+
+@dataclass(frozen=True)
+class PeFixtures:
+    base: Path  # base.dll, AMD64
+    lazy: Path  # lazy.dll
+    user: Path  # user.dll: imports base.dll and nothere.dll, delay-loads lazy.dll
+    ext: Path  # ext.pyd: imports python311.dll and MSVCP140.dll
+    ext310: Path  # ext.pyd built against python310.dll
+    tool: Path  # tool.exe: imports base.dll
+    base32: Path  # base.dll built for I386
+
+
+def _run(argv: list[str], cwd: Path) -> None:
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed:\n{proc.stdout}{proc.stderr}")
+
+
+def _implib(definition: Path, dll: str, out: str, cwd: Path, delay: bool = False) -> None:
+    """An import library for ``dll`` (any name) from a .def file; ``delay``: a delay-load one."""
+    kind = "--output-delaylib" if delay else "--output-lib"
+    _run([DLLTOOL, "--input-def", str(definition), "--dllname", dll, kind, out], cwd)
+
+
+def _fill_delay_directory(dll: Path, symbol: str) -> None:
+    out = subprocess.run([NM, str(dll)], capture_output=True, text=True, check=True).stdout
+    address = next(int(line.split()[0], 16) for line in out.splitlines() if line.endswith(" " + symbol))
+    pe = pefile.PE(str(dll))
+    entry = pe.OPTIONAL_HEADER.DATA_DIRECTORY[DELAY_IMPORT]
+    entry.VirtualAddress = address - pe.OPTIONAL_HEADER.ImageBase
+    entry.Size = DELAY_DESCRIPTOR_SIZE
+    data = pe.write()
+    pe.close()
+    dll.write_bytes(bytes(data))
+
+
+def build(dest: Path) -> PeFixtures:
+    """Build every fixture into ``dest`` (seconds). Skips the test when mingw-w64 is not installed."""
+    missing = [tool for tool in (GCC64, GCC32, DLLTOOL, NM) if shutil.which(tool) is None]
+    if missing:
+        tools = ", ".join(missing)
+        pytest.skip(f"skipped: mingw-w64 is not installed ({tools} not on PATH; apt-get install mingw-w64)")
+    dest.mkdir(parents=True, exist_ok=True)
+    src = {name: str(SOURCES / name) for name in ("base.c", "lazy.c", "user.c", "ext.c", "main.c")}
+    _run([GCC64, "-shared", "-o", "base.dll", src["base.c"], "-Wl,--out-implib,libbase.a"], dest)
+    _run([GCC64, "-shared", "-o", "lazy.dll", src["lazy.c"]], dest)
+    _implib(SOURCES / "missing.def", "nothere.dll", "libmissing.a", dest)
+    _implib(SOURCES / "lazy.def", "lazy.dll", "liblazy.a", dest, delay=True)
+    user = [GCC64, "-shared", "-DWITH_MISSING", "-DWITH_LAZY", "-o", "user.dll", src["user.c"], "-L."]
+    _run([*user, "-lbase", "-lmissing", "-llazy"], dest)
+    _fill_delay_directory(dest / "user.dll", "__DELAY_IMPORT_DESCRIPTOR_liblazy_a")
+    _implib(SOURCES / "msvcp.def", "MSVCP140.dll", "libmsvcp.a", dest)
+    pyds = {}
+    for py in ("311", "310"):
+        (dest / f"python{py}.def").write_text(f"LIBRARY python{py}.dll\nEXPORTS\nPyFunc\n", encoding="ascii")
+        _implib(dest / f"python{py}.def", f"python{py}.dll", f"libpy{py}.a", dest)
+        out = dest / f"py{py}" / "ext.pyd"
+        out.parent.mkdir(exist_ok=True)
+        _run([GCC64, "-shared", "-o", str(out), src["ext.c"], "-L.", f"-lpy{py}", "-lmsvcp"], dest)
+        pyds[py] = out
+    _run([GCC64, "-o", "tool.exe", src["main.c"], "-L.", "-lbase"], dest)
+    (dest / "x86").mkdir(exist_ok=True)
+    _run([GCC32, "-shared", "-o", "x86/base.dll", src["base.c"]], dest)
+    return PeFixtures(
+        base=dest / "base.dll",
+        lazy=dest / "lazy.dll",
+        user=dest / "user.dll",
+        ext=pyds["311"],
+        ext310=pyds["310"],
+        tool=dest / "tool.exe",
+        base32=dest / "x86" / "base.dll",
+    )
