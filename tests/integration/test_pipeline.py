@@ -15,6 +15,7 @@ import sys
 import venv
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -97,7 +98,8 @@ def test_main_job_passes_every_stage(first_run: Run) -> None:
     wheel = first_run.channel / "whl" / "simple" / "torch" / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
     assert wheel.is_file()
     page = (first_run.channel / "whl" / "simple" / "torch" / "index.html").read_text()
-    assert f"{wheel.name}#sha256={hashlib.sha256(wheel.read_bytes()).hexdigest()}" in page
+    # The '+' of the local version is quoted in the link (S3 would read a raw '+' in a path as a space).
+    assert f"{quote(wheel.name)}#sha256={hashlib.sha256(wheel.read_bytes()).hexdigest()}" in page
     repodata = json.loads((first_run.channel / "linux-64" / "repodata.json").read_text())
     record = repodata["packages.conda"][conda.name]
     assert record["build"] == "py3.11_cpu_0" and record["version"] == "2.13.0"

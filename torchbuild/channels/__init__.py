@@ -15,7 +15,7 @@ from typing import Literal, Protocol
 from torchbuild.errors import UserError
 from torchbuild.stages import Artifact
 
-Action = Literal["new", "unchanged"]
+Action = Literal["new", "unchanged", "replaced"]
 
 
 @dataclass(frozen=True)
@@ -30,16 +30,23 @@ class Upload:
 class Channel(Protocol):
     url: str
 
-    def plan(self, conda: Sequence[tuple[Artifact, str]], wheels: Sequence[Artifact]) -> list[Upload]:
-        """Where each artifact goes and whether it is new; raises UserError on a conflicting existing file."""
+    def plan(
+        self, conda: Sequence[tuple[Artifact, str]], wheels: Sequence[Artifact], replace: bool = False
+    ) -> list[Upload]:
+        """Where each artifact goes and whether it is new; raises UserError on a conflicting existing file
+        (unless ``replace``)."""
         ...
 
     def apply(self, uploads: Sequence[Upload]) -> list[Artifact]:
         """Put the new files in place, then rewrite the indexes; returns the published files."""
         ...
 
+    def index(self) -> str:
+        """Rebuild the indexes from the files that are there; returns a one-line summary."""
+        ...
 
-SCHEMES = ("a local directory", "s3://bucket/prefix", "anaconda://owner[/label]")
+
+SCHEMES = ("a local directory", "s3://bucket/prefix", "anaconda://owner", "anaconda://owner/label")
 
 
 def open_channel(spec: str, root: Path) -> Channel:
@@ -49,6 +56,12 @@ def open_channel(spec: str, root: Path) -> Channel:
         path = Path(spec.removeprefix("file://"))
         return LocalChannel(path if path.is_absolute() else root / path)
     scheme = spec.split("://", 1)[0]
-    if scheme in ("s3", "anaconda"):
-        raise UserError(f"publishing to {scheme}:// is not implemented yet; publish to a local directory for now.")
+    if scheme == "s3":
+        from torchbuild.channels.s3 import S3Channel
+
+        return S3Channel(spec)
+    if scheme == "anaconda":
+        from torchbuild.channels.anaconda import AnacondaChannel
+
+        return AnacondaChannel(spec)
     raise UserError(f"Unknown channel scheme '{scheme}://' in '{spec}'. Valid channels: {', '.join(SCHEMES)}.")

@@ -10,14 +10,13 @@ channel/
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from torchbuild import rattler_child
-from torchbuild.channels import Upload
+from torchbuild.channels import Upload, pep503
 from torchbuild.errors import UserError
 from torchbuild.files import copy_atomic, write_atomic
 from torchbuild.stages import Artifact, sha256_of
@@ -32,7 +31,9 @@ class LocalChannel:
         project = canonicalize_name(parse_wheel_filename(wheel_name)[0])
         return self.path / "whl" / "simple" / project
 
-    def plan(self, conda: Sequence[tuple[Artifact, str]], wheels: Sequence[Artifact]) -> list[Upload]:
+    def plan(
+        self, conda: Sequence[tuple[Artifact, str]], wheels: Sequence[Artifact], replace: bool = False
+    ) -> list[Upload]:
         uploads: list[Upload] = []
         conflicts: list[str] = []
         wanted = [(a, "conda", subdir, self.path / subdir / a.path.name) for a, subdir in conda]
@@ -40,17 +41,20 @@ class LocalChannel:
         for artifact, kind, subdir, destination in wanted:
             action = "new"
             if destination.exists():
-                if sha256_of(destination) != artifact.sha256:
+                if sha256_of(destination) == artifact.sha256:
+                    action = "unchanged"
+                elif replace:
+                    action = "replaced"
+                else:
                     conflicts.append(f"{destination} (channel sha256 differs from {artifact.path})")
                     continue
-                action = "unchanged"
             uploads.append(
                 Upload(artifact=artifact, kind=kind, subdir=subdir, destination=str(destination), action=action)  # type: ignore[arg-type]
             )
         if conflicts:
             raise UserError(
                 "publish: refusing to overwrite a different file under an existing name (bump build_number in "
-                "matrix.yaml to publish a new build): " + "; ".join(conflicts)
+                "matrix.yaml to publish a new build, or pass --replace): " + "; ".join(conflicts)
             )
         return uploads
 
@@ -58,7 +62,7 @@ class LocalChannel:
         published = []
         for upload in uploads:
             destination = Path(upload.destination)
-            if upload.action == "new":
+            if upload.action != "unchanged":
                 copy_atomic(upload.artifact.path, destination)
             if upload.kind == "wheel":
                 write_atomic(destination.with_name(destination.name + ".sha256"), upload.artifact.sha256 + "\n")
@@ -67,32 +71,27 @@ class LocalChannel:
         self.index()
         return published
 
-    def index(self) -> None:
-        if any(p.suffix in (".conda", ".bz2") for p in self.path.glob("*/*")):
+    def index(self) -> str:
+        packages = [p for p in self.path.glob("*/*") if p.name.endswith((".conda", ".tar.bz2"))]
+        if packages:
             (self.path / "noarch").mkdir(parents=True, exist_ok=True)
             rattler_child.call("index", directory=str(self.path), write_zst=True)
-        self.write_simple_pages()
+        wheels = self.write_simple_pages()
+        return f"{len(packages)} conda packages, {wheels} wheels"
 
-    def write_simple_pages(self) -> None:
+    def write_simple_pages(self) -> int:
+        """The PEP 503 pages, from the wheels on disk; returns how many wheels they list."""
         simple = self.path / "whl" / "simple"
         if not simple.is_dir():
-            return
+            return 0
         projects = sorted(p.name for p in simple.iterdir() if p.is_dir())
+        count = 0
         for project in projects:
-            links = []
+            links = {}
             for wheel in sorted((simple / project).glob("*.whl")):
                 sidecar = wheel.with_name(wheel.name + ".sha256")
-                digest = sidecar.read_text().strip() if sidecar.is_file() else sha256_of(wheel)
-                name = html.escape(wheel.name)
-                links.append(f'    <a href="{name}#sha256={digest}">{name}</a><br/>')
-            write_atomic(simple / project / "index.html", _page(f"Links for {project}", links))
-        root_links = [f'    <a href="{html.escape(p)}/">{html.escape(p)}</a><br/>' for p in projects]
-        write_atomic(simple / "index.html", _page("Simple index", root_links))
-
-
-def _page(title: str, links: list[str]) -> str:
-    body = "\n".join(links)
-    return (
-        '<!DOCTYPE html>\n<html>\n  <head><meta name="pypi:repository-version" content="1.0">'
-        f"<title>{title}</title></head>\n  <body>\n    <h1>{title}</h1>\n{body}\n  </body>\n</html>\n"
-    )
+                links[wheel.name] = sidecar.read_text().strip() if sidecar.is_file() else sha256_of(wheel)
+            write_atomic(simple / project / "index.html", pep503.project_page(project, links))
+            count += len(links)
+        write_atomic(simple / "index.html", pep503.root_page(projects))
+        return count

@@ -1,4 +1,5 @@
-"""publish: the cell's conda package and wheel into the channel (the local directory by default)."""
+"""publish: the cell's conda package and wheel into the channel (the local directory by default; s3:// and
+anaconda:// too, see torchbuild/channels). Artifacts built elsewhere are published with ``pipeline.py publish``."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ def run(ctx: Context) -> StageResult:
         raise StageFailed("publish", f"no {missing} artifact from the earlier stages to publish") from None
     try:
         channel = open_channel(plan.channel, ctx.root)
-        uploads = channel.plan([(conda, plan.conda.subdir)], [wheel])
+        uploads = channel.plan([(conda, plan.conda.subdir)], [wheel], replace=ctx.options.replace)
         published = channel.apply(uploads)
     except UserError as exc:
         raise StageFailed("publish", str(exc).removeprefix("publish: ")) from None
     summary = ", ".join(f"{u.subdir}/{u.artifact.path.name} ({u.action})" for u in uploads)
-    outputs = {f"published_{u.kind}": a for u, a in zip(uploads, published, strict=True)}
+    # A local channel's files are artifacts of the run; a remote channel's are named in the message (its URL).
+    outputs = {f"published_{u.kind}": a for u, a in zip(uploads, published, strict=True) if a.path.is_file()}
     return StageResult(outputs=outputs, message=f"{channel.url}: {summary}")

@@ -1,0 +1,103 @@
+"""anaconda.org (``anaconda://owner[/label]``): conda packages go up with anaconda-client's ``anaconda upload``.
+
+The token comes from ANACONDA_API_TOKEN and reaches the client as a file (``--token`` takes a token or a path to a
+file holding one), so it is on no command line, in no ``ps`` listing and in no log. Wheels are not sent:
+anaconda.org's PyPI side is a different service. anaconda.org indexes what it receives itself.
+
+Re-publishing: anaconda-client cannot compare sha256s before uploading, so an existing file of the same name is
+skipped (``--skip-existing``), or replaced with ``--replace`` (``--force``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from torchbuild.channels import Action, Upload
+from torchbuild.channels.secrets import redact
+from torchbuild.console import console
+from torchbuild.errors import UserError
+from torchbuild.stages import Artifact
+
+TOKEN_VARIABLE = "ANACONDA_API_TOKEN"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def parse_url(url: str) -> tuple[str, str]:
+    """(owner, label) of anaconda://owner[/label]; the label is 'main' when not given."""
+    rest = url.removeprefix("anaconda://").strip("/")
+    parts = rest.split("/")
+    if not rest or len(parts) > 2 or not all(_NAME.match(p) for p in parts):
+        raise UserError(f"'{url}' is not an anaconda.org channel: use anaconda://owner or anaconda://owner/label")
+    return parts[0], parts[1] if len(parts) == 2 else "main"
+
+
+def upload_command(executable: str, token_file: Path, owner: str, label: str, files: Sequence[Path],
+                   replace: bool) -> list[str]:  # fmt: skip
+    return [
+        executable, "--token", str(token_file), "upload", "--user", owner, "--label", label,
+        "--force" if replace else "--skip-existing", *(str(f) for f in files),
+    ]  # fmt: skip
+
+
+class AnacondaChannel:
+    def __init__(self, url: str) -> None:
+        self.owner, self.label = parse_url(url)
+        base = f"https://conda.anaconda.org/{self.owner}"
+        self.url = base if self.label == "main" else f"{base}/label/{self.label}"
+        self.replace = False
+
+    def _executable(self) -> str:
+        found = shutil.which(os.environ.get("TORCHBUILD_ANACONDA", "anaconda"))
+        if found is None:
+            raise UserError("the 'anaconda' command (anaconda-client) is not on PATH: pip install anaconda-client")
+        return found
+
+    def plan(
+        self, conda: Sequence[tuple[Artifact, str]], wheels: Sequence[Artifact], replace: bool = False
+    ) -> list[Upload]:
+        if not os.environ.get(TOKEN_VARIABLE):
+            raise UserError(f"publishing to anaconda.org needs a token in {TOKEN_VARIABLE} (anaconda.org > Settings)")
+        self._executable()
+        if wheels:
+            names = ", ".join(w.path.name for w in wheels)
+            console.print(f"  anaconda.org gets conda packages only; not sent: {names}")
+        self.replace = replace
+        action: Action = "replaced" if replace else "new"
+        return [
+            Upload(artifact=a, kind="conda", subdir=subdir, destination=f"{self.url}/{subdir}/{a.path.name}",
+                   action=action)
+            for a, subdir in conda
+        ]  # fmt: skip
+
+    def apply(self, uploads: Sequence[Upload]) -> list[Artifact]:
+        if not uploads:
+            return []
+        token = os.environ.get(TOKEN_VARIABLE, "")
+        with tempfile.TemporaryDirectory(prefix="torchbuild-anaconda-") as tmp:
+            token_file = Path(tmp) / "token"
+            token_file.touch(mode=0o600)
+            token_file.write_text(token, encoding="utf-8")
+            command = upload_command(
+                self._executable(), token_file, self.owner, self.label, [u.artifact.path for u in uploads], self.replace
+            )
+            env = {k: v for k, v in os.environ.items() if k != TOKEN_VARIABLE}
+            console.print(f"  $ {redact(' '.join(command))}")
+            proc = subprocess.run(command, env=env, capture_output=True, text=True, errors="replace", check=False)
+        output = redact((proc.stdout + proc.stderr).replace(token, "***") if token else proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            last = "\n".join(output.splitlines()[-20:])
+            raise UserError(f"anaconda upload to {self.owner}/{self.label} failed (exit {proc.returncode}):\n{last}")
+        for line in output.splitlines()[-10:]:
+            console.print(f"  {line}")
+        return [
+            Artifact(path=Path(u.destination), sha256=u.artifact.sha256, size=u.artifact.size) for u in uploads
+        ]
+
+    def index(self) -> str:
+        return "anaconda.org indexes what it receives; nothing to do"

@@ -1,0 +1,455 @@
+"""A channel in an S3 bucket (``s3://bucket/prefix``), written with boto3; installers read it over HTTP.
+
+Layout under the prefix (the local channel's, plus the pages pip asks for at a key ending in '/'):
+
+  <subdir>/<package>.conda            metadata sha256=<hex>, checked after the upload
+  <subdir>/repodata.json              noarch/ always exists
+  whl/simple/ and whl/simple/index.html               PEP 503 root
+  whl/simple/<project>/ and .../<project>/index.html  project page
+  whl/simple/<project>/<wheel>.whl    metadata sha256=<hex>
+
+Endpoint, region and credentials come from boto3's standard chain (AWS_* variables, AWS_ENDPOINT_URL_S3, profiles,
+instance roles); none is ever printed.
+
+Order: every package is uploaded and verified, then each index file is merged: read with its ETag, records added,
+written back with If-Match (If-None-Match: * for a new one). A concurrent publisher that wrote in between makes the
+write fail with 412, and the merge is redone on the new content. This is S3's own compare-and-swap: unlike a lock
+object with an expiry, it cannot be stolen from a slow publisher and leaves nothing to clean up after a kill.
+Transient errors (5xx, throttling, dropped connections) are retried by botocore's standard retry mode with
+exponential backoff. Nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import random
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from tempfile import TemporaryDirectory
+from typing import Any
+from urllib.parse import urlsplit
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from torchbuild.channels import Upload, pep503
+from torchbuild.channels import repodata as rd
+from torchbuild.channels.secrets import redact, register
+from torchbuild.console import console
+from torchbuild.errors import UserError
+from torchbuild.stages import Artifact
+
+MB = 1 << 20
+# Files above this go up in parts of this size, four at a time (S3 needs parts of at least 5 MB).
+PART_MB = int(os.environ.get("TORCHBUILD_S3_PART_MB", "64"))
+RETRIES = 8  # merge attempts per index file; and botocore's attempts per request unless AWS_MAX_ATTEMPTS says
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_CONFLICT = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
+
+
+@dataclass(frozen=True)
+class Location:
+    bucket: str
+    prefix: str  # "" or "some/prefix" (no slashes at the ends)
+
+    def key(self, *parts: str) -> str:
+        return str(PurePosixPath(self.prefix, *parts)) if self.prefix else str(PurePosixPath(*parts))
+
+
+def parse_url(url: str) -> Location:
+    parts = urlsplit(url)
+    if parts.scheme != "s3" or not parts.netloc:
+        raise UserError(f"'{url}' is not an S3 channel: use s3://bucket/prefix")
+    if not _BUCKET.match(parts.netloc):
+        raise UserError(
+            f"'{parts.netloc}' in '{url}' is not a valid S3 bucket name (3-63 lowercase letters, digits, dots, dashes)"
+        )
+    return Location(bucket=parts.netloc, prefix=parts.path.strip("/"))
+
+
+def make_client() -> Any:
+    try:
+        session = _module("boto3.session").Session()
+        credentials = session.get_credentials()
+    except _boto_errors() as exc:  # e.g. a profile that does not exist
+        raise UserError(redact(f"AWS configuration: {exc}")) from None
+    if credentials is None:
+        raise UserError(
+            "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, "
+            "or run where an instance role gives them"
+        )
+    frozen = credentials.get_frozen_credentials()
+    register(frozen.access_key, frozen.secret_key, frozen.token)
+    config = _module("botocore.config").Config(
+        retries={"mode": "standard", **({} if os.environ.get("AWS_MAX_ATTEMPTS") else {"max_attempts": RETRIES})},
+        connect_timeout=10,
+        read_timeout=120,
+        user_agent_extra="torchbuild",
+    )
+    try:
+        return session.client("s3", region_name=session.region_name or "us-east-1", config=config)
+    except _boto_errors() as exc:  # e.g. an endpoint URL that is not one
+        raise UserError(redact(f"AWS configuration: {exc}")) from None
+
+
+def _module(name: str) -> Any:
+    """boto3 ships no type information: its modules are used as Any."""
+    return importlib.import_module(name)
+
+
+def _boto_errors() -> tuple[type[Exception], type[Exception]]:
+    errors = _module("botocore.exceptions")
+    return errors.ClientError, errors.BotoCoreError
+
+
+def _code(exc: Exception) -> str:
+    response = getattr(exc, "response", None) or {}
+    code = str(response.get("Error", {}).get("Code", ""))
+    return code or str(response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+
+
+class S3Channel:
+    def __init__(self, url: str, client: Any | None = None) -> None:
+        self.location = parse_url(url)
+        self.s3_url = url.rstrip("/")
+        self.client = client if client is not None else make_client()
+        self.url = self._http_url()
+        self._records: dict[str, rd.Record] = {}  # destination key -> record, read while planning
+
+    # --- what installers use --------------------------------------------------------------------------
+
+    def _http_url(self) -> str:
+        endpoint = str(self.client.meta.endpoint_url).rstrip("/")
+        host = urlsplit(endpoint).netloc
+        loc = self.location
+        if host.endswith("amazonaws.com"):
+            base = f"https://{loc.bucket}.{host}"
+            return f"{base}/{loc.prefix}" if loc.prefix else base
+        return f"{endpoint}/{loc.bucket}/{loc.prefix}" if loc.prefix else f"{endpoint}/{loc.bucket}"
+
+    # --- errors ---------------------------------------------------------------------------------------
+
+    def _error(self, exc: Exception, doing: str) -> UserError:
+        errors = _module("botocore.exceptions")
+        code = _code(exc)
+        bucket = self.location.bucket
+        endpoint = self.client.meta.endpoint_url
+        if code in ("NoSuchBucket", "404") and doing == "checking the bucket":
+            message = f"bucket '{bucket}' does not exist at {endpoint} (create it first; publishing never does)"
+        elif code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "403",
+                      "AccessDenied", "InvalidClientTokenId"):  # fmt: skip
+            message = (
+                f"the AWS credentials were refused for bucket '{bucket}' ({code}) while {doing}: check "
+                "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, and that they may read and write the bucket"
+            )
+        elif isinstance(exc, errors.EndpointConnectionError):
+            message = f"cannot reach the S3 endpoint {endpoint} while {doing} (AWS_ENDPOINT_URL_S3, network)"
+        elif isinstance(exc, errors.NoCredentialsError):
+            message = "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
+        else:
+            message = f"S3 error while {doing} ({code or type(exc).__name__}): {exc}"
+        return UserError(redact(f"{self.s3_url}: {message}"))
+
+    def _call(self, doing: str, operation: Callable[..., Any], **arguments: Any) -> Any:
+        ClientError, BotoCoreError = _boto_errors()
+        try:
+            return operation(**arguments)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, doing) from None
+
+    # --- reading --------------------------------------------------------------------------------------
+
+    def _head(self, key: str) -> dict[str, Any] | None:
+        ClientError, BotoCoreError = _boto_errors()
+        try:
+            head: dict[str, Any] = self.client.head_object(Bucket=self.location.bucket, Key=key)
+        except ClientError as exc:
+            if _code(exc) in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise self._error(exc, f"reading {key}") from None
+        except BotoCoreError as exc:
+            raise self._error(exc, f"reading {key}") from None
+        return head
+
+    def _get(self, key: str) -> tuple[bytes | None, str | None]:
+        """The object's bytes and ETag, or (None, None) when there is none."""
+        ClientError, BotoCoreError = _boto_errors()
+        try:
+            got = self.client.get_object(Bucket=self.location.bucket, Key=key)
+            return got["Body"].read(), str(got["ETag"])
+        except ClientError as exc:
+            if _code(exc) in ("404", "NoSuchKey", "NotFound"):
+                return None, None
+            raise self._error(exc, f"reading {key}") from None
+        except BotoCoreError as exc:
+            raise self._error(exc, f"reading {key}") from None
+
+    def _list(self, under: str) -> Iterator[dict[str, Any]]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        pages = self._call(f"listing {under}", lambda: list(paginator.paginate(Bucket=self.location.bucket,
+                                                                                Prefix=under)))  # fmt: skip
+        for page in pages:
+            yield from page.get("Contents", [])
+
+    def check_bucket(self) -> None:
+        self._call("checking the bucket", self.client.head_bucket, Bucket=self.location.bucket)
+
+    # --- plan -----------------------------------------------------------------------------------------
+
+    def _wheel_key(self, wheel_name: str) -> str:
+        project = canonicalize_name(parse_wheel_filename(wheel_name)[0])
+        return self.location.key("whl", "simple", project, wheel_name)
+
+    def plan(
+        self, conda: Sequence[tuple[Artifact, str]], wheels: Sequence[Artifact], replace: bool = False
+    ) -> list[Upload]:
+        self.check_bucket()
+        wanted = [(a, "conda", subdir, self.location.key(subdir, a.path.name)) for a, subdir in conda]
+        wanted += [(a, "wheel", "whl", self._wheel_key(a.path.name)) for a in wheels]
+        uploads: list[Upload] = []
+        conflicts: list[str] = []
+        for artifact, kind, subdir, key in wanted:
+            if kind == "conda":
+                record = rd.record_of(artifact.path, artifact.sha256)
+                if record.subdir != subdir:
+                    raise UserError(f"{artifact.path}: its info/index.json says subdir {record.subdir}, not {subdir}")
+                self._records[key] = record
+            head = self._head(key)
+            action = "new"
+            if head is not None:
+                published = head.get("Metadata", {}).get("sha256")
+                if published == artifact.sha256:
+                    action = "unchanged"
+                elif replace:
+                    action = "replaced"
+                else:
+                    conflicts.append(f"s3://{self.location.bucket}/{key} (sha256 {published or 'unknown'})")
+                    continue
+            uploads.append(Upload(artifact=artifact, kind=kind, subdir=subdir, destination=key, action=action))  # type: ignore[arg-type]
+        listed = self._listed_elsewhere(uploads) if not replace else []
+        if conflicts or listed:
+            raise UserError(
+                "publish: refusing to overwrite a different file under an existing name (bump build_number in "
+                "matrix.yaml, or pass --replace): " + "; ".join(conflicts + listed)
+            )
+        return uploads
+
+    def _listed_elsewhere(self, uploads: Sequence[Upload]) -> list[str]:
+        """Names the index lists with another sha256 (a file replaced by hand, an index from another tool)."""
+        found = []
+        for subdir in sorted({u.subdir for u in uploads if u.kind == "conda"}):
+            key = self.location.key(subdir, "repodata.json")
+            body, _etag = self._get(key)
+            current = rd.parse(body, subdir, f"s3://{self.location.bucket}/{key}")
+            for upload in uploads:
+                if upload.kind == "conda" and upload.subdir == subdir:
+                    listed = current.get(rd.section(upload.artifact.path.name), {}).get(upload.artifact.path.name)
+                    if listed and listed.get("sha256") != upload.artifact.sha256:
+                        found.append(f"{key} lists {upload.artifact.path.name} with sha256 {listed.get('sha256')}")
+        return found
+
+    # --- apply ----------------------------------------------------------------------------------------
+
+    def apply(self, uploads: Sequence[Upload]) -> list[Artifact]:
+        records = [self._records[u.destination] for u in uploads if u.kind == "conda"]
+        for upload in uploads:
+            if upload.action != "unchanged":
+                self._upload(upload.artifact, upload.destination)
+        # Index last: every package it will name is in place and verified.
+        replace = any(u.action == "replaced" for u in uploads)
+        for subdir in sorted({u.subdir for u in uploads if u.kind == "conda"} | {"noarch"}):
+            self._merge_repodata(subdir, [r for r in records if r.subdir == subdir], replace)
+        wheels = [u for u in uploads if u.kind == "wheel"]
+        if wheels:
+            projects: dict[str, dict[str, str]] = {}
+            for u in wheels:
+                project = str(canonicalize_name(parse_wheel_filename(u.artifact.path.name)[0]))
+                projects.setdefault(project, {})[u.artifact.path.name] = u.artifact.sha256
+            for project, links in sorted(projects.items()):
+                self._merge_project_page(project, links, replace)
+            self._merge_root_page(set(projects))
+        # Objects, not files: their paths are the keys (the stage reports files only).
+        return [Artifact(path=Path(u.destination), sha256=u.artifact.sha256, size=u.artifact.size) for u in uploads]
+
+    def _upload(self, artifact: Artifact, key: str) -> None:
+        failures = (*_boto_errors(), _module("s3transfer.exceptions").S3UploadFailedError)
+        part = PART_MB * MB
+        config = _module("boto3.s3.transfer").TransferConfig(
+            multipart_threshold=part, multipart_chunksize=part, max_concurrency=4
+        )
+        content_type = "application/octet-stream"
+        extra = {"Metadata": {"sha256": artifact.sha256}, "ContentType": content_type}
+        progress = _Progress(key.rsplit("/", 1)[-1], artifact.size) if artifact.size > PART_MB * MB else None
+        try:
+            self.client.upload_file(
+                str(artifact.path), self.location.bucket, key, ExtraArgs=extra, Config=config, Callback=progress
+            )
+        except failures as exc:
+            raise self._error(exc, f"uploading {artifact.path.name}") from None
+        head = self._head(key)
+        got = None if head is None else (head.get("Metadata", {}).get("sha256"), int(head.get("ContentLength", -1)))
+        if got != (artifact.sha256, artifact.size):
+            raise UserError(
+                f"s3://{self.location.bucket}/{key}: after the upload the object has sha256/size {got}, expected "
+                f"{(artifact.sha256, artifact.size)} (another publisher of the same name?); the index was not changed"
+            )
+
+    # --- index files, merged with compare-and-swap ---------------------------------------------------
+
+    def _swap(self, keys: Sequence[str], update: Callable[[bytes | None], bytes | None], what: str) -> bool:
+        """Make every key hold ``update(content of keys[0])``; each write is conditional on the ETag read.
+        Returns whether anything was written."""
+        ClientError, BotoCoreError = _boto_errors()
+        for attempt in range(RETRIES):
+            current = [self._get(key) for key in keys]
+            wanted = update(current[0][0])
+            if wanted is None:
+                wanted = current[0][0]
+            if wanted is None:
+                return False
+            wrote = False
+            try:
+                for key, (body, etag) in zip(keys, current, strict=True):
+                    if body == wanted:
+                        continue
+                    condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
+                    content_type = "application/json" if key.endswith(".json") else "text/html"
+                    self.client.put_object(
+                        Bucket=self.location.bucket, Key=key, Body=wanted, ContentType=content_type, **condition
+                    )
+                    wrote = True
+                return wrote
+            except ClientError as exc:
+                if _code(exc) not in _CONFLICT:
+                    raise self._error(exc, f"writing {what}") from None
+            except BotoCoreError as exc:
+                raise self._error(exc, f"writing {what}") from None
+            console.print(f"  {what}: changed by another publisher meanwhile; merging again")
+            time.sleep(min(5.0, 0.2 * 2**attempt) * (0.5 + random.random()))
+        raise UserError(f"{self.s3_url}: {what} kept changing under {RETRIES} merge attempts; rerun to complete it")
+
+    def _merge_repodata(self, subdir: str, records: list[rd.Record], replace: bool) -> None:
+        key = self.location.key(subdir, "repodata.json")
+        where = f"s3://{self.location.bucket}/{key}"
+
+        def update(body: bytes | None) -> bytes | None:
+            current = rd.parse(body, subdir, where)
+            merged = rd.merge(current, records, replace)
+            if merged is None:
+                return rd.dumps(current) if body is None else None
+            return rd.dumps(merged)
+
+        self._swap([key], update, f"{subdir}/repodata.json")
+
+    def _page_keys(self, *parts: str) -> list[str]:
+        directory = self.location.key("whl", "simple", *parts)
+        return [directory + "/index.html", directory + "/"]  # pip asks for '<project>/'; a browser may ask index.html
+
+    def _merge_project_page(self, project: str, links: dict[str, str], replace: bool) -> None:
+        def update(body: bytes | None) -> bytes | None:
+            listed = pep503.wheel_links(body.decode()) if body else {}
+            clashing = [name for name, digest in links.items() if listed.get(name, digest) != digest]
+            if clashing and not replace:
+                raise UserError(f"{self.s3_url}: the page of {project} lists {', '.join(clashing)} with another sha256")
+            merged = {**listed, **links}
+            return pep503.project_page(project, merged).encode() if merged != listed else None
+
+        self._swap(self._page_keys(project), update, f"whl/simple/{project}/")
+
+    def _merge_root_page(self, projects: set[str]) -> None:
+        def update(body: bytes | None) -> bytes | None:
+            listed = pep503.project_links(body.decode()) if body else set()
+            return pep503.root_page(listed | projects).encode() if not projects <= listed else None
+
+        self._swap(self._page_keys(), update, "whl/simple/")
+
+    # --- rebuild --------------------------------------------------------------------------------------
+
+    def index(self) -> str:
+        """Rebuild every index from the objects that are there (records of missing files go, new files come in)."""
+        self.check_bucket()
+        base = f"{self.location.prefix}/" if self.location.prefix else ""
+        objects = list(self._list(base))
+        subdirs: dict[str, list[str]] = {"noarch": []}
+        wheels: dict[str, list[str]] = {}
+        for obj in objects:
+            rel = str(obj["Key"])[len(base) :].split("/")
+            if len(rel) == 2 and rd.is_package(rel[1]):
+                subdirs.setdefault(rel[0], []).append(rel[1])
+            elif len(rel) == 4 and rel[:2] == ["whl", "simple"] and rel[3].endswith(".whl"):
+                wheels.setdefault(rel[2], []).append(rel[3])
+        counts = []
+        for subdir, names in sorted(subdirs.items()):
+            self._rebuild_repodata(subdir, names)
+            counts.append(f"{subdir}: {len(names)} packages")
+        for project, names in sorted(wheels.items()):
+            digests = {n: self._sha256_of_object(self.location.key("whl", "simple", project, n)) for n in names}
+            page = pep503.project_page(project, digests).encode()
+            self._swap(self._page_keys(project), _constant(page), f"whl/simple/{project}/")
+            counts.append(f"whl/{project}: {len(names)} wheels")
+        if wheels:
+            root = pep503.root_page(wheels).encode()
+            self._swap(self._page_keys(), _constant(root), "whl/simple/")
+        return "; ".join(counts)
+
+    def _sha256_of_object(self, key: str) -> str:
+        head = self._head(key)
+        digest = (head or {}).get("Metadata", {}).get("sha256")
+        if digest:
+            return str(digest)
+        with TemporaryDirectory() as tmp:
+            path = Path(tmp) / key.rsplit("/", 1)[-1]
+            self._call(f"downloading {key}", self.client.download_file, Bucket=self.location.bucket, Key=key,
+                       Filename=str(path))  # fmt: skip
+            return Artifact.of(path).sha256
+
+    def _rebuild_repodata(self, subdir: str, names: list[str]) -> None:
+        key = self.location.key(subdir, "repodata.json")
+        where = f"s3://{self.location.bucket}/{key}"
+
+        def update(body: bytes | None) -> bytes | None:
+            current = rd.parse(body, subdir, where)
+            rebuilt = rd.empty(subdir)
+            rebuilt.update({k: v for k, v in current.items() if k not in ("packages", "packages.conda")})
+            for name in names:
+                object_key = self.location.key(subdir, name)
+                listed = current.get(rd.section(name), {}).get(name)
+                digest = self._sha256_of_object(object_key)
+                if listed and listed.get("sha256") == digest:
+                    rebuilt[rd.section(name)][name] = listed
+                    continue
+                with TemporaryDirectory() as tmp:
+                    path = Path(tmp) / name
+                    self._call(f"downloading {object_key}", self.client.download_file, Bucket=self.location.bucket,
+                               Key=object_key, Filename=str(path))  # fmt: skip
+                    rebuilt[rd.section(name)][name] = dict(rd.record_of(path).fields)
+            return rd.dumps(rebuilt)
+
+        self._swap([key], update, f"{subdir}/repodata.json")
+
+
+def _constant(content: bytes) -> Callable[[bytes | None], bytes]:
+    return lambda _current: content
+
+
+class _Progress:
+    """boto3 calls this from its upload threads with the bytes sent; a line every 10%."""
+
+    def __init__(self, name: str, size: int) -> None:
+        import threading
+
+        self.name, self.size, self.sent, self.shown = name, size, 0, -1
+        self.lock = threading.Lock()
+
+    def __call__(self, sent: int) -> None:
+        with self.lock:
+            self.sent += sent
+            tenth = min(10, self.sent * 10 // max(self.size, 1))
+            if tenth > self.shown:
+                self.shown = tenth
+                console.print(f"  uploading {self.name}: {tenth * 10}% of {self.size / MB:.1f} MB")
+                sys.stderr.flush()

@@ -1,0 +1,176 @@
+"""``pipeline.py publish PATH... --channel C`` (already built artifacts, e.g. CI's) and ``pipeline.py index``.
+
+PATH is a .conda/.tar.bz2/.whl file, or a directory: every ``report.json`` below it (torchbuild/report.py's) names
+its cells' artifacts, found again relative to that report (the paths in it are from the machine that built them)
+and checked against the sha256 and size it records. The layout a CI publish job downloads, one build/ per job:
+
+  artifacts/<job>/build/report.json
+  artifacts/<job>/build/<cell-id>/...      (the files the report names, below build/ as on the build machine)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any, Literal
+
+from torchbuild.channels import Channel, open_channel
+from torchbuild.channels import repodata as rd
+from torchbuild.console import console, out
+from torchbuild.errors import UserError
+from torchbuild.stages import Artifact
+
+Kind = Literal["conda", "wheel"]
+KINDS: dict[str, Kind] = {"conda": "conda", "wheel": "wheel"}  # report artifact name -> what it is
+
+
+@dataclass(frozen=True)
+class Found:
+    artifact: Artifact
+    kind: Kind
+    subdir: str  # the conda subdir from the package's own info/index.json; "whl" for a wheel
+    source: str  # the report (and cell) or the file it came from
+
+
+def add_parsers(sub: Any) -> None:
+    publish = sub.add_parser(
+        "publish", help="publish built artifacts (report directories or package files) to a channel, no rebuild"
+    )
+    publish.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="directory with report.json files, "
+                         "or .conda/.tar.bz2/.whl files")  # fmt: skip
+    publish.add_argument("--channel", required=True, help="a directory, s3://bucket/prefix, anaconda://owner or anaconda://owner/label")
+    publish.add_argument("--replace", action="store_true", help="replace a different file under a published name")
+    index = sub.add_parser("index", help="rebuild a channel's indexes from the files that are in it")
+    index.add_argument("--channel", required=True, help="a directory or s3://bucket/prefix")
+
+
+def kind_of(path: Path) -> Kind:
+    if path.name.endswith(rd.PACKAGE_SUFFIXES):
+        return "conda"
+    if path.name.endswith(".whl"):
+        return "wheel"
+    raise UserError(f"{path}: cannot publish this file; give .conda, .tar.bz2 or .whl files, or directories")
+
+
+def locate(recorded: str, report: Path) -> Path | None:
+    """The file a report names, below the report's directory (or its parent): the longest tail of the recorded
+    path that exists there."""
+    windows = "\\" in recorded or re.match(r"^[A-Za-z]:", recorded)  # a report from a Windows build job
+    pure = PureWindowsPath(recorded) if windows else PurePosixPath(recorded)
+    tails = [Path(*pure.parts[i:]) for i in range(1 if pure.anchor else 0, len(pure.parts))]
+    for base in (report.parent, report.parent.parent):
+        for tail in tails:
+            if (base / tail).is_file():
+                return base / tail
+    return None
+
+
+def _from_report(report: Path) -> tuple[list[Found], list[str]]:
+    try:
+        data = json.loads(report.read_text(encoding="utf-8"))
+        cells = data["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UserError(f"{report}: not a torchbuild report (expected JSON with 'cells')") from None
+    found: list[Found] = []
+    failed: list[str] = []
+    for cell in cells:
+        cell_id = cell.get("cell_id", "?")
+        if not cell.get("ok", False):
+            failed.append(f"{cell_id} ({report})")
+            continue
+        for name, kind in KINDS.items():
+            entry = cell.get("artifacts", {}).get(name)
+            if entry is None:
+                continue
+            path = locate(str(entry["path"]), report)
+            if path is None:
+                raise UserError(
+                    f"{report}: cell {cell_id}'s {name} {entry['path']} is not below {report.parent} "
+                    "(download the whole build/ directory of the job)"
+                )
+            artifact = Artifact.of(path)
+            if (artifact.sha256, artifact.size) != (entry["sha256"], int(entry["size"])):
+                raise UserError(
+                    f"{path}: sha256 {artifact.sha256} ({artifact.size} bytes) does not match {report}, which records "
+                    f"{entry['sha256']} ({entry['size']} bytes) for cell {cell_id}; nothing was published"
+                )
+            found.append(_found(artifact, kind, f"{report} ({cell_id})"))
+    return found, failed
+
+
+def _found(artifact: Artifact, kind: Kind, source: str) -> Found:
+    subdir = rd.record_of(artifact.path, artifact.sha256).subdir if kind == "conda" else "whl"
+    return Found(artifact=artifact, kind=kind, subdir=subdir, source=source)
+
+
+def collect(paths: Sequence[Path]) -> tuple[list[Found], list[str]]:
+    """Every artifact to publish, checked; and the cells left out because they failed."""
+    found: list[Found] = []
+    failed: list[str] = []
+    for path in paths:
+        if path.is_dir():
+            reports = sorted(path.rglob("report.json"))
+            if not reports:
+                raise UserError(f"{path}: no report.json below it (expected <job>/build/report.json per build job)")
+            for report in reports:
+                more, bad = _from_report(report)
+                found += more
+                failed += bad
+        elif path.is_file():
+            found.append(_found(Artifact.of(path), kind_of(path), str(path)))
+        else:
+            raise UserError(f"{path}: no such file or directory")
+    by_name: dict[str, Found] = {}
+    for item in found:
+        seen = by_name.setdefault(item.artifact.path.name, item)
+        if seen.artifact.sha256 != item.artifact.sha256:
+            raise UserError(
+                f"two different files named {item.artifact.path.name}: {seen.source} and {item.source}; "
+                "nothing was published"
+            )
+    return list(by_name.values()), failed
+
+
+def publish(paths: Sequence[Path], spec: str, root: Path, replace: bool = False) -> int:
+    channel = open_channel(spec, root)  # a bad channel URL is named before any artifact is read
+    found, failed = collect(paths)
+    for cell in failed:
+        console.print(f"[yellow]not published[/]: cell {cell} did not pass")
+    if not found:
+        raise UserError("nothing to publish: " + ("every cell failed" if failed else "no artifacts found"))
+    uploads = channel.plan(
+        [(f.artifact, f.subdir) for f in found if f.kind == "conda"],
+        [f.artifact for f in found if f.kind == "wheel"],
+        replace=replace,
+    )
+    channel.apply(uploads)
+    for upload in uploads:
+        out.print(f"{upload.action:9} {upload.subdir}/{upload.artifact.path.name}  sha256 {upload.artifact.sha256}")
+    say_install(channel, uploads)
+    return 1 if failed else 0
+
+
+def say_install(channel: Channel, uploads: Sequence[Any]) -> None:
+    console.print(f"channel: {channel.url}")
+    if any(u.kind == "conda" for u in uploads):
+        console.print(f"  conda install -c {channel.url} pytorch")
+    if any(u.kind == "wheel" for u in uploads):
+        console.print(f"  pip install torch --index-url {channel.url}/whl/simple")
+
+
+def index(spec: str, root: Path) -> int:
+    channel = open_channel(spec, root)
+    out.print(f"{channel.url}: {channel.index()}")
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    return publish(args.paths, args.channel, Path.cwd(), replace=args.replace)
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    return index(args.channel, Path.cwd())
