@@ -1,0 +1,99 @@
+"""The nightly's closing summary: one Markdown table of every cell, from the reports its jobs uploaded.
+
+    python scripts/ci_summary.py artifacts --cells "$BUILD_MATRIX_JSON" --publish success >> "$GITHUB_STEP_SUMMARY"
+
+``artifacts/report-<cell>/report.json`` are the build jobs' reports, ``artifacts/smoke-<cell>/report.json`` the GPU
+smoke jobs'; a GPU smoke result replaces the build machine's (which had no GPU). A cell of the matrix without a
+report is listed as such (its job failed before writing one, or ran out of time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ICONS = {"passed": "✅", "cached": "♻️", "skipped": "⏭️", "failed": "❌", "not run": "·"}
+
+
+def read_reports(root: Path, prefix: str) -> dict[str, dict[str, Any]]:
+    """cell id -> its entry in the report.json files of the artifacts named <prefix><cell>."""
+    cells: dict[str, dict[str, Any]] = {}
+    for path in sorted(root.glob(f"{prefix}*/report.json")):
+        try:
+            report = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            print(f"warning: {path}: unreadable report ({exc})", file=sys.stderr)
+            continue
+        for cell in report.get("cells", []):
+            cells[cell["cell_id"]] = cell
+    return cells
+
+
+def stage_cell(stage: Mapping[str, Any]) -> str:
+    return f"{ICONS.get(stage['status'], stage['status'])} {float(stage.get('duration', 0)) / 60:.0f} min"
+
+
+def table(cells: Sequence[str], builds: Mapping[str, Any], smokes: Mapping[str, Any], publish: str) -> str:
+    stages: list[str] = []
+    for cell in builds.values():
+        stages = [s["stage"] for s in cell["stages"]]
+        break
+    ok = 0
+    rows = []
+    for cell_id in cells:
+        build = builds.get(cell_id)
+        if build is None:
+            rows.append(f"| `{cell_id}` | ❌ no report: the build job failed before writing one, or ran out of time |")
+            continue
+        by_stage = {s["stage"]: s for s in build["stages"]}
+        smoke = smokes.get(cell_id)
+        gpu = {s["stage"]: s for s in smoke["stages"]}.get("smoke") if smoke else None
+        if gpu is not None:
+            by_stage["smoke"] = gpu
+        judged = [s for s in by_stage.values() if s["stage"] != "publish"]  # the publish job publishes, not the cell
+        passed = all(s["status"] in ("passed", "skipped", "cached") for s in judged)
+        ok += passed
+        row = [f"`{cell_id}`", str(build.get("torch", ""))]
+        row += [stage_cell(by_stage[s]) if s in by_stage else "" for s in stages]
+        row.append("GPU runner" if gpu is not None else "build runner")
+        rows.append("| " + " | ".join(row) + " |")
+    header = ["cell", "torch", *stages, "smoke ran on"]
+    lines = [
+        f"## Nightly: {ok}/{len(cells)} cells passed; publish: {publish or 'not run'}",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *rows,
+    ]
+    artifacts = [(c, a) for c in cells if c in builds for a in builds[c].get("artifacts", {}).values()]
+    if artifacts:
+        lines += ["", "| cell | artifact | size | sha256 |", "|---|---|---|---|"]
+        for cell_id, artifact in artifacts:
+            name = Path(str(artifact["path"]).replace("\\", "/")).name
+            lines.append(f"| `{cell_id}` | `{name}` | {artifact['size'] / 1e6:.1f} MB | `{artifact['sha256']}` |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("artifacts", type=Path, help="where the report-* and smoke-* artifacts were downloaded")
+    parser.add_argument("--cells", required=True, help="the build matrix JSON ({'include': [{'cell': ...}, ...]})")
+    parser.add_argument("--publish", default="", help="the publish job's result")
+    args = parser.parse_args(argv)
+    try:
+        cells = [entry["cell"] for entry in json.loads(args.cells)["include"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        print(f"error: --cells is not the build matrix JSON ({exc})", file=sys.stderr)
+        return 2
+    builds = read_reports(args.artifacts, "report-")
+    smokes = read_reports(args.artifacts, "smoke-")
+    sys.stdout.write(table(cells, builds, smokes, args.publish))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""`python pipeline.py smoke --only CELL`: the smoke stage alone on a build/ that another machine recorded.
+
+The recorded build is written with the runner's own State; its wheel and conda package are fakes (a few bytes):
+this Linux host cannot smoke-test a win-64 cell, so the real smoke stage reports itself skipped before it reads
+them, and what is tested is the replay: paths moved from the build machine, sha256 checked, reports written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path, PureWindowsPath
+
+import pytest
+
+from tests.conftest import ROOT
+from torchbuild import cli, runner, smoke_job
+from torchbuild.matrix import load
+from torchbuild.plan import STAGES, Plan
+from torchbuild.stages import Artifact
+
+CELL = "win-64-cpu-py3.11"
+BUILD_ROOT = PureWindowsPath(r"D:\a\torchbuild\torchbuild")  # where a windows-2022 runner checks out
+
+
+def plan_of(cell_id: str) -> Plan:
+    matrix = load(ROOT / "matrix.yaml")
+    (cell,) = [c for c in matrix.cells() if c.id == cell_id]
+    (plan,) = cli.resolve_all(matrix, [cell])
+    return plan
+
+
+def record_build(root: Path, plan: Plan, upto: str = "verify", wheel: bytes = b"wheel") -> dict[str, Path]:
+    """build/<cell>/state.json as the build machine left it, and the files its upload brought here."""
+    files = {
+        "wheel": root / plan.work_dir / "repair" / plan.wheel,
+        "conda": root / plan.work_dir / "conda" / plan.conda.filename,
+    }
+    for name, path in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(wheel if name == "wheel" else b"conda package")
+    state = runner.State(root / plan.work_dir / "state.json")
+    outputs = {"repair": "wheel", "conda": "conda"}
+    for stage in STAGES[: STAGES.index(upto) + 1]:
+        record = runner.StageRecord(stage=stage, status="passed", duration=60.0, message=f"{stage} done")
+        if stage in outputs:
+            name = outputs[stage]
+            local = Artifact.of(files[name])
+            windows_path = BUILD_ROOT.joinpath(*files[name].relative_to(root).parts)
+            record.outputs = {name: Artifact(path=Path(str(windows_path)), sha256=local.sha256, size=local.size)}
+        state.stages[stage] = record
+    state.save(plan)
+    if wheel != b"wheel":  # the upload changed on the way
+        files["wheel"].write_bytes(b"wheel")
+    return files
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_relocate_moves_a_recorded_path_below_this_machines_build_dir(tmp_path: Path) -> None:
+    work = f"build/{CELL}"
+    moved = smoke_job.relocate(rf"D:\a\x\x\build\{CELL}\repair\torch.whl", work, tmp_path)
+    assert moved == tmp_path / "build" / CELL / "repair" / "torch.whl"
+    assert smoke_job.relocate(f"/home/u/tb/build/{CELL}/conda/p.conda", work, tmp_path) == (
+        tmp_path / "build" / CELL / "conda" / "p.conda"
+    )
+    assert smoke_job.relocate("/home/u/.cache/torchbuild/ab/torch.whl", work, tmp_path) is None
+
+
+def test_smoke_replays_the_build_and_runs_only_the_smoke_stage(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan = plan_of(CELL)
+    files = record_build(here, plan)
+    assert cli.main(["smoke", "--only", CELL]) == 0
+    report = json.loads((here / "build" / "report.json").read_text())
+    (cell,) = report["cells"]
+    stages = {s["stage"]: s for s in cell["stages"]}
+    assert [s["stage"] for s in cell["stages"]] == list(STAGES)
+    for stage in ("source", "build", "repair", "conda", "verify"):
+        assert stages[stage]["status"] == "passed"
+        assert stages[stage]["message"] == f"from the build job: {stage} done"
+    assert stages["smoke"]["status"] == "skipped"
+    assert "needs a win-64 host" in stages["smoke"]["message"]
+    assert stages["publish"]["message"] == "skipped: the publish job publishes every cell at once"
+    assert cell["artifacts"]["wheel"]["path"] == str(files["wheel"])
+    state = json.loads((here / plan.work_dir / "state.json").read_text())
+    assert state["stages"]["smoke"]["status"] == "skipped"
+
+
+def test_a_changed_download_is_refused(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = record_build(here, plan_of(CELL), wheel=b"the wheel the build made")
+    assert cli.main(["smoke", "--only", CELL]) == 2
+    err = capsys.readouterr().err
+    assert f"{files['wheel']}: sha256 differs from the one recorded in" in err
+    assert not (here / "build" / "report.json").exists()
+
+
+def test_an_unfinished_build_is_named(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    record_build(here, plan_of(CELL), upto="repair")
+    assert cli.main(["smoke", "--only", CELL]) == 2
+    err = capsys.readouterr().err
+    assert "the build did not finish stage 'conda' (no record; recorded stages: source, build, repair)" in err
+
+
+def test_no_download_and_another_plan_are_named(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["smoke", "--only", CELL]) == 2
+    assert "state.json: no such file. Download the build job's artifact" in capsys.readouterr().err
+    record_build(here, plan_of("win-64-cpu-py3.12"))
+    recorded = here / "build" / "win-64-cpu-py3.12"
+    recorded.rename(here / "build" / CELL)
+    assert cli.main(["smoke", "--only", CELL]) == 2
+    err = capsys.readouterr().err
+    assert "was recorded for another plan of win-64-cpu-py3.11 (different: cell_id," in err
+
+
+def test_smoke_takes_one_cell(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["smoke", "--platform", "win-64", "--cuda", "cpu"]) == 2
+    assert "smoke takes one cell (4 selected): give --only CELL_ID" in capsys.readouterr().err
