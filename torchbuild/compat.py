@@ -106,7 +106,7 @@ class Rule:
     when: Mapping[str, Any]
     why: str = ""
 
-    def applies(self, platform: str, torch: str, cuda: str) -> bool:
+    def applies(self, platform: str, torch: str, cuda: str, python: str | None = None) -> bool:
         for key, condition in self.when.items():
             if key == "platform":
                 allowed = [condition] if isinstance(condition, str) else list(condition)
@@ -123,9 +123,21 @@ class Rule:
             elif key == "cpu":
                 if (cuda == CPU) != bool(condition):
                     return False
+            elif key == "python":
+                if python is None or Version(python) not in SpecifierSet(condition):
+                    return False
             else:
                 raise ValueError(f"packaging.yaml: unknown condition {key!r}")
         return True
+
+
+@dataclass(frozen=True)
+class SolveChannel:
+    """packaging.yaml `solve_channels`: the stored real repodata a cell's package must solve against."""
+
+    channel: str
+    rule: Rule  # rule.value is the channel name; rule.when selects the cells
+    absent: tuple[str, ...]  # run dependencies the stored subset has no record of for this era
 
 
 @dataclass(frozen=True)
@@ -135,6 +147,10 @@ class Packaging:
     cuda_build_number_offset: int
     cuda_run_constrained: tuple[str, ...]
     github_runners: Mapping[str, str]
+    solve_channels: tuple[SolveChannel, ...] = ()
+
+    def solve_channel_for(self, platform: str, torch: str, cuda: str, python: str) -> SolveChannel | None:
+        return next((c for c in self.solve_channels if c.rule.applies(platform, torch, cuda, python)), None)
 
 
 @dataclass(frozen=True)
@@ -264,5 +280,13 @@ def load() -> Compat:
         cuda_build_number_offset=int(pkg["cuda_build_number_offset"]),
         cuda_run_constrained=tuple(str(s) for s in pkg["cuda_run_constrained"]),
         github_runners={str(k): str(v) for k, v in pkg["github_runners"].items()},
+        solve_channels=tuple(
+            SolveChannel(
+                channel=str(row["channel"]),
+                rule=Rule(value=str(row["channel"]), when=row.get("when") or {}, why=str(row.get("why", ""))),
+                absent=tuple(str(a) for a in row.get("absent") or ()),
+            )
+            for row in pkg.get("solve_channels") or []
+        ),
     )
     return Compat(releases=releases, cuda=cuda, visual_studio=visual_studio, known_bad=known_bad, packaging=packaging)

@@ -3,7 +3,8 @@
 - the conda package: conda-verify's checks (C11xx) and torchbuild's (TB10x), and that it is the Plan's package;
 - the wheel: RECORD, tags, member paths (TB20x);
 - the solve (TB301): ``pytorch`` with the cell's Python, against a temporary channel holding only the new package
-  plus the real conda-forge repodata, with the virtual packages of a typical machine, must pick this very build.
+  plus the real repodata of the cell's era (conda-forge; `main` of 2018 for Python 3.5/3.6 win-64 cells), with the
+  virtual packages of a typical machine, must pick this very build.
 
 Every check goes into the StageResult and into ``checks.json`` in the stage directory; any failed check fails the
 stage with a message naming each failed check's code and file.
@@ -20,6 +21,7 @@ from torchbuild import solve as solver
 from torchbuild.checks import failures, result, skipped, summary
 from torchbuild.checks.conda_package import CondaArchive, PackageUnreadable, read_package, run_checks
 from torchbuild.checks.wheel_record import check_wheel
+from torchbuild.compat import load
 from torchbuild.errors import StageFailed
 from torchbuild.files import write_atomic
 from torchbuild.plan import Plan
@@ -27,7 +29,7 @@ from torchbuild.stages import Artifact, Check, Context, StageResult, sha256_of
 from torchbuild.stages.conda import archive_filename
 
 STAGE = "verify"
-SOLVE_CHANNEL = "conda-forge"  # the channel of the real repodata the package must install next to
+SOLVE_CHANNEL = "conda-forge"  # when packaging.yaml names no channel for the cell
 SOLVER_LINES = 15  # of the solver's explanation, in a failed solve check
 
 
@@ -62,22 +64,54 @@ def plan_problems(pkg: CondaArchive, plan: Plan, artifact: Artifact) -> list[str
     return problems
 
 
+def _names_in(channel: Path, subdir: str) -> set[str]:
+    names: set[str] = set()
+    for sub in (subdir, "noarch"):
+        path = channel / sub / "repodata.json"
+        if path.is_file():
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            for key in ("packages", "packages.conda"):
+                names.update(str(r["name"]) for r in (raw.get(key) or {}).values())
+    return names
+
+
+def _leave_out(local: Path, subdir: str, file_name: str, names: set[str]) -> list[str]:
+    """Drop the run dependencies named ``names`` from the package's record in the local channel's repodata (a
+    repodata patch, as channels apply them); returns the dropped specs."""
+    path = local / subdir / "repodata.json"
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    record = (raw.get("packages.conda") or {}).get(file_name) or (raw.get("packages") or {}).get(file_name)
+    if record is None:
+        return []
+    dropped = [d for d in record.get("depends", []) if d.split()[0] in names]
+    record["depends"] = [d for d in record.get("depends", []) if d not in dropped]
+    write_atomic(path, json.dumps(raw, indent=1) + "\n")
+    return dropped
+
+
 def solve_check(pkg: CondaArchive, plan: Plan, repodata: Path | None, work: Path) -> Check:
-    """TB301: `pytorch` + `python X.Y.*` against a channel of this package alone plus the real repodata."""
+    """TB301: `pytorch` + `python X.Y.*` against a channel of this package alone plus the real repodata of the
+    cell's era (packaging.yaml `solve_channels`)."""
     if repodata is None:
         return skipped("TB301", pkg.path, "no repodata to solve against (RunOptions.repodata is not set)")
-    real = repodata / SOLVE_CHANNEL
+    era = load().packaging.solve_channel_for(plan.platform, plan.torch, plan.cuda, plan.python)
+    channel = era.channel if era else SOLVE_CHANNEL
+    real = repodata / channel
     if not (real / plan.conda.subdir / "repodata.json").is_file():
-        return skipped("TB301", pkg.path, f"no {SOLVE_CHANNEL} repodata for {plan.conda.subdir} in {repodata}")
+        return skipped("TB301", pkg.path, f"no {channel} repodata for {plan.conda.subdir} in {repodata}")
     specs = [plan.conda.name, f"python {plan.python}.*"]
     virtual = solver.virtual_packages_for(plan.platform, plan.cuda if plan.is_cuda else None)
     with tempfile.TemporaryDirectory(prefix="solve-", dir=work) as tmp:
         local = solver.make_local_channel([pkg.path], Path(tmp) / "channel")
+        dropped: list[str] = []
+        if era and era.absent:
+            unservable = set(era.absent) - _names_in(real, plan.conda.subdir)
+            dropped = _leave_out(local, plan.conda.subdir, pkg.path.name, unservable)
         try:
             solution = solver.solve([local, real], specs, plan.conda.subdir, virtual, cache_dir=Path(tmp) / "cache")
         except solver.Unsolvable as exc:
             explanation = "\n".join(str(exc).splitlines()[:SOLVER_LINES])
-            return result("TB301", pkg.path, [f"{' + '.join(specs)} has no solution: {explanation}"])
+            return result("TB301", pkg.path, [f"{' + '.join(specs)} has no solution against {channel}: {explanation}"])
     ours = [
         s
         for s in solution
@@ -88,9 +122,16 @@ def solve_check(pkg: CondaArchive, plan: Plan, repodata: Path | None, work: Path
         return result("TB301", pkg.path, [f"the solution took {', '.join(chosen) or 'no ' + plan.conda.name}"])
     python = next((s.version for s in solution if s.name == "python"), "?")
     vpk = ", ".join(f"{k}={v}" for k, v in virtual.items())
+    picked = ", ".join(f"{s.name} {s.version} {s.build}" for s in solution if s.name in ("vc", "vc14_runtime"))
     note = (
         f"{ours[0].name}-{ours[0].version}-{ours[0].build} from the new package's channel, with python {python} "
-        f"and {len(solution) - 2} more packages from {SOLVE_CHANNEL} ({vpk})"
+        f"and {len(solution) - 2} more packages from {channel} ({vpk})"
+        + (f"; VC runtime: {picked}" if picked else "")
+        + (
+            f"; left out, no record in the stored {channel} data: {', '.join(dropped)}"
+            if dropped
+            else ""
+        )
     )
     return result("TB301", pkg.path, [], note)
 

@@ -1,0 +1,74 @@
+"""An old win-64 cell (torch 1.1.0, CUDA 9.0, Python 3.6) solves against `main` of 2018, the world of `vc 14` and
+its track_features, without the UnsatisfiableError of source document 001 (`libiconv -> *[track_features=vc14]`
+against `pytorch`). The package is the conda stage's real output for that Plan, made from a small wheel."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.builders import torch_plan
+from tests.conftest import REPODATA
+from tests.integration.support_conda import tiny_torch_wheel
+from torchbuild import solve as solver
+from torchbuild.checks.conda_package import read_package
+from torchbuild.stages import Artifact, Context, RunOptions, conda, verify
+
+MAIN = REPODATA / "main"
+pytestmark = pytest.mark.skipif(not MAIN.is_dir(), reason=f"skipped: no stored repodata at {MAIN}")
+
+
+@pytest.fixture(scope="module")
+def old_cell(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(the package, a local channel holding only it)."""
+    plan = torch_plan(platform="win-64", cuda="9.0", python="3.6", torch="1.1.0")
+    tmp = tmp_path_factory.mktemp("old-cell")
+    wheel = tiny_torch_wheel(tmp, plan)
+    options = RunOptions(repodata=REPODATA, compression_level=3)
+    ctx = Context(plan=plan, root=tmp / "work", options=options, inputs={"wheel": Artifact.of(wheel)})
+    package = conda.run(ctx).outputs["conda"].path
+    return package, solver.make_local_channel([package], tmp / "channel")
+
+
+def test_old_cell_depends_on_vc_14_without_features(old_cell: tuple[Path, Path]) -> None:
+    index = read_package(old_cell[0]).index
+    assert "vc >=14,<15" in index["depends"]
+    assert "python >=3.6,<3.7.0a0" in index["depends"]
+    assert not index.get("features") and not index.get("track_features")
+
+
+def test_verify_solves_the_old_cell_against_main_2018(old_cell: tuple[Path, Path], tmp_path: Path) -> None:
+    plan = torch_plan(platform="win-64", cuda="9.0", python="3.6", torch="1.1.0")
+    pkg = read_package(old_cell[0])
+    check = verify.solve_check(pkg, plan, REPODATA, tmp_path)
+    assert check.status == "passed", check.message
+    assert "with python 3.6." in check.message and "from main" in check.message
+    # The stored 2018 subset has no win-64 numpy/mkl/intel-openmp/cudatoolkit (repodata README): the check says
+    # it left exactly those out, and nothing else.
+    left_out = check.message.split("left out, no record in the stored main data: ")[1]
+    assert sorted(left_out.split(", ")) == ["cudatoolkit >=9.0,<9.1", "intel-openmp", "mkl >=2018", "numpy >=1.11"]
+
+
+def test_an_environment_pinned_to_the_vc14_feature_build_still_takes_pytorch(
+    old_cell: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Source document 001: an environment holding `vc 14` with track_features=vc14 (libiconv -> vc==14). Our
+    package's plain `vc >=14,<15` dependency accepts that very record, so pytorch installs beside it. As in the
+    verify stage, the dependencies the stored 2018 subset cannot serve (numpy, mkl, ...) are left out."""
+    local = tmp_path / "channel"
+    local.mkdir()
+    for sub in ("win-64", "noarch"):
+        (local / sub).mkdir()
+        raw = json.loads((old_cell[1] / sub / "repodata.json").read_text())
+        for record in (raw.get("packages.conda") or {}).values():
+            record["depends"] = [d for d in record["depends"] if d.split()[0] in ("python", "vc", "__cuda")]
+        (local / sub / "repodata.json").write_text(json.dumps(raw))
+    virtual = solver.virtual_packages_for("win-64", "9.0")
+    solution = solver.solve([local, MAIN], ["pytorch", "python 3.6.*", "vc ==14"], "win-64", virtual)
+    by_name = {s.name: s for s in solution}
+    assert by_name["pytorch"].version == "1.1.0"
+    assert by_name["vc"].version == "14"
+    vc_record = json.loads((MAIN / "win-64" / "repodata.json").read_text())["packages"][by_name["vc"].file_name]
+    assert vc_record["track_features"] == "vc14"
