@@ -29,6 +29,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSegment
 from elftools.elf.elffile import ELFFile
 
+from torchbuild.checks.closure import ClosureNames, closure_checks
 from torchbuild.stages import Check
 
 ELF_MAGIC = b"\x7fELF"
@@ -49,6 +50,12 @@ LOADER = re.compile(r"^(ld-linux[-\w.]*\.so\.\d+|ld64\.so\.\d+)$")
 SHARED_OBJECT = re.compile(r"\.so(\.\d+)*$")
 
 # e_machine per wheel architecture suffix: an x86_64 wheel must not carry an aarch64 .so.
+ELF_CHECKS = ClosureNames(
+    closure=("ELF import closure", "E100"),
+    missing=("ELF dependency resolves", "E101"),
+    unenforced=("ELF dependency resolves (executable, not enforced)", "W101"),
+    unusable=("ELF file readable for this platform", "E102"),
+)
 MACHINES: Mapping[str, str] = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64", "i686": "EM_386"}
 
 Via = Literal["wheel", "same-dir", "system", "loader", "excluded"]
@@ -140,34 +147,7 @@ class ClosureReport:
         return text
 
     def checks(self) -> tuple[Check, ...]:
-        """One failing Check per problem, then the summary (passed only when there is none)."""
-        problems = [
-            Check(name="ELF dependency resolves", status="failed", message=m.message, code="E101", file=m.file)
-            for m in self.missing
-        ]
-        problems += [
-            Check(
-                name="ELF dependency resolves (executable, not enforced)",
-                status="skipped",
-                message=m.message,
-                code="W101",
-                file=m.file,
-            )
-            for m in self.unenforced
-        ]
-        problems += [
-            Check(
-                name="ELF file readable for this platform", status="failed", message=b.reason, code="E102", file=b.file
-            )
-            for b in self.bad
-        ]
-        summary = Check(
-            name="ELF import closure",
-            status="passed" if self.ok else "failed",
-            message=self.summary(),
-            code="E100",
-        )
-        return (*problems, summary)
+        return closure_checks(ELF_CHECKS, self.missing, self.unenforced, self.bad, self.summary())
 
 
 # --- reading ---------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import pefile
 import yaml
 
+from torchbuild.checks.closure import ClosureNames, closure_checks
 from torchbuild.stages import Check
 
 PE_MAGIC = b"MZ"
@@ -37,6 +38,12 @@ LOADED_BY_IMPORT = (".dll", ".pyd")
 DATA_FILE = "dll_providers.yaml"
 
 # IMAGE_FILE_HEADER.Machine values (winnt.h) by the names users see in dumpbin.
+PE_CHECKS = ClosureNames(
+    closure=("PE import closure", "P100"),
+    missing=("DLL import resolves", "P101"),
+    unenforced=("DLL import resolves (executable, not enforced)", "W201"),
+    unusable=("PE file is for this platform", "P102"),
+)
 MACHINES: Mapping[int, str] = {0x8664: "AMD64", 0x14C: "I386", 0xAA64: "ARM64", 0x1C4: "ARMNT"}
 # What each wheel platform tag needs.
 TAG_MACHINES: Mapping[str, str] = {"win_amd64": "AMD64", "win32": "I386", "win_arm64": "ARM64"}
@@ -207,29 +214,7 @@ class ClosureReport:
         return text
 
     def checks(self) -> tuple[Check, ...]:
-        """One failing Check per problem, then the summary (passed only when there is none)."""
-        problems = [
-            Check(name="DLL import resolves", status="failed", message=m.message, code="P101", file=m.file)
-            for m in self.missing
-        ]
-        problems += [
-            Check(
-                name="DLL import resolves (executable, not enforced)",
-                status="skipped",
-                message=m.message,
-                code="W201",
-                file=m.file,
-            )
-            for m in self.unenforced
-        ]
-        problems += [
-            Check(name="PE file is for this platform", status="failed", message=b.reason, code="P102", file=b.file)
-            for b in self.bad
-        ]
-        summary = Check(
-            name="PE import closure", status="passed" if self.ok else "failed", message=self.summary(), code="P100"
-        )
-        return (*problems, summary)
+        return closure_checks(PE_CHECKS, self.missing, self.unenforced, self.bad, self.summary())
 
 
 # --- resolution ------------------------------------------------------------------------------------------
