@@ -35,6 +35,7 @@ class PeFixtures:
     ext310: Path  # ext.pyd built against python310.dll
     tool: Path  # tool.exe: imports base.dll
     base32: Path  # base.dll built for I386
+    cuda: Path  # cuda.dll: imports cudart64_12.dll (CUDA runtime) and nvcuda.dll (driver)
 
 
 def _run(argv: list[str], cwd: Path) -> None:
@@ -68,7 +69,7 @@ def build(dest: Path) -> PeFixtures:
         tools = ", ".join(missing)
         pytest.skip(f"skipped: mingw-w64 is not installed ({tools} not on PATH; apt-get install mingw-w64)")
     dest.mkdir(parents=True, exist_ok=True)
-    src = {name: str(SOURCES / name) for name in ("base.c", "lazy.c", "user.c", "ext.c", "main.c")}
+    src = {name: str(SOURCES / name) for name in ("base.c", "lazy.c", "user.c", "ext.c", "main.c", "cuda.c")}
     _run([GCC64, "-shared", "-o", "base.dll", src["base.c"], "-Wl,--out-implib,libbase.a"], dest)
     _run([GCC64, "-shared", "-o", "lazy.dll", src["lazy.c"]], dest)
     _implib(SOURCES / "missing.def", "nothere.dll", "libmissing.a", dest)
@@ -86,6 +87,9 @@ def build(dest: Path) -> PeFixtures:
         _run([GCC64, "-shared", "-o", str(out), src["ext.c"], "-L.", f"-lpy{py}", "-lmsvcp"], dest)
         pyds[py] = out
     _run([GCC64, "-o", "tool.exe", src["main.c"], "-L.", "-lbase"], dest)
+    _implib(SOURCES / "cudart.def", "cudart64_12.dll", "libcudart.a", dest)
+    _implib(SOURCES / "nvcuda.def", "nvcuda.dll", "libnvcuda.a", dest)
+    _run([GCC64, "-shared", "-o", "cuda.dll", src["cuda.c"], "-L.", "-lcudart", "-lnvcuda"], dest)
     (dest / "x86").mkdir(exist_ok=True)
     _run([GCC32, "-shared", "-o", "x86/base.dll", src["base.c"]], dest)
     return PeFixtures(
@@ -96,4 +100,5 @@ def build(dest: Path) -> PeFixtures:
         ext310=pyds["310"],
         tool=dest / "tool.exe",
         base32=dest / "x86" / "base.dll",
+        cuda=dest / "cuda.dll",
     )

@@ -175,3 +175,38 @@ def test_a_32_bit_dll_in_the_wheel(fixtures: PeFixtures, tmp_path: Path) -> None
 def test_an_extension_for_another_python(fixtures: PeFixtures, tmp_path: Path) -> None:
     wheel = _small_wheel(tmp_path / "w", {"torch/_C.cp311-win_amd64.pyd": fixtures.ext310})
     assert "python310.dll" in _fails_untouched(tmp_path, wheel)
+
+
+# --- a CUDA cell ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_cuda_cell_vendors_the_cuda_runtime_from_its_provider_but_never_the_driver(
+    fixtures: PeFixtures, tmp_path: Path
+) -> None:
+    """PyPI has no CUDA win_amd64 torch wheel, so the CUDA path runs on a small wheel of real PE files: a DLL that
+    imports cudart64_12.dll and the driver's nvcuda.dll. The Plan of the real win-64 / CUDA 12.4 cell is narrowed
+    to the VC runtime and cudart (the full list would download ~2 GB of nvidia-* wheels); the repair takes cudart
+    from the nvidia-cuda-runtime-cu12 12.4 wheel, leaves nvcuda.dll to the driver, and the closure is complete."""
+    from dataclasses import replace
+
+    from torchbuild.stages import Artifact, Context, repair
+
+    plan = torch_plan("win-64", "12.4", "3.11", "2.5.1")
+    assert "cudart64_12.dll" in plan.ship_dlls
+    plan = replace(plan, ship_dlls=("msvcp140.dll", "vcruntime140_1.dll", "cudart64_12.dll"))
+    files = {"torch/lib/torch_cuda.dll": fixtures.cuda, "torch/_C.cp311-win_amd64.pyd": fixtures.ext}
+    wheel = make_wheel(
+        tmp_path, plan.wheel, {"torch/__init__.py": b"", **{rel: path.read_bytes() for rel, path in files.items()}}
+    )
+    ctx = Context(plan=plan, root=tmp_path / "work", options=RunOptions(), inputs={"wheel": Artifact.of(wheel)})
+    result = repair.run(ctx)
+
+    with zipfile.ZipFile(result.outputs["wheel"].path) as archive:
+        names = {Path(n).name.lower() for n in archive.namelist()}
+    assert {"cudart64_12.dll", "msvcp140.dll", "vcruntime140_1.dll"} <= names
+    assert "nvcuda.dll" not in names
+    assert "nvidia-cuda-runtime-cu12" in result.message or "nvidia_cuda_runtime_cu12" in result.message
+    closure = {c.code: c for c in result.checks}["P100"]
+    assert closure.status == "passed", closure.message
+    assert "1 NVIDIA driver" in closure.message and "0 missing" in closure.message
