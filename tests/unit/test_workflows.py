@@ -146,7 +146,7 @@ def test_build_job_installs_cuda_caches_and_builds_the_cell_from_the_ref(nightly
     assert not any("msvc-dev-cmd" in s.get("uses", "") or "vcvarsall" in s.get("run", "") for s in job["steps"])
     uploads = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
     assert uploads and all(s["if"] == "always()" for s in uploads)
-    uploaded = uploads[0]["with"]["path"].split()
+    uploaded = uploads[0]["with"]["path"].splitlines()
     # What a failed three-hour compile leaves to read: the compile log (stages/build.py) and the checkout it used.
     for rel in ("state.json", "build.log", "source/checkout.json", "logs/", "repair/*.whl", "conda/*.conda"):
         assert "build/${{ matrix.cell }}/" + rel in uploaded, rel
