@@ -75,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cache-dir", type=Path, default=None, help="download cache (default: ~/.cache/torchbuild)")
     source = run.add_argument_group("compiling from source (instead of a prebuilt wheel)")
     source.add_argument("--source-dir", type=Path, help="compile this PyTorch checkout (with its submodules)")
-    source.add_argument("--git-ref", help="clone this tag or branch (e.g. v2.5.1) with submodules, and compile it")
+    source.add_argument(
+        "--git-ref", help="clone this tag, branch or full commit SHA (e.g. v2.5.1) with submodules, and compile it"
+    )
     source.add_argument(
         "--git-url", default=DEFAULT_GIT_URL, help=f"repository for --git-ref (default {DEFAULT_GIT_URL})"
     )

@@ -177,7 +177,9 @@ def test_git_ref_clone_failure_is_clear(tmp_path: Path) -> None:
     options = RunOptions(git_ref="v0.0.0-no-such-tag", git_url=str(tmp_path / "no-repo"), cache_dir=tmp_path)
     with pytest.raises(UserError) as err:
         source.run(Context(plan=cell_plan("cpu"), root=tmp_path, options=options))
-    assert "git clone --branch v0.0.0-no-such-tag" in str(err.value) and "Full log:" in str(err.value)
+    message = str(err.value)
+    assert "`git fetch --depth 1 --no-recurse-submodules origin v0.0.0-no-such-tag`" in message
+    assert f"--git-url {tmp_path / 'no-repo'} --git-ref v0.0.0-no-such-tag" in message and "Full log:" in message
 
 
 def test_git_ref_clones_with_submodules(tmp_path: Path) -> None:

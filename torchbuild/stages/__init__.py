@@ -68,7 +68,7 @@ class RunOptions:
     compression_threads: int = 2
     repodata: Path | None = None  # the real repodata to solve against (../shared/data/repodata)
     source_dir: Path | None = None  # --source-dir: compile this checkout
-    git_ref: str | None = None  # --git-ref: clone this tag/branch (with submodules) and compile it
+    git_ref: str | None = None  # --git-ref: clone this tag, branch or full commit SHA (with submodules) and compile it
     git_url: str = "https://github.com/pytorch/pytorch"  # --git-url
     # "pytorch": the source must be a PyTorch checkout of the Plan's release (checked) and the wheel must match
     # the Plan; "project": any setuptools project built the same way (the tests' fixture packages).
