@@ -75,31 +75,60 @@ def _from_report(report: Path) -> tuple[list[Found], list[str]]:
         cells = data["cells"]
     except (OSError, ValueError, KeyError, TypeError):
         raise UserError(f"{report}: not a torchbuild report (expected JSON with 'cells')") from None
+    if not isinstance(cells, list):
+        raise UserError(f"{report}: 'cells' is not a list; not a torchbuild report")
     found: list[Found] = []
     failed: list[str] = []
-    for cell in cells:
-        cell_id = cell.get("cell_id", "?")
+    for number, cell in enumerate(cells, 1):
+        if not isinstance(cell, dict) or not isinstance(cell.get("cell_id", "?"), str):
+            raise UserError(f"{report}: cell {number} is not a cell object with a 'cell_id'; not a torchbuild report")
+        cell_id = cell.get("cell_id", f"#{number}")
         if not cell.get("ok", False):
             failed.append(f"{cell_id} ({report})")
             continue
+        artifacts = cell.get("artifacts", {})
+        if not isinstance(artifacts, dict):
+            raise UserError(f"{report}: cell {cell_id}'s 'artifacts' is not an object; not a torchbuild report")
         for name, kind in KINDS.items():
-            entry = cell.get("artifacts", {}).get(name)
+            entry = artifacts.get(name)
             if entry is None:
                 continue
-            path = locate(str(entry["path"]), report)
+            recorded, sha256, size = _entry(entry, report, cell_id, name)
+            path = locate(recorded, report)
             if path is None:
                 raise UserError(
-                    f"{report}: cell {cell_id}'s {name} {entry['path']} is not below {report.parent} "
+                    f"{report}: cell {cell_id}'s {name} {recorded} is not below {report.parent} "
                     "(download the whole build/ directory of the job)"
                 )
             artifact = Artifact.of(path)
-            if (artifact.sha256, artifact.size) != (entry["sha256"], int(entry["size"])):
+            if (artifact.sha256, artifact.size) != (sha256, size):
                 raise UserError(
                     f"{path}: sha256 {artifact.sha256} ({artifact.size} bytes) does not match {report}, which records "
-                    f"{entry['sha256']} ({entry['size']} bytes) for cell {cell_id}; nothing was published"
+                    f"{sha256} ({size} bytes) for cell {cell_id}; nothing was published"
                 )
             found.append(_found(artifact, kind, f"{report} ({cell_id})"))
     return found, failed
+
+
+def _entry(entry: Any, report: Path, cell_id: str, name: str) -> tuple[str, str, int]:
+    """(path, sha256, size) of one artifact entry of a report, checked."""
+    fields = entry if isinstance(entry, dict) else {}
+    path, sha256, size = fields.get("path"), fields.get("sha256"), fields.get("size")
+    if (
+        isinstance(path, str) and path
+        and isinstance(sha256, str) and re.fullmatch(r"[0-9a-f]{64}", sha256)
+        and isinstance(size, int) and not isinstance(size, bool) and size >= 0
+    ):  # fmt: skip
+        return path, sha256, size
+    problems = [
+        *([] if isinstance(path, str) and path else ["'path' (a file path)"]),
+        *([] if isinstance(sha256, str) and re.fullmatch(r"[0-9a-f]{64}", sha256) else ["'sha256' (64 hex digits)"]),
+        *([] if isinstance(size, int) and size >= 0 else ["'size' (bytes)"]),
+    ]
+    raise UserError(
+        f"{report}: cell {cell_id}'s {name} entry lacks a valid {', '.join(problems)}: a report from another "
+        "torchbuild version, or edited? Publish the package files themselves, or rebuild"
+    )
 
 
 def _found(artifact: Artifact, kind: Kind, source: str) -> Found:

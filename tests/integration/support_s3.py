@@ -2,7 +2,11 @@
 build job uploads (made by the project's own conda stage and report writer), and the two installers.
 
 The proxy is a fake network, named so: it forwards every request to moto unchanged, except the ones a rule picks,
-which it answers with a 503, cuts off half-way through the body, or holds (so a test can kill the publisher there).
+which it answers with a 503, cuts off half-way through the body, holds (so a test can kill the publisher there), or
+pauses (forwarded once the test releases it, so a test can let another publisher act in between).
+
+Every publishing process these helpers run is checked for the test credentials: in what it printed and in every file
+below its working directory.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ PUBLIC_READ = {
     "Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::{}/*"}],
 }
 
-Action = Literal["503", "reset", "hold", "wait_for_reads"]
+Action = Literal["503", "reset", "hold", "pause", "wait_for_reads"]
 
 
 @dataclass
@@ -130,6 +134,9 @@ class FaultProxy:
             request.close_connection = True
             request.connection.shutdown(2)
             return
+        if rule is not None and rule.action == "pause":
+            rule.held.set()
+            rule.release.wait(60)
         if rule is not None and rule.action == "wait_for_reads":
             plain = path.split("?")[0]
             deadline = time.monotonic() + 20
@@ -187,11 +194,20 @@ def s3_env(endpoint: str, home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def assert_no_credentials(output: str, *roots: Path) -> None:
+    """Neither test credential is in ``output`` nor in any file below ``roots``."""
+    assert SECRET_KEY not in output and ACCESS_KEY not in output, f"a credential was printed:\n{output}"
+    for path, text in all_text(*roots):
+        assert SECRET_KEY not in text and ACCESS_KEY not in text, f"a credential is in {path}"
+
+
 def pipeline(*args: str | Path, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    result = subprocess.run(
         [sys.executable, str(ROOT / "pipeline.py"), *map(str, args)],
         cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=300,
     )  # fmt: skip
+    assert_no_credentials(result.stdout + result.stderr, cwd)
+    return result
 
 
 def start_pipeline(*args: str | Path, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
@@ -199,6 +215,13 @@ def start_pipeline(*args: str | Path, env: dict[str, str], cwd: Path) -> subproc
         [sys.executable, str(ROOT / "pipeline.py"), *map(str, args)],
         cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+
+
+def finish(proc: subprocess.Popen[str], cwd: Path, timeout: float = 120) -> tuple[str, str]:
+    """Wait for a process ``start_pipeline`` started (or killed); its (stdout, stderr), checked for credentials."""
+    stdout, stderr = proc.communicate(timeout=timeout)
+    assert_no_credentials(stdout + stderr, cwd)
+    return stdout, stderr
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ solves and installs pytorch from the channel's HTTP URL, and pip installs the wh
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -31,9 +31,10 @@ from tests.integration.support_s3 import (
     FaultProxy,
     JobBuild,
     Rule,
-    all_text,
+    assert_no_credentials,
     bucket_state,
     consistent,
+    finish,
     job_build,
     pip_install,
     pipeline,
@@ -47,7 +48,6 @@ from torchbuild.stages import Artifact
 pytestmark = pytest.mark.slow
 
 PREFIX = "nightly"
-OUTPUTS: list[str] = []  # everything the publishing processes printed: no credential may be in it
 
 
 @pytest.fixture(scope="session")
@@ -120,9 +120,7 @@ class Bucket:
         return f"{self.endpoint}/{self.name}/{PREFIX}"
 
     def publish(self, *args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        result = pipeline(*args, env=env or self.env, cwd=self.workspace)
-        OUTPUTS.append(result.stdout + result.stderr)
-        return result
+        return pipeline(*args, env=env or self.env, cwd=self.workspace)
 
     def state(self) -> dict[str, str]:
         return bucket_state(self.client, self.name)
@@ -216,6 +214,68 @@ def test_a_different_file_under_a_published_name(bucket: Bucket, jobs: Jobs, tmp
     assert_installable(bucket, tmp_path)
 
 
+def test_replace_reaches_the_index_of_a_missing_object(bucket: Bucket, jobs: Jobs, tmp_path: Path) -> None:
+    """The index lists a package whose object is gone (deleted by hand): with --replace, another file under the name
+    goes up and the index lists it, as for a file that is there."""
+    assert bucket.publish("publish", job(jobs, "py311"), "--channel", bucket.channel).returncode == 0
+    rebuilt = job_build(tmp_path / "rebuild", "3.11", padding=1)
+    bucket.client.delete_object(Bucket=bucket.name, Key=f"{PREFIX}/linux-64/{rebuilt.conda.path.name}")
+    refused = bucket.publish("publish", rebuilt.conda.path, "--channel", bucket.channel)
+    assert refused.returncode == 2 and "--replace" in refused.stderr, refused.stderr
+    replaced = bucket.publish("publish", rebuilt.conda.path, "--channel", bucket.channel, "--replace")
+    assert replaced.returncode == 0, replaced.stderr
+    assert f"new       linux-64/{rebuilt.conda.path.name}" in replaced.stdout
+    listed = repodata(bucket.client, bucket.name, f"{PREFIX}/linux-64/repodata.json")["packages.conda"]
+    assert listed[rebuilt.conda.path.name]["sha256"] == rebuilt.conda.sha256
+    assert consistent(bucket.client, bucket.name, PREFIX) == []
+
+
+def test_a_publisher_replacing_the_object_before_the_index_is_written(
+    bucket: Bucket, jobs: Jobs, proxy: FaultProxy
+) -> None:
+    """Between this publisher's verified upload and its index write, another one puts other bytes under the name
+    (a stand-in for the other publisher's upload: a plain PUT with its sha256): the index must not name them with
+    this publisher's sha256."""
+    conda = jobs.py311.conda.path.name
+    key = f"{PREFIX}/linux-64/{conda}"
+    # The first read of the index is the clash check before any upload; the second is the merge.
+    rule = proxy.add(Rule("GET", f"/{bucket.name}/{PREFIX}/linux-64/repodata.json", "pause", skip=1))
+    proc = start_pipeline("publish", job(jobs, "py311"), "--channel", bucket.channel, env=bucket.env,
+                          cwd=bucket.workspace)  # fmt: skip
+    _held(proxy, rule, proc)
+    other = os.urandom(1000)
+    bucket.client.put_object(Bucket=bucket.name, Key=key, Body=other,
+                             Metadata={"sha256": hashlib.sha256(other).hexdigest()})  # fmt: skip
+    before = bucket.state()
+    rule.release.set()
+    _stdout, stderr = finish(proc, bucket.workspace)
+    assert proc.returncode == 2, stderr
+    assert f"s3://{bucket.name}/{key}" in stderr and "another publisher replaced" in stderr, stderr
+    assert "Traceback" not in stderr
+    assert bucket.state() == before  # no index names it
+
+
+def test_reindex_keeps_what_a_concurrent_publisher_adds(bucket: Bucket, jobs: Jobs, proxy: FaultProxy) -> None:
+    """``index`` lists the bucket, then a publisher adds py3.12 before the index's write lands: the write fails with
+    412, and the rebuild on the new content keeps the publisher's package and wheel."""
+    assert bucket.publish("publish", job(jobs, "py311"), "--channel", bucket.channel).returncode == 0
+    bucket.client.delete_object(Bucket=bucket.name, Key=f"{PREFIX}/linux-64/repodata.json")  # index has work to do
+    rule = proxy.add(Rule("PUT", f"/{bucket.name}/{PREFIX}/linux-64/repodata.json", "pause"))
+    proc = start_pipeline("index", "--channel", bucket.channel, env=bucket.env, cwd=bucket.workspace)
+    _held(proxy, rule, proc)
+    published = bucket.publish("publish", job(jobs, "py312"), "--channel", bucket.channel)
+    assert published.returncode == 0, published.stderr
+    rule.release.set()
+    _stdout, stderr = finish(proc, bucket.workspace)
+    assert proc.returncode == 0, stderr
+    assert 412 in proxy.statuses("PUT", "/linux-64/repodata.json")
+    listed = repodata(bucket.client, bucket.name, f"{PREFIX}/linux-64/repodata.json")["packages.conda"]
+    assert set(listed) == {jobs.py311.conda.path.name, jobs.py312.conda.path.name}
+    page = bucket.client.get_object(Bucket=bucket.name, Key=f"{PREFIX}/whl/simple/torch/")["Body"].read().decode()
+    assert jobs.py311.wheel.sha256 in page and jobs.py312.wheel.sha256 in page
+    assert consistent(bucket.client, bucket.name, PREFIX) == []
+
+
 def test_two_publishers_at_once_both_end_up_in_the_index(
     bucket: Bucket, jobs: Jobs, proxy: FaultProxy, tmp_path: Path
 ) -> None:
@@ -226,8 +286,7 @@ def test_two_publishers_at_once_both_end_up_in_the_index(
         start_pipeline("publish", job(jobs, name), "--channel", bucket.channel, env=bucket.env, cwd=bucket.workspace)
         for name in ("py311", "py312")
     ]
-    outputs = [proc.communicate(timeout=120) for proc in procs]
-    OUTPUTS.extend(o + e for o, e in outputs)
+    outputs = [finish(proc, bucket.workspace) for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0], outputs
     assert 412 in proxy.statuses("PUT", "/linux-64/repodata.json")  # one lost the race, and merged again
     assert any("changed by another publisher meanwhile; merging again" in e for _o, e in outputs)
@@ -262,8 +321,8 @@ def test_killed_between_packages_and_index(bucket: Bucket, jobs: Jobs, proxy: Fa
     proc = start_pipeline("publish", job(jobs, "py311"), "--channel", bucket.channel, env=bucket.env,
                           cwd=bucket.workspace)  # fmt: skip
     _held(proxy, rule, proc)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate()
+    proc.kill()  # SIGKILL on POSIX, TerminateProcess on Windows: no cleanup runs
+    finish(proc, bucket.workspace)
     state = bucket.state()
     assert f"{PREFIX}/linux-64/{jobs.py311.conda.path.name}" in state  # the package went up ...
     assert f"{PREFIX}/linux-64/repodata.json" not in state  # ... the index never named it
@@ -292,8 +351,8 @@ def test_multipart_upload_interrupted_then_completed(
     rule = proxy.add(Rule("PUT", "partNumber=2", "hold"))
     proc = start_pipeline("publish", big, "--channel", bucket.channel, env=env, cwd=bucket.workspace)
     _held(proxy, rule, proc)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate()
+    proc.kill()
+    finish(proc, bucket.workspace)
     assert conda_key not in bucket.state() and consistent(bucket.client, bucket.name, PREFIX) == []
     proxy.clear()
     # 3. The same command again completes it.
@@ -352,7 +411,6 @@ def strict_moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_wrong_credentials(strict_moto: str, jobs: Jobs, tmp_path: Path) -> None:
     env = s3_env(strict_moto, tmp_path)
     result = pipeline("publish", job(jobs, "py311"), "--channel", "s3://tb-any/nightly", env=env, cwd=tmp_path)
-    OUTPUTS.append(result.stdout + result.stderr)
     assert result.returncode == 2
     assert "the AWS credentials were refused" in result.stderr and "Traceback" not in result.stderr
 
@@ -397,14 +455,17 @@ def test_the_publish_stage_of_a_run(
     assert cell["stages"][-1]["status"] == "failed" and "refusing to overwrite" in cell["stages"][-1]["message"]
     assert bucket.state() == before
     captured = capsys.readouterr()
-    OUTPUTS.append(captured.out + captured.err)
-    for path, text in all_text(workspace):
-        assert SECRET_KEY not in text and ACCESS_KEY not in text, path
+    assert_no_credentials(captured.out + captured.err, workspace)
 
 
-def test_no_credential_in_any_output_or_file(jobs: Jobs, tmp_path: Path) -> None:
-    assert OUTPUTS, "no publishing process ran"
-    for text in OUTPUTS:
-        assert SECRET_KEY not in text and ACCESS_KEY not in text
-    for path, text in all_text(jobs.artifacts):
-        assert SECRET_KEY not in text and ACCESS_KEY not in text, path
+def test_no_credential_in_any_output_or_file(bucket: Bucket, jobs: Jobs, tmp_path: Path) -> None:
+    """Every publishing call is checked by the helpers that run it; this one also reads everything around it: the
+    whole test directory, the job's artifacts and every object the publish wrote."""
+    result = bucket.publish("publish", job(jobs, "py311"), "--channel", bucket.channel)
+    assert result.returncode == 0, result.stderr
+    assert_no_credentials(result.stdout + result.stderr, tmp_path, jobs.artifacts)
+    state = bucket.state()
+    assert f"{PREFIX}/linux-64/repodata.json" in state
+    for key in state:
+        body = bucket.client.get_object(Bucket=bucket.name, Key=key)["Body"].read()
+        assert SECRET_KEY.encode() not in body and ACCESS_KEY.encode() not in body, key

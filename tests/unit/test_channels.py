@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -183,3 +185,38 @@ def test_locate_uses_the_longest_tail_that_exists(tmp_path: Path) -> None:
     assert locate("/home/runner/work/repo/repo/build/cell/conda/p.conda", report_path) == target
     assert locate("D:\\a\\repo\\build\\cell\\conda\\p.conda", report_path) == target  # a Windows job's report
     assert locate("/elsewhere/q.conda", report_path) is None
+
+
+def test_publish_names_the_report_and_cell_of_a_bad_entry(packages: list[Path], tmp_path: Path) -> None:
+    """A report from another version (an artifact without 'size'), or a hand-edited one: exit 2, the report and the
+    cell named, no traceback, nothing published."""
+    build = _ci_build(tmp_path / "job", packages)
+    report_path = build / "report.json"
+    data = json.loads(report_path.read_text())
+    (cell,) = data["cells"]
+    del cell["artifacts"]["conda"]["size"]
+    report_path.write_text(json.dumps(data))
+    channel = tmp_path / "channel"
+    result = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve().parents[2] / "pipeline.py"), "publish", str(build),
+         "--channel", str(channel)],
+        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "error:" in result.stderr and "Traceback" not in result.stderr
+    message = " ".join(result.stderr.split())  # the console may wrap long lines
+    assert f"cell {cell['cell_id']}'s conda entry lacks a valid 'size'" in message
+    assert "report.json" in message
+    assert not channel.exists()
+    broken = {
+        "cell 1 is not a cell object": ["not a cell"],
+        "'cells' is not a list": "not a list",
+        "'artifacts' is not an object": [{**cell, "artifacts": []}],
+        "wheel entry lacks a valid 'path' (a file path), 'sha256' (64 hex digits), 'size'": [
+            {**cell, "artifacts": {"wheel": {"path": 1, "sha256": "x", "size": "1"}}}
+        ],
+    }
+    for expected, cells in broken.items():
+        report_path.write_text(json.dumps({**data, "cells": cells}))
+        with pytest.raises(UserError, match=re.escape(f"{report_path}: ") + ".*" + re.escape(expected)):
+            collect([build])

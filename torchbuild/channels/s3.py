@@ -11,12 +11,14 @@ Layout under the prefix (the local channel's, plus the pages pip asks for at a k
 Endpoint, region and credentials come from boto3's standard chain (AWS_* variables, AWS_ENDPOINT_URL_S3, profiles,
 instance roles); none is ever printed.
 
-Order: every package is uploaded and verified, then each index file is merged: read with its ETag, records added,
-written back with If-Match (If-None-Match: * for a new one). A concurrent publisher that wrote in between makes the
-write fail with 412, and the merge is redone on the new content. This is S3's own compare-and-swap: unlike a lock
-object with an expiry, it cannot be stolen from a slow publisher and leaves nothing to clean up after a kill.
-Transient errors (5xx, throttling, dropped connections) are retried by botocore's standard retry mode with
-exponential backoff. Nothing is deleted.
+Order: every package is uploaded and verified, then each index file is merged: read with its ETag, each package of
+the publication checked to still hold what was uploaded (another publisher of the same name may have replaced it
+since), records added, written back with If-Match (If-None-Match: * for a new one). A concurrent publisher that
+wrote in between makes the write fail with 412, and the merge is redone on the new content. This is S3's own
+compare-and-swap: unlike a lock object with an expiry, it cannot be stolen from a slow publisher and leaves nothing
+to clean up after a kill. Transient errors (5xx, throttling, dropped connections) are retried by botocore's standard
+retry mode with exponential backoff. Nothing is deleted. ``index`` lists the objects again on each merge attempt,
+so that it keeps what a concurrent publisher added meanwhile.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import random
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from tempfile import TemporaryDirectory
@@ -119,6 +121,8 @@ class S3Channel:
         self.client = client if client is not None else make_client()
         self.url = self._http_url()
         self._records: dict[str, rd.Record] = {}  # destination key -> record, read while planning
+        self._digests: dict[tuple[str, str], str] = {}  # (key, ETag) -> sha256 of the object, for index()
+        self.replace = False  # the user's --replace, from plan()
 
     # --- what installers use --------------------------------------------------------------------------
 
@@ -208,6 +212,7 @@ class S3Channel:
         self, conda: Sequence[tuple[Artifact, str]], wheels: Sequence[Artifact], replace: bool = False
     ) -> list[Upload]:
         self.check_bucket()
+        self.replace = replace
         wanted = [(a, "conda", subdir, self.location.key(subdir, a.path.name)) for a, subdir in conda]
         wanted += [(a, "wheel", "whl", self._wheel_key(a.path.name)) for a in wheels]
         uploads: list[Upload] = []
@@ -260,9 +265,9 @@ class S3Channel:
             if upload.action != "unchanged":
                 self._upload(upload.artifact, upload.destination)
         # Index last: every package it will name is in place and verified.
-        replace = any(u.action == "replaced" for u in uploads)
+        published = {u.destination: u.artifact.sha256 for u in uploads}
         for subdir in sorted({u.subdir for u in uploads if u.kind == "conda"} | {"noarch"}):
-            self._merge_repodata(subdir, [r for r in records if r.subdir == subdir], replace)
+            self._merge_repodata(subdir, [r for r in records if r.subdir == subdir], published)
         wheels = [u for u in uploads if u.kind == "wheel"]
         if wheels:
             projects: dict[str, dict[str, str]] = {}
@@ -270,8 +275,8 @@ class S3Channel:
                 project = str(canonicalize_name(parse_wheel_filename(u.artifact.path.name)[0]))
                 projects.setdefault(project, {})[u.artifact.path.name] = u.artifact.sha256
             for project, links in sorted(projects.items()):
-                self._merge_project_page(project, links, replace)
-            self._merge_root_page(set(projects))
+                self._merge_project_page(project, links, published)
+            self._merge_root_page(set(projects), published)
         # Objects, not files: their paths are the keys (the stage reports files only).
         return [Artifact(path=Path(u.destination), sha256=u.artifact.sha256, size=u.artifact.size) for u in uploads]
 
@@ -332,13 +337,28 @@ class S3Channel:
             time.sleep(min(5.0, 0.2 * 2**attempt) * (0.5 + random.random()))
         raise UserError(f"{self.s3_url}: {what} kept changing under {RETRIES} merge attempts; rerun to complete it")
 
-    def _merge_repodata(self, subdir: str, records: list[rd.Record], replace: bool) -> None:
+    def _check_published(self, published: Mapping[str, str]) -> None:
+        """Each key still holds the sha256 this publication uploaded (or found there): run before each index write,
+        so that no index names another publisher's bytes with this publication's sha256."""
+        for key, sha256 in published.items():
+            head = self._head(key)
+            found = None if head is None else head.get("Metadata", {}).get("sha256")
+            if found != sha256:
+                now = f"it now has sha256 {found or 'unknown'}" if head is not None else "it is gone"
+                raise UserError(
+                    f"s3://{self.location.bucket}/{key}: another publisher replaced it after this publish uploaded "
+                    f"it ({now}, this publish uploaded {sha256}); the index was not changed to name it. Publish "
+                    "again once the other publisher is done (--replace to put this file back)"
+                )
+
+    def _merge_repodata(self, subdir: str, records: list[rd.Record], published: Mapping[str, str]) -> None:
         key = self.location.key(subdir, "repodata.json")
         where = f"s3://{self.location.bucket}/{key}"
 
         def update(body: bytes | None) -> bytes | None:
+            self._check_published(published)
             current = rd.parse(body, subdir, where)
-            merged = rd.merge(current, records, replace)
+            merged = rd.merge(current, records, self.replace)
             if merged is None:
                 return rd.dumps(current) if body is None else None
             return rd.dumps(merged)
@@ -349,77 +369,79 @@ class S3Channel:
         directory = self.location.key("whl", "simple", *parts)
         return [directory + "/index.html", directory + "/"]  # pip asks for '<project>/'; a browser may ask index.html
 
-    def _merge_project_page(self, project: str, links: dict[str, str], replace: bool) -> None:
+    def _merge_project_page(self, project: str, links: dict[str, str], published: Mapping[str, str]) -> None:
         def update(body: bytes | None) -> bytes | None:
+            self._check_published(published)
             listed = pep503.wheel_links(body.decode()) if body else {}
             clashing = [name for name, digest in links.items() if listed.get(name, digest) != digest]
-            if clashing and not replace:
+            if clashing and not self.replace:
                 raise UserError(f"{self.s3_url}: the page of {project} lists {', '.join(clashing)} with another sha256")
             merged = {**listed, **links}
             return pep503.project_page(project, merged).encode() if merged != listed else None
 
         self._swap(self._page_keys(project), update, f"whl/simple/{project}/")
 
-    def _merge_root_page(self, projects: set[str]) -> None:
+    def _merge_root_page(self, projects: set[str], published: Mapping[str, str]) -> None:
         def update(body: bytes | None) -> bytes | None:
+            self._check_published(published)
             listed = pep503.project_links(body.decode()) if body else set()
             return pep503.root_page(listed | projects).encode() if not projects <= listed else None
 
         self._swap(self._page_keys(), update, "whl/simple/")
 
     # --- rebuild --------------------------------------------------------------------------------------
+    # Each update lists the objects again after reading the index: a record or link a concurrent publisher wrote
+    # before that read names an object that was uploaded before it, so the new listing has it and it is kept.
+
+    def _listing(self, *parts: str) -> dict[str, str]:
+        """Key relative to the prefix -> ETag, of every object under ``parts``."""
+        root = f"{self.location.prefix}/" if self.location.prefix else ""
+        under = root + "".join(f"{part}/" for part in parts)
+        return {str(obj["Key"])[len(root) :]: str(obj["ETag"]) for obj in self._list(under)}
 
     def index(self) -> str:
         """Rebuild every index from the objects that are there (records of missing files go, new files come in)."""
         self.check_bucket()
-        base = f"{self.location.prefix}/" if self.location.prefix else ""
-        objects = list(self._list(base))
-        subdirs: dict[str, list[str]] = {"noarch": []}
-        wheels: dict[str, list[str]] = {}
-        for obj in objects:
-            rel = str(obj["Key"])[len(base) :].split("/")
-            if len(rel) == 2 and rd.is_package(rel[1]):
-                subdirs.setdefault(rel[0], []).append(rel[1])
-            elif len(rel) == 4 and rel[:2] == ["whl", "simple"] and rel[3].endswith(".whl"):
-                wheels.setdefault(rel[2], []).append(rel[3])
-        counts = []
-        for subdir, names in sorted(subdirs.items()):
-            self._rebuild_repodata(subdir, names)
-            counts.append(f"{subdir}: {len(names)} packages")
-        for project, names in sorted(wheels.items()):
-            digests = {n: self._sha256_of_object(self.location.key("whl", "simple", project, n)) for n in names}
-            page = pep503.project_page(project, digests).encode()
-            self._swap(self._page_keys(project), _constant(page), f"whl/simple/{project}/")
-            counts.append(f"whl/{project}: {len(names)} wheels")
-        if wheels:
-            root = pep503.root_page(wheels).encode()
-            self._swap(self._page_keys(), _constant(root), "whl/simple/")
+        keys = [key.split("/") for key in self._listing()]
+        subdirs = {"noarch"} | {k[0] for k in keys if len(k) == 2 and (rd.is_package(k[1]) or k[1] == "repodata.json")}
+        projects = {k[2] for k in keys if _is_wheel(k)}
+        counts = [f"{subdir}: {self._rebuild_repodata(subdir)} packages" for subdir in sorted(subdirs)]
+        counts += [f"whl/{project}: {self._rebuild_project_page(project)} wheels" for project in sorted(projects)]
+        if projects:
+            self._swap(self._page_keys(), lambda _body: self._root_page(), "whl/simple/")
         return "; ".join(counts)
 
-    def _sha256_of_object(self, key: str) -> str:
+    def _sha256_of_object(self, key: str, etag: str) -> str:
+        if (key, etag) in self._digests:
+            return self._digests[key, etag]
         head = self._head(key)
         digest = (head or {}).get("Metadata", {}).get("sha256")
-        if digest:
-            return str(digest)
-        with TemporaryDirectory() as tmp:
-            path = Path(tmp) / key.rsplit("/", 1)[-1]
-            self._call(f"downloading {key}", self.client.download_file, Bucket=self.location.bucket, Key=key,
-                       Filename=str(path))  # fmt: skip
-            return Artifact.of(path).sha256
+        if not digest:
+            with TemporaryDirectory() as tmp:
+                path = Path(tmp) / key.rsplit("/", 1)[-1]
+                self._call(f"downloading {key}", self.client.download_file, Bucket=self.location.bucket, Key=key,
+                           Filename=str(path))  # fmt: skip
+                digest = Artifact.of(path).sha256
+        self._digests[key, etag] = str(digest)
+        return str(digest)
 
-    def _rebuild_repodata(self, subdir: str, names: list[str]) -> None:
+    def _rebuild_repodata(self, subdir: str) -> int:
+        """Returns how many packages the index lists."""
         key = self.location.key(subdir, "repodata.json")
         where = f"s3://{self.location.bucket}/{key}"
+        count = 0
 
         def update(body: bytes | None) -> bytes | None:
+            nonlocal count
             current = rd.parse(body, subdir, where)
+            present = {k.split("/")[1]: etag for k, etag in self._listing(subdir).items()
+                       if k.count("/") == 1 and rd.is_package(k)}  # fmt: skip
             rebuilt = rd.empty(subdir)
             rebuilt.update({k: v for k, v in current.items() if k not in ("packages", "packages.conda")})
-            for name in names:
+            for name, etag in present.items():
                 object_key = self.location.key(subdir, name)
                 listed = current.get(rd.section(name), {}).get(name)
-                digest = self._sha256_of_object(object_key)
-                if listed and listed.get("sha256") == digest:
+                if listed and listed.get("sha256") == self._sha256_of_object(object_key, etag):
                     rebuilt[rd.section(name)][name] = listed
                     continue
                 with TemporaryDirectory() as tmp:
@@ -427,13 +449,36 @@ class S3Channel:
                     self._call(f"downloading {object_key}", self.client.download_file, Bucket=self.location.bucket,
                                Key=object_key, Filename=str(path))  # fmt: skip
                     rebuilt[rd.section(name)][name] = dict(rd.record_of(path).fields)
+            count = len(present)
             return rd.dumps(rebuilt)
 
         self._swap([key], update, f"{subdir}/repodata.json")
+        return count
+
+    def _rebuild_project_page(self, project: str) -> int:
+        """Returns how many wheels the page links."""
+        count = 0
+
+        def update(_body: bytes | None) -> bytes:
+            nonlocal count
+            present = {k.split("/")[3]: etag for k, etag in self._listing("whl", "simple", project).items()
+                       if _is_wheel(k.split("/"))}  # fmt: skip
+            digests = {name: self._sha256_of_object(self.location.key("whl", "simple", project, name), etag)
+                       for name, etag in present.items()}  # fmt: skip
+            count = len(digests)
+            return pep503.project_page(project, digests).encode()
+
+        self._swap(self._page_keys(project), update, f"whl/simple/{project}/")
+        return count
+
+    def _root_page(self) -> bytes:
+        projects = {k.split("/")[2] for k in self._listing("whl", "simple") if _is_wheel(k.split("/"))}
+        return pep503.root_page(projects).encode()
 
 
-def _constant(content: bytes) -> Callable[[bytes | None], bytes]:
-    return lambda _current: content
+def _is_wheel(parts: Sequence[str]) -> bool:
+    """A relative key (split at '/') of a wheel: whl/simple/<project>/<file>.whl."""
+    return len(parts) == 4 and parts[0] == "whl" and parts[1] == "simple" and parts[3].endswith(".whl")
 
 
 class _Progress:
