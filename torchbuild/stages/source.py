@@ -36,6 +36,7 @@ from packaging.version import InvalidVersion, Version
 
 from torchbuild import wheel_version, wheelfile
 from torchbuild.compat import Rule
+from torchbuild.console import console
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.files import copy_atomic, link, link_atomic
 from torchbuild.plan import Plan
@@ -81,6 +82,11 @@ def _fetch_any(plan: Plan, cache_dir: Path, log: Path) -> tuple[Fetched, Plan]:
     except NotFound:
         if plain is None:
             raise
+        console.print(
+            f"source: pip has no torch=={plan.version} (the error above); PyPI publishes this build unlabelled, "
+            f"trying torch=={plain.version}",
+            highlight=False,
+        )
         try:
             return fetch(plain, cache_dir, log), plain
         except NotFound:
