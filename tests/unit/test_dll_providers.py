@@ -48,21 +48,28 @@ def _windows_data(directory_template: str) -> ProviderData:
     return ProviderData(ship=(), providers=(provider,))
 
 
-def test_windows_directories_with_variables(fixtures: PeFixtures, tmp_path: Path) -> None:
-    system32 = tmp_path / "Windows" / "System32"
-    system32.mkdir(parents=True)
-    shutil.copyfile(fixtures.base, system32 / "msvcp140.dll")
-    located = dll_providers.locate(
+def _locate_msvcp140_on_windows(
+    tmp_path: Path, directory_template: str, env: dict[str, str], cuda: str = "cpu", cudnn: int | None = None
+) -> list[dll_providers.Located]:
+    """msvcp140.dll from one provider that looks only in ``directory_template`` (Windows rules, this ``env``)."""
+    return dll_providers.locate(
         ["msvcp140.dll"],
-        cuda="cpu",
-        cudnn=None,
+        cuda=cuda,
+        cudnn=cudnn,
         python="3.11",
         cache_dir=tmp_path / "cache",
         log=tmp_path / "log",
         on_windows=True,
-        env={"SystemRoot": str(tmp_path / "Windows")},
-        data=_windows_data(r"%SystemRoot%\System32"),
+        env=env,
+        data=_windows_data(directory_template),
     )
+
+
+def test_windows_directories_with_variables(fixtures: PeFixtures, tmp_path: Path) -> None:
+    system32 = tmp_path / "Windows" / "System32"
+    system32.mkdir(parents=True)
+    shutil.copyfile(fixtures.base, system32 / "msvcp140.dll")
+    located = _locate_msvcp140_on_windows(tmp_path, r"%SystemRoot%\System32", {"SystemRoot": str(tmp_path / "Windows")})
     assert [(hit.name, hit.provider) for hit in located] == [("msvcp140.dll", "vc")]
     assert located[0].path == system32 / "msvcp140.dll"
 
@@ -70,17 +77,7 @@ def test_windows_directories_with_variables(fixtures: PeFixtures, tmp_path: Path
 def test_a_provider_that_lacks_the_dll_names_it_and_where_it_looked(tmp_path: Path) -> None:
     (tmp_path / "Windows" / "System32").mkdir(parents=True)
     with pytest.raises(ProviderError) as info:
-        dll_providers.locate(
-            ["msvcp140.dll"],
-            cuda="cpu",
-            cudnn=None,
-            python="3.11",
-            cache_dir=tmp_path / "cache",
-            log=tmp_path / "log",
-            on_windows=True,
-            env={"SystemRoot": str(tmp_path / "Windows")},
-            data=_windows_data(r"%SystemRoot%\System32"),
-        )
+        _locate_msvcp140_on_windows(tmp_path, r"%SystemRoot%\System32", {"SystemRoot": str(tmp_path / "Windows")})
     message = str(info.value)
     assert message.startswith("msvcp140.dll is needed in the wheel but provider 'vc' lacks it")
     assert str(tmp_path / "Windows" / "System32") in message
@@ -88,33 +85,13 @@ def test_a_provider_that_lacks_the_dll_names_it_and_where_it_looked(tmp_path: Pa
 
 def test_unset_variable_is_said(tmp_path: Path) -> None:
     with pytest.raises(ProviderError, match=r"%CUDA_PATH_V12_4%\\bin \(variable not set\)"):
-        dll_providers.locate(
-            ["msvcp140.dll"],
-            cuda="12.4",
-            cudnn=9,
-            python="3.11",
-            cache_dir=tmp_path,
-            log=tmp_path / "log",
-            on_windows=True,
-            env={},
-            data=_windows_data(r"%CUDA_PATH_V{cuda_major}_{cuda_minor}%\bin"),
-        )
+        _locate_msvcp140_on_windows(tmp_path, r"%CUDA_PATH_V{cuda_major}_{cuda_minor}%\bin", {}, cuda="12.4", cudnn=9)
 
 
 def test_a_32_bit_dll_from_a_provider_is_refused(fixtures: PeFixtures, tmp_path: Path) -> None:
     shutil.copyfile(fixtures.base32, tmp_path / "msvcp140.dll")
     with pytest.raises(ProviderError, match=r"msvcp140\.dll .* is a I386 DLL; a win_amd64 wheel needs AMD64"):
-        dll_providers.locate(
-            ["msvcp140.dll"],
-            cuda="cpu",
-            cudnn=None,
-            python="3.11",
-            cache_dir=tmp_path,
-            log=tmp_path / "log",
-            on_windows=True,
-            env={"DIR": str(tmp_path)},
-            data=_windows_data("%DIR%"),
-        )
+        _locate_msvcp140_on_windows(tmp_path, "%DIR%", {"DIR": str(tmp_path)})
 
 
 def test_no_provider_for_a_dll(tmp_path: Path) -> None:
