@@ -24,9 +24,8 @@ from pathlib import Path
 
 from torchbuild.errors import UserError
 from torchbuild.files import write_atomic
-from torchbuild.stages import Artifact, Context, StageResult
+from torchbuild.options import DEFAULT_GIT_URL
 
-DEFAULT_GIT_URL = "https://github.com/pytorch/pytorch"
 CLONE_TIMEOUT_S = 3600
 FULL_SHA = re.compile(r"[0-9a-fA-F]{40}")
 # A PyTorch checkout has these; submodules must be populated (an empty third_party/pybind11 means
@@ -286,21 +285,3 @@ def remove_tree(path: Path) -> None:
 
 def write(checkout: Checkout, path: Path) -> None:
     write_atomic(path, checkout.to_json())
-
-
-def source_stage(ctx: Context) -> StageResult:
-    """The source stage in compile mode: the checkout (given or cloned), validated, described in checkout.json."""
-    options = ctx.options
-    stage_dir = ctx.stage_dir("source")
-    if options.source_dir is not None:
-        path, origin = options.source_dir, "--source-dir"
-    else:
-        assert options.git_ref is not None
-        cloned = clone(options.git_url, options.git_ref, options.cache_dir, ctx.stage_dir("logs") / "source.log")
-        path, origin = cloned.path, f"{options.git_url}@{options.git_ref}"
-    found = describe(path, options.source_kind, ctx.plan.torch, origin)
-    manifest = stage_dir / "checkout.json"
-    write(found, manifest)
-    what = f"PyTorch {found.version}" if found.kind == "pytorch" else f"{found.kind} (not checked as PyTorch)"
-    commit = f" at {found.commit[:12]}" if found.commit else ""
-    return StageResult(outputs={"checkout": Artifact.of(manifest)}, message=f"{what}{commit}: {found.path} ({origin})")

@@ -11,14 +11,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from torchbuild import matrix as matrix_mod
-from torchbuild import publish_cmd
-from torchbuild.checkout import DEFAULT_GIT_URL
+from torchbuild import pin, publish_cmd
 from torchbuild.compat import load
-from torchbuild.console import console, out, print_plan
+from torchbuild.console import console, out
 from torchbuild.errors import UserError, one_of
-from torchbuild.matrix import LATEST, Cell, Matrix
+from torchbuild.matrix import Cell, Matrix
+from torchbuild.options import DEFAULT_GIT_URL, RunOptions
 from torchbuild.plan import Plan, resolve
-from torchbuild.stages import RunOptions
+from torchbuild.plan_view import print_plan, say_resolution
 
 COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor")
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,16 +154,6 @@ def resolve_all(matrix: Matrix, cells: Sequence[Cell]) -> list[Plan]:
     return plans
 
 
-def say_resolution(plans: Sequence[Plan]) -> None:
-    for plan in plans:
-        if plan.torch_requested == LATEST:
-            console.print(
-                f"[bold]{plan.cell_id}[/]: torch 'latest' resolves to [bold]{plan.torch}[/], the newest release "
-                f"with a {plan.platform} build for {'CPU' if not plan.is_cuda else 'CUDA ' + plan.cuda} "
-                f"and Python {plan.python}."
-            )
-
-
 def github_matrix(plans: Sequence[Plan]) -> dict[str, object]:
     runners = load().packaging.github_runners
     return {
@@ -241,17 +231,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     matrix = load_matrix(args)
     cells = select_cells(matrix, args)
-    plans = resolve_all(matrix, cells)
+    resolve_all(matrix, cells)  # every cell valid before any index is asked
     options = run_options(args)
-    if options.wheel is not None and len(plans) != 1:
-        raise UserError(f"--wheel gives the wheel of one cell, but {len(plans)} cells are selected: add --cuda/--py.")
-    say_resolution(plans)
-    by_id = {cell.id: cell for cell in cells}
-
-    def repin(plan: Plan, release: str) -> Plan:
-        return resolve(by_id[plan.cell_id], matrix, pinned=release)
-
-    return runner.run(plans, root=Path.cwd(), options=options, repin=repin)
+    if options.wheel is not None and len(cells) != 1:
+        raise UserError(f"--wheel gives the wheel of one cell, but {len(cells)} cells are selected: add --cuda/--py.")
+    plans = pin.pin_all(cells, matrix, options)
+    return runner.run(plans, root=Path.cwd(), options=options)
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
@@ -261,12 +246,8 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     cells = select_cells(matrix, args)
     if len(cells) != 1:
         raise UserError(f"smoke takes one cell ({len(cells)} selected): give --only CELL_ID (see 'matrix').")
-    plan = resolve_all(matrix, cells)[0]
-
-    def repin(plan: Plan, release: str) -> Plan:
-        return resolve(cells[0], matrix, pinned=release)
-
-    return smoke_job.run(plan, Path.cwd(), RunOptions(), repin)
+    resolve_all(matrix, cells)
+    return smoke_job.run(pin.pin_to_record(cells[0], matrix, Path.cwd()), Path.cwd(), RunOptions())
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
-import yaml
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import Version
+
+from torchbuild import datafiles
 
 PLATFORMS = ("win-64", "linux-64")
 CPU = "cpu"
@@ -141,6 +142,14 @@ class SolveChannel:
 
 
 @dataclass(frozen=True)
+class Override:
+    """packaging.yaml `requirement_overrides`: the conda spec that replaces a wheel requirement's converted pin."""
+
+    pypi: str  # canonical PyPI name
+    rule: Rule  # rule.value is the conda spec
+
+
+@dataclass(frozen=True)
 class Packaging:
     wheel_platform_tags: tuple[Rule, ...]
     run_dependencies: tuple[Rule, ...]
@@ -148,6 +157,8 @@ class Packaging:
     cuda_run_constrained: tuple[str, ...]
     github_runners: Mapping[str, str]
     solve_channels: tuple[SolveChannel, ...] = ()
+    requirement_overrides: tuple[Override, ...] = ()
+    unlabelled_wheels: tuple[Rule, ...] = ()  # rule.value is the local label PyPI leaves off (cpu)
 
     def solve_channel_for(self, platform: str, torch: str, cuda: str, python: str) -> SolveChannel | None:
         return next((c for c in self.solve_channels if c.rule.applies(platform, torch, cuda, python)), None)
@@ -195,11 +206,6 @@ class Compat:
         return result
 
 
-def _data(name: str) -> Any:
-    text = resources.files("torchbuild.data").joinpath(name).read_text(encoding="utf-8")
-    return yaml.safe_load(text)
-
-
 def _range(raw: Mapping[str, Any]) -> Range:
     return Range(min=str(raw["min"]), max=str(raw["max"]))
 
@@ -212,7 +218,7 @@ def _rules(raw: list[Mapping[str, Any]], value_key: str) -> tuple[Rule, ...]:
 
 @functools.cache
 def load() -> Compat:
-    releases_raw = _data("releases.yaml")["releases"]
+    releases_raw = datafiles.raw("releases.yaml")["releases"]
     releases = tuple(
         sorted(
             (
@@ -235,7 +241,7 @@ def load() -> Compat:
             key=lambda r: Version(r.version),
         )
     )
-    toolchains = _data("toolchains.yaml")
+    toolchains = datafiles.raw("toolchains.yaml")
     cuda = {
         str(version): CudaRelease(
             version=str(version),
@@ -273,7 +279,7 @@ def load() -> Compat:
         )
         for row in toolchains.get("known_bad") or []
     )
-    pkg = _data("packaging.yaml")
+    pkg = datafiles.raw("packaging.yaml")
     packaging = Packaging(
         wheel_platform_tags=_rules(pkg["wheel_platform_tags"], "tag"),
         run_dependencies=_rules(pkg["run_dependencies"], "spec"),
@@ -288,5 +294,10 @@ def load() -> Compat:
             )
             for row in pkg.get("solve_channels") or []
         ),
+        requirement_overrides=tuple(
+            Override(pypi=str(canonicalize_name(str(row["pypi"]))), rule=_rules([row], "spec")[0])
+            for row in pkg.get("requirement_overrides") or []
+        ),
+        unlabelled_wheels=_rules(pkg.get("unlabelled_wheels") or [], "label"),
     )
     return Compat(releases=releases, cuda=cuda, visual_studio=visual_studio, known_bad=known_bad, packaging=packaging)

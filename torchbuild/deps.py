@@ -20,13 +20,10 @@ import urllib.request
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
+from torchbuild import datafiles
 from torchbuild.compat import Rule
 from torchbuild.errors import UserError
 
@@ -52,10 +49,12 @@ class Dependency:
         return PurePosixPath(urllib.request.url2pathname(self.url.split("?")[0].split("#")[0])).name
 
 
-@cache
+def _parse_table(raw: Mapping[str, Any]) -> tuple[Dependency, ...]:
+    return parse(raw, "torchbuild/data/build_deps.yaml")
+
+
 def _table() -> tuple[Dependency, ...]:
-    text = resources.files("torchbuild.data").joinpath("build_deps.yaml").read_text(encoding="utf-8")
-    return parse(yaml.safe_load(text), "torchbuild/data/build_deps.yaml")
+    return datafiles.table("build_deps.yaml", _parse_table)
 
 
 def parse(raw: Mapping[str, Any], where: str) -> tuple[Dependency, ...]:
@@ -128,7 +127,7 @@ def download(url: str, dest: Path, sha256: str, retries: int = RETRIES, show_pro
             if isinstance(exc, urllib.error.HTTPError) and 400 <= exc.code < 500 and exc.code != 429:
                 break  # not transient
             if attempt < retries:
-                time.sleep(min(2 ** attempt, 10))
+                time.sleep(min(2**attempt, 10))
         finally:
             tmp.unlink(missing_ok=True)
     raise DependencyError(f"download of {url} failed after {attempt} attempt(s): {last_error}")

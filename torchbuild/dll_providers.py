@@ -15,23 +15,17 @@ provider and every place looked in.
 from __future__ import annotations
 
 import fnmatch
-import functools
 import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
-from torchbuild import pe
+from torchbuild import datafiles, pe, pip
 from torchbuild.compat import CPU, Rule
 
 DATA_FILE = "dll_providers.yaml"
@@ -64,11 +58,7 @@ class ProviderData:
         return next((p for p in self.providers if p.provides(dll)), None)
 
 
-@functools.cache
-def load() -> ProviderData:
-    raw: dict[str, Any] = yaml.safe_load(
-        resources.files("torchbuild.data").joinpath(DATA_FILE).read_text(encoding="utf-8")
-    )
+def _parse(raw: dict[str, Any]) -> ProviderData:
     ship = tuple(Rule(value=";".join(str(d) for d in r["dlls"]), when=r.get("when") or {}) for r in raw["ship"])
     providers = tuple(
         Provider(
@@ -81,6 +71,10 @@ def load() -> ProviderData:
         for p in raw["providers"]
     )
     return ProviderData(ship=ship, providers=providers)
+
+
+def load() -> ProviderData:
+    return datafiles.table(DATA_FILE, _parse)
 
 
 def _values(cuda: str, cudnn: int | None) -> dict[str, str]:
@@ -149,24 +143,15 @@ def provider_dir(requirement: str, python: str, cache_dir: Path, log: Path) -> P
         return entry
     entry.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="provider-", dir=entry.parent) as tmp:
-        argv = [
-            sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--platform", "win_amd64",
-            "--python-version", python, "--implementation", "cp", "--progress-bar", "off", "--dest", tmp, requirement,
-        ]  # fmt: skip
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=PIP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise ProviderError(f"pip download {requirement} took longer than {PIP_TIMEOUT_S} s") from None
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("a", encoding="utf-8") as handle:
-            handle.write(f"$ {' '.join(argv)}\n{proc.stdout}{proc.stderr}[exit {proc.returncode}]\n")
-        wheels = sorted(Path(tmp).glob("*.whl"))
-        if proc.returncode != 0 or len(wheels) != 1:
-            errors = [ln.split("ERROR:", 1)[1].strip() for ln in proc.stderr.splitlines() if "ERROR:" in ln]
+            pip.download([requirement], Path(tmp), log=log, target=pip.target_args(python, None, ["win_amd64"]))
+        except pip.PipError as exc:
             raise ProviderError(
-                f"pip finds no win_amd64 wheel {requirement} for Python {python} ({' '.join(errors) or 'no wheel'}); "
-                f"log: {log}"
-            )
+                f"pip finds no win_amd64 wheel {requirement} for Python {python} ({exc.detail}); log: {log}"
+            ) from None
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        if len(wheels) != 1:
+            raise ProviderError(f"pip download {requirement} left {len(wheels)} wheels, not 1; log: {log}")
         staged = Path(tmp) / "dlls"
         staged.mkdir()
         with zipfile.ZipFile(wheels[0]) as archive:

@@ -1,5 +1,5 @@
 """``python pipeline.py doctor [--cuda X --py Y]``: every requirement of the selected cells' compile on this host,
-found or missing, each missing one with its fix. It finds things the way the build does (toolchain/activate.py) but
+found or missing, each missing one with its fix. It finds things the way the build does (activate.py) but
 changes nothing: no CUDA is provisioned and no dependency downloaded (it says when a run would do that).
 """
 
@@ -10,10 +10,10 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from torchbuild.activate import discover
 from torchbuild.console import out
 from torchbuild.plan import Plan
 from torchbuild.toolchain import Requirement
-from torchbuild.toolchain.activate import discover
 
 MARKS = {"found": "[green]✓[/]", "missing": "[red]✗[/]", "optional, missing": "[yellow]-[/]"}
 

@@ -29,8 +29,8 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSegment
 from elftools.elf.elffile import ELFFile
 
-from torchbuild.checks.closure import ClosureNames, closure_checks
-from torchbuild.stages import Check
+from torchbuild.closure import ClosureNames, closure_checks
+from torchbuild.results import Check
 
 ELF_MAGIC = b"\x7fELF"
 

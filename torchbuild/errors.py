@@ -18,9 +18,9 @@ class StageFailed(UserError):
     exit_code = 1
 
     def __init__(self, stage: str, message: str, checks: Sequence[Any] = ()) -> None:
-        super().__init__(f"{stage}: {message}")
+        super().__init__(f"{stage}: {message}" if stage else message)
         self.stage = stage
-        self.checks = tuple(checks)  # torchbuild.stages.Check results, so the report shows them
+        self.checks = tuple(checks)  # torchbuild.results.Check results, so the report shows them
 
 
 def one_of(choices: Iterable[object]) -> str:

@@ -6,14 +6,11 @@ adds them up per runner and converts them to the minutes GitHub counts against a
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
-import yaml
-
+from torchbuild import datafiles
 from torchbuild.compat import CPU
 from torchbuild.errors import UserError, one_of
 
@@ -82,10 +79,12 @@ class Estimate:
         return [c for c in self.cells if c.hours > self.table.hosted_job_limit_hours]
 
 
-@functools.cache
+def _parse_data(raw: Mapping[str, Any]) -> Table:
+    return parse_table(raw, DATA)
+
+
 def load_table() -> Table:
-    text = resources.files("torchbuild.data").joinpath(DATA).read_text(encoding="utf-8")
-    return parse_table(yaml.safe_load(text), DATA)
+    return datafiles.table(DATA, _parse_data)
 
 
 def parse_table(raw: Mapping[str, Any], path: str) -> Table:

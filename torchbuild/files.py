@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from torchbuild.stages import Artifact
+from torchbuild.results import Artifact
 
 
 def _temporary_beside(path: Path) -> Path:

@@ -17,20 +17,18 @@ directories are searched: their gaps are reported, not enforced.
 
 from __future__ import annotations
 
-import functools
 import posixpath
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 import pefile
-import yaml
 
-from torchbuild.checks.closure import ClosureNames, closure_checks
-from torchbuild.stages import Check
+from torchbuild import datafiles
+from torchbuild.closure import ClosureNames, closure_checks
+from torchbuild.results import Check
 
 PE_MAGIC = b"MZ"
 PE_SUFFIXES = (".dll", ".pyd", ".exe")
@@ -70,11 +68,7 @@ class SystemSet:
         return low in self.system or low.startswith(self.prefixes)
 
 
-@functools.cache
-def load_system_set() -> SystemSet:
-    raw: dict[str, Any] = yaml.safe_load(
-        resources.files("torchbuild.data").joinpath(DATA_FILE).read_text(encoding="utf-8")
-    )
+def _parse_system_set(raw: dict[str, Any]) -> SystemSet:
     return SystemSet(
         system=frozenset(str(n).lower() for n in raw["system"]),
         prefixes=tuple(str(p).lower() for p in raw["system_prefixes"]),
@@ -82,6 +76,10 @@ def load_system_set() -> SystemSet:
         driver=frozenset(str(n).lower() for n in raw["driver"]),
         search_dirs=tuple(str(d) for d in raw["search_dirs"]),
     )
+
+
+def load_system_set() -> SystemSet:
+    return datafiles.table(DATA_FILE, _parse_system_set)
 
 
 class PeError(ValueError):

@@ -14,15 +14,17 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from torchbuild import deps as build_deps
-from torchbuild import platforms
+from torchbuild import dll_providers, platforms, solve, wheel_to_conda
 from torchbuild.compat import CPU, Compat, CudaRelease, TorchRelease, load, version_key
 from torchbuild.deps import Dependency
 from torchbuild.errors import UserError, one_of, some_of
 from torchbuild.matrix import LATEST, BuildOptions, Cell, Matrix
 from torchbuild.platforms import Target, Toolchain
+from torchbuild.wheelfile import WheelTags, accepted_platform_tags
 
 STAGES = ("source", "build", "repair", "conda", "verify", "smoke", "publish")
 PYTHON_MIN = (3, 5)
+SOLVE_CHANNEL = "conda-forge"  # when packaging.yaml's solve_channels names none for the cell
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,7 +37,20 @@ class CondaPackage:
     site_packages: str
     depends: tuple[str, ...]
     constrains: tuple[str, ...]
-    filename: str
+    filename: str  # the .conda file
+    archives: Mapping[str, str]  # archive format (conda, tar.bz2) -> file name
+    requirement_overrides: Mapping[str, str]  # PyPI name -> the conda spec that replaces its converted pin
+    marker_environment: Mapping[str, str]  # PEP 508 marker values of the target, for the wheel's Requires-Dist
+    install_scheme: Mapping[str, str]  # where a wheel's .data/<key>/ goes in the prefix ({dist}: the wheel's name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SolveTarget:
+    """The verify stage's solve: the stored real repodata of the cell's era and the machine it assumes."""
+
+    channel: str  # a channel directory under --repodata (conda-forge; main of 2018 for old win-64 cells)
+    absent: tuple[str, ...]  # run dependencies the stored subset has no record of for this era: left out, said so
+    virtual_packages: Mapping[str, str]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,7 +69,11 @@ class Plan:
     toolchain: Toolchain
     env: Mapping[str, str]
     wheel: str  # file name of the cell's wheel
+    wheel_tags: WheelTags
+    prebuilt_unlabelled: bool  # PyPI's prebuilt wheel of this build carries the plain release version (win-64 CPU)
     conda: CondaPackage
+    solve: SolveTarget
+    selectors: Mapping[str, bool | int | str]  # conda-build's selector names for this cell's recipe
     channel: str
     work_dir: str  # build/<cell-id>; every stage writes below it
     stage_dirs: Mapping[str, str]
@@ -157,6 +176,29 @@ def _format_values(plan_cuda: CudaRelease | None, python: str, cudnn: int | None
     return values
 
 
+def selectors(platform: str, python: str, cuda: str, cudnn: int | None) -> dict[str, bool | int | str]:
+    """The names conda-build defines for recipe selectors (``# [win and py>=38]``), for one cell."""
+    win = platform.startswith("win-")
+    major, minor = (int(p) for p in python.split("."))
+    return {
+        "win": win,
+        "win32": platform == "win-32",
+        "win64": platform == "win-64",
+        "linux": platform.startswith("linux-"),
+        "linux32": platform == "linux-32",
+        "linux64": platform == "linux-64",
+        "unix": not win,
+        "osx": False,
+        "x86_64": platform.endswith("-64"),
+        "py": int(f"{major}{minor}"),  # conda-build's spelling: 36 for 3.6, 311 for 3.11
+        "py3k": major == 3,
+        "py2k": major == 2,
+        "target_platform": platform,
+        "cuda_compiler_version": cuda if cuda != CPU else "None",
+        "cudnn": str(cudnn) if cudnn is not None else "None",
+    }
+
+
 def _max_jobs(options: BuildOptions) -> str:
     return str(os.cpu_count() or 1) if options.max_jobs == "auto" else options.max_jobs
 
@@ -203,6 +245,7 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
     env = {**_common_env(cell, cuda, version, matrix.build_number, options), **platform.build_env(target, toolchain)}
 
     pkg = compat.packaging
+    applies_to = (cell.platform, release.version, cell.cuda)
     values = _format_values(cuda, cell.python, cudnn)
     depends = tuple(
         rule.value.format(**values)
@@ -217,21 +260,33 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         build_string = f"py{cell.python}_cuda{cuda.version}_cudnn{cudnn}_{matrix.build_number}"
         conda_build_number = matrix.build_number + pkg.cuda_build_number_offset
         constrains = pkg.cuda_run_constrained
+    site_packages = platform.site_packages(cell.python)
+    stem = f"pytorch-{release.version}-{build_string}"
     conda = CondaPackage(
         name="pytorch",
         version=release.version,
         build_string=build_string,
         build_number=conda_build_number,
         subdir=cell.platform,
-        site_packages=platform.site_packages(cell.python),
+        site_packages=site_packages,
         depends=depends,
         constrains=constrains,
-        filename=f"pytorch-{release.version}-{build_string}.conda",
+        filename=f"{stem}.conda",
+        archives={"conda": f"{stem}.conda", "tar.bz2": f"{stem}.tar.bz2"},
+        requirement_overrides={o.pypi: o.rule.value for o in pkg.requirement_overrides if o.rule.applies(*applies_to)},
+        marker_environment=wheel_to_conda.marker_environment(cell.platform, cell.python),
+        install_scheme=wheel_to_conda.install_scheme(cell.platform, site_packages, cell.python),
     )
 
-    tags = [r.value for r in pkg.wheel_platform_tags if r.applies(cell.platform, release.version, cell.cuda)]
-    py_tag = "cp" + cell.python.replace(".", "")
-    wheel = f"torch-{version}-{py_tag}-{platform.python_abi_tag(cell.python)}-{tags[0]}.whl"
+    platform_tag = next(r.value for r in pkg.wheel_platform_tags if r.applies(*applies_to))
+    wheel_tags = WheelTags(
+        interpreter="cp" + cell.python.replace(".", ""),
+        abi=platform.python_abi_tag(cell.python),
+        platform=platform_tag,
+        accepted_platforms=accepted_platform_tags(platform_tag),
+    )
+    wheel = f"torch-{version}-{wheel_tags.interpreter}-{wheel_tags.abi}-{platform_tag}.whl"
+    era = pkg.solve_channel_for(cell.platform, release.version, cell.cuda, cell.python)
 
     work_dir = f"build/{cell.id}"
     notes = []
@@ -254,18 +309,20 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         toolchain=toolchain,
         env=dict(sorted(env.items())),
         wheel=wheel,
+        wheel_tags=wheel_tags,
+        prebuilt_unlabelled=any(r.applies(*applies_to) and r.value == local for r in pkg.unlabelled_wheels),
         conda=conda,
+        solve=SolveTarget(
+            channel=era.channel if era else SOLVE_CHANNEL,
+            absent=era.absent if era else (),
+            virtual_packages=solve.virtual_packages_for(cell.platform, cell.cuda if cuda else None),
+        ),
+        selectors=selectors(cell.platform, cell.python, cell.cuda, cudnn),
         channel=matrix.channel,
         work_dir=work_dir,
         stage_dirs={stage: f"{work_dir}/{stage}" for stage in (*STAGES, "recipe", "logs")},
         notes=tuple(notes),
-        ship_dlls=_ship_dlls(cell, release.version, cudnn),
+        ship_dlls=dll_providers.required_dlls(cell.platform, release.version, cell.cuda, cudnn),
         build_timeout_hours=options.timeout_hours,
         build_deps=build_deps.declared(cell.platform, release.version, cell.cuda),
     )
-
-
-def _ship_dlls(cell: Cell, torch: str, cudnn: int | None) -> tuple[str, ...]:
-    from torchbuild import dll_providers  # imported here: it needs torchbuild.stages, which imports this module
-
-    return dll_providers.required_dlls(cell.platform, torch, cell.cuda, cudnn)

@@ -1,4 +1,5 @@
-"""Running external tools: output goes to a log file, and is shown (its tail) only when the tool fails."""
+"""Running external tools: output goes to a log file, and is shown (its tail) only when the tool fails. A tool whose
+progress a user waits on (a download) may instead write to the terminal itself (``live``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,15 @@ from pathlib import Path
 from torchbuild.errors import StageFailed
 
 TAIL_LINES = 40
+
+
+class ToolFailed(StageFailed):
+    """A tool exited non-zero or ran out of time; ``output`` is everything it printed."""
+
+    def __init__(self, stage: str, message: str, output: str, returncode: int | None) -> None:
+        super().__init__(stage, message)
+        self.output = output
+        self.returncode = returncode  # None: timed out
 
 
 def tail(path: Path, lines: int = TAIL_LINES) -> str:
@@ -29,10 +39,13 @@ def run_tool(
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
     what: str | None = None,
+    live: bool = False,
 ) -> str:
-    """Run ``cmd``; append its combined output to ``log``; return that output.
+    """Run ``cmd``; append its combined output to ``log``; return that output. ``live``: the tool writes to the
+    terminal itself (its progress bar works) and nothing is captured: the tool must keep its own log.
 
-    On a non-zero exit or a timeout raise StageFailed with the last lines and the log's path.
+    On a non-zero exit or a timeout raise ToolFailed (a StageFailed of ``stage``; no prefix when ``stage`` is "")
+    with the last lines and the log's path.
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [os.fspath(c) for c in cmd]
@@ -42,26 +55,26 @@ def run_tool(
             argv,
             cwd=cwd,
             env=full_env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stdout=None if live else subprocess.PIPE,
+            stderr=None if live else subprocess.STDOUT,
             text=True,
             errors="replace",
             timeout=timeout,
             check=False,
         )
-        output = proc.stdout
+        returncode, output = proc.returncode, proc.stdout or ""
     except subprocess.TimeoutExpired as exc:
         output = exc.output if isinstance(exc.output, str) else (exc.output or b"").decode(errors="replace")
         with log.open("a", encoding="utf-8") as handle:
             handle.write(f"$ {' '.join(argv)}\n{output}\n[timed out after {timeout} s]\n")
-        raise StageFailed(stage, f"{what or argv[0]} timed out after {timeout:.0f} s; full log: {log}") from None
+        message = f"{what or argv[0]} timed out after {timeout:.0f} s; full log: {log}"
+        raise ToolFailed(stage, message, output, None) from None
     except FileNotFoundError:
         raise StageFailed(stage, f"{argv[0]} not found on PATH (needed for {what or 'this stage'})") from None
     with log.open("a", encoding="utf-8") as handle:
-        handle.write(f"$ {' '.join(argv)}\n{output}\n[exit {proc.returncode}]\n")
-    if proc.returncode != 0:
+        handle.write(f"$ {' '.join(argv)}\n{output}\n[exit {returncode}]\n")
+    if returncode != 0:
         last = "\n".join(output.splitlines()[-TAIL_LINES:])
-        raise StageFailed(
-            stage, f"{what or argv[0]} failed (exit {proc.returncode}). Last lines:\n{last}\nFull log: {log}"
-        )
+        message = f"{what or argv[0]} failed (exit {returncode}). Last lines:\n{last}\nFull log: {log}"
+        raise ToolFailed(stage, message, output, returncode)
     return output

@@ -13,20 +13,15 @@ import json
 import os
 import shutil
 import stat
-import subprocess
-import sys
 import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from torchbuild.stages import sha256_of
+from torchbuild import datafiles, pip
+from torchbuild.results import sha256_of
 from torchbuild.toolchain import ToolchainError
 
 PIP_TIMEOUT_S = 900
@@ -43,10 +38,8 @@ class Recipe:
     platform_tags: tuple[str, ...]
 
 
-@cache
 def _table() -> Mapping[str, Any]:
-    text = resources.files("torchbuild.data").joinpath("toolchains.yaml").read_text(encoding="utf-8")
-    table: Mapping[str, Any] = yaml.safe_load(text)["provision"]
+    table: Mapping[str, Any] = datafiles.raw("toolchains.yaml")["provision"]
     return table
 
 
@@ -89,13 +82,6 @@ def manifest(cache_dir: Path, cuda: str, platform: str) -> dict[str, Any]:
     return data
 
 
-def pip_download_argv(packages: Sequence[str], cuda: str, tags: Sequence[str], dest: Path) -> list[str]:
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--dest", str(dest)]
-    for tag in tags:
-        argv += ["--platform", tag]
-    return argv + [f"{name}=={cuda}.*" for name in packages]
-
-
 def provision(cuda: str, platform: str, cache_dir: Path, log: Path | None = None) -> Path:
     """The toolkit root for CUDA ``cuda`` (X.Y) on ``platform``, provisioned now if it is not cached."""
     found = cached(cache_dir, cuda, platform)
@@ -110,11 +96,12 @@ def provision(cuda: str, platform: str, cache_dir: Path, log: Path | None = None
     staging = Path(tempfile.mkdtemp(prefix=f".{base.name}-", dir=base.parent))
     try:
         wheels_dir = staging / "wheels"
-        _pip_download(pip_download_argv(plan.packages, cuda, plan.platform_tags, wheels_dir), cuda, log)
+        pip_log = log or staging / "pip.log"
+        _pip_download(plan.packages, cuda, plan.platform_tags, wheels_dir, pip_log)
         optional_missing = []
         for name in plan.optional:
             try:
-                _pip_download(pip_download_argv([name], cuda, plan.platform_tags, wheels_dir), cuda, log)
+                _pip_download([name], cuda, plan.platform_tags, wheels_dir, pip_log)
             except ToolchainError:
                 optional_missing.append(name)
         wheels = sorted(wheels_dir.glob("*.whl"))
@@ -140,21 +127,15 @@ def provision(cuda: str, platform: str, cache_dir: Path, log: Path | None = None
     return base / "tree" / plan.root
 
 
-def _pip_download(argv: list[str], cuda: str, log: Path | None) -> None:
+def _pip_download(packages: Sequence[str], cuda: str, tags: Sequence[str], dest: Path, log: Path) -> None:
+    target = ["--only-binary=:all:", *(arg for tag in tags for arg in ("--platform", tag))]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=PIP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise ToolchainError(f"pip download of the CUDA {cuda} wheels took longer than {PIP_TIMEOUT_S} s") from None
-    if log is not None:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("a", encoding="utf-8") as handle:
-            handle.write(f"$ {' '.join(argv)}\n{proc.stdout}{proc.stderr}\n[exit {proc.returncode}]\n")
-    if proc.returncode != 0:
-        errors = [line for line in proc.stderr.splitlines() if "ERROR" in line] or proc.stderr.strip().splitlines()[-1:]
+        pip.download([f"{name}=={cuda}.*" for name in packages], dest, log=log, target=target, timeout=PIP_TIMEOUT_S)
+    except pip.PipError as exc:
         raise ToolchainError(
-            f"the package index has no CUDA {cuda} wheels for this platform ({'; '.join(errors)}). "
+            f"the package index has no CUDA {cuda} wheels for this platform ({exc.detail}). "
             "Point pip at an index that has them (PIP_INDEX_URL), or install the toolkit."
-        )
+        ) from None
 
 
 def _unpack_wheel(wheel: Path, dest: Path) -> None:

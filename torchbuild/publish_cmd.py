@@ -22,10 +22,10 @@ from torchbuild.channels import Channel, open_channel
 from torchbuild.channels import repodata as rd
 from torchbuild.console import console, out
 from torchbuild.errors import UserError
-from torchbuild.stages import Artifact
+from torchbuild.results import Artifact
 
 Kind = Literal["conda", "wheel"]
-KINDS: dict[str, Kind] = {"conda": "conda", "wheel": "wheel"}  # report artifact name -> what it is
+KINDS: dict[str, Kind] = {"conda_package": "conda", "repaired_wheel": "wheel"}  # report artifact -> what it is
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,9 @@ def add_parsers(sub: Any) -> None:
     )
     publish.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="directory with report.json files, "
                          "or .conda/.tar.bz2/.whl files")  # fmt: skip
-    publish.add_argument("--channel", required=True, help="a directory, s3://bucket/prefix, anaconda://owner or anaconda://owner/label")
+    publish.add_argument(
+        "--channel", required=True, help="a directory, s3://bucket/prefix, anaconda://owner or anaconda://owner/label"
+    )
     publish.add_argument("--replace", action="store_true", help="replace a different file under a published name")
     index = sub.add_parser("index", help="rebuild a channel's indexes from the files that are in it")
     index.add_argument("--channel", required=True, help="a directory or s3://bucket/prefix")
@@ -93,7 +95,7 @@ def _from_report(report: Path) -> tuple[list[Found], list[str]]:
             entry = artifacts.get(name)
             if entry is None:
                 continue
-            recorded, sha256, size = _entry(entry, report, cell_id, name)
+            recorded, sha256, size = _entry(entry, report, cell_id, kind)
             path = locate(recorded, report)
             if path is None:
                 raise UserError(

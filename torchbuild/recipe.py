@@ -34,30 +34,6 @@ class RenderedRecipe:
     meta: Mapping[str, Any]  # selectors applied, parsed
 
 
-def selector_namespace(plan: Plan) -> dict[str, object]:
-    """The names conda-build defines for selectors, for this cell's platform and variant."""
-    win = plan.platform.startswith("win-")
-    linux = plan.platform.startswith("linux-")
-    major, minor = (int(p) for p in plan.python.split("."))
-    return {
-        "win": win,
-        "win32": plan.platform == "win-32",
-        "win64": plan.platform == "win-64",
-        "linux": linux,
-        "linux32": plan.platform == "linux-32",
-        "linux64": plan.platform == "linux-64",
-        "unix": not win,
-        "osx": False,
-        "x86_64": plan.platform.endswith("-64"),
-        "py": int(f"{major}{minor}"),  # conda-build's spelling: 36 for 3.6, 311 for 3.11
-        "py3k": major == 3,
-        "py2k": major == 2,
-        "target_platform": plan.platform,
-        "cuda_compiler_version": plan.cuda if plan.is_cuda else "None",
-        "cudnn": str(plan.cudnn) if plan.cudnn is not None else "None",
-    }
-
-
 _ALLOWED_NODES = (
     ast.Expression,
     ast.BoolOp,
@@ -143,7 +119,7 @@ def render(
         raise UserError(f"recipe: {RECIPE_DIR / 'meta.yaml'} uses an undefined value: {exc.message}") from None
     except jinja2.TemplateSyntaxError as exc:
         raise UserError(f"recipe: {exc.filename}:{exc.lineno}: {exc.message}") from None
-    resolved = apply_selectors(meta_yaml, selector_namespace(plan))
+    resolved = apply_selectors(meta_yaml, plan.selectors)
     try:
         meta = yaml.safe_load(resolved)
     except yaml.YAMLError as exc:

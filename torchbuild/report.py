@@ -7,12 +7,11 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from torchbuild.console import MARKS, console
 from torchbuild.files import write_atomic
-
-if TYPE_CHECKING:
-    from torchbuild.runner import CellRun
+from torchbuild.records import CellRun
 
 
 @dataclass(frozen=True)
@@ -109,8 +108,6 @@ def write(cells: Sequence[CellRun], directory: Path) -> ReportPaths:
 def print_summary(cells: Sequence[CellRun], paths: ReportPaths) -> None:
     from rich.table import Table
 
-    from torchbuild.console import MARKS, console
-
     table = Table(title="summary", title_justify="left")
     table.add_column("cell")
     table.add_column("torch")
@@ -125,7 +122,7 @@ def print_summary(cells: Sequence[CellRun], paths: ReportPaths) -> None:
     console.print(table)
     for cell in cells:
         for name, artifact in cell.artifacts.items():
-            console.print(f"  {name:<8} {artifact.path}  {artifact.size / 1e6:.1f} MB  sha256 {artifact.sha256}")
+            console.print(f"  {name:<15} {artifact.path}  {artifact.size / 1e6:.1f} MB  sha256 {artifact.sha256}")
     ok = all(c.ok for c in cells)
     verdict = "[green]all cells passed[/]" if ok else "[red]some cells failed[/] (details above and in the report)"
     console.print(f"{verdict}; report: {paths.json}, {paths.markdown}, {paths.junit}")

@@ -1,8 +1,13 @@
 """Runs the stages of each cell in order, records them in ``build/<cell-id>/state.json``, resumes, reports.
 
-A stage is skipped on a rerun when its recorded input key (the Plan, the run options that shape its output and
-the sha256 of every artifact it reads) is unchanged and its recorded outputs are still on disk with the same
-sha256. ``--force`` reruns everything. A failed stage stops its cell; later stages are reported as not run.
+The runner sees only final Plans (``pin.py`` resolved ``latest`` before it starts). Each stage declares the artifact
+names it reads and writes (``torchbuild/stages``); before anything runs, the runner refuses a stage that reads a
+name no earlier stage writes, and a stage gets only the artifacts it declared it reads.
+
+A stage is skipped on a rerun when its recorded input key (the Plan, the run options that shape its output and the
+sha256 of every artifact it reads) is unchanged and its recorded outputs are still there: an output whose size and
+mtime are as recorded is trusted; one whose mtime changed is hashed again and must have the recorded sha256.
+``--force`` reruns everything. A failed stage stops its cell; later stages are reported as not run.
 """
 
 from __future__ import annotations
@@ -14,92 +19,38 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from torchbuild import report
 from torchbuild.console import console, step_done, step_start
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.files import write_atomic
+from torchbuild.options import RunOptions
 from torchbuild.plan import STAGES, Plan
-from torchbuild.stages import Artifact, Check, Context, RunOptions, StageResult
+from torchbuild.records import CellRun, StageRecord
+from torchbuild.results import Artifact, StageResult, sha256_of
+from torchbuild.stages import Context, Stage
 
 StageFunction = Callable[[Context], StageResult]
-# The run options that shape each stage's output (the rest, like --force or the cache, do not).
-STAGE_OPTIONS = {
-    "source": ("wheel", "source_dir", "git_ref", "git_url", "source_kind"),
-    "build": ("source_kind",),
-    "conda": ("conda_format", "compression_level", "compression_threads"),
-    "verify": ("repodata",),
-}
-# Publishing is idempotent and cheap when nothing changed, and the channel may have changed since: always check it.
-ALWAYS_RUN = ("publish",)
-# A checkout can change without its path changing: the source stage re-reads it (commit, local edits) every run, and
-# the build reruns only when what it wrote (checkout.json) changed.
-ALWAYS_RUN_WITH_SOURCE = ("source",)
-# Re-resolves a Plan for another torch release (prebuilt "latest" that has no wheel for the newest release).
-Repin = Callable[[Plan, str], Plan]
 
 
-def stage_function(stage: str) -> StageFunction:
-    module = importlib.import_module(f"torchbuild.stages.{stage}")
-    function: StageFunction = module.run
-    return function
+def pipeline() -> tuple[Stage, ...]:
+    """Every stage's declaration, in order."""
+    return tuple(importlib.import_module(f"torchbuild.stages.{name}").STAGE for name in STAGES)
 
 
-@dataclass
-class StageRecord:
-    stage: str
-    status: str  # passed | failed | skipped | cached | not run
-    duration: float = 0.0
-    message: str = ""
-    key: str = ""
-    outputs: dict[str, Artifact] = field(default_factory=dict)
-    checks: list[Check] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "stage": self.stage,
-            "status": self.status,
-            "duration": round(self.duration, 3),
-            "message": self.message,
-            "key": self.key,
-            "outputs": {name: a.to_dict() for name, a in self.outputs.items()},
-            "checks": [c.to_dict() for c in self.checks],
-        }
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> StageRecord:
-        return cls(
-            stage=raw["stage"],
-            status=raw["status"],
-            duration=float(raw.get("duration", 0.0)),
-            message=raw.get("message", ""),
-            key=raw.get("key", ""),
-            outputs={
-                name: Artifact(path=Path(a["path"]), sha256=a["sha256"], size=int(a["size"]))
-                for name, a in raw.get("outputs", {}).items()
-            },
-            checks=[Check(**c) for c in raw.get("checks", [])],
-        )
-
-
-@dataclass
-class CellRun:
-    plan: Plan
-    records: list[StageRecord] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(r.status in ("passed", "skipped", "cached") for r in self.records)
-
-    @property
-    def artifacts(self) -> dict[str, Artifact]:
-        found: dict[str, Artifact] = {}
-        for record in self.records:
-            found.update(record.outputs)
-        return found
+def check_flow(stages: Sequence[Stage]) -> None:
+    """Refuse a stage that reads an artifact no earlier stage declares it writes."""
+    written: list[str] = []
+    for stage in stages:
+        unknown = [name for name in stage.reads if name not in written]
+        if unknown:
+            earlier = ", ".join(written) or "nothing"
+            raise UserError(
+                f"stage '{stage.name}' reads {', '.join(unknown)}, which no earlier stage writes (written before it: "
+                f"{earlier}). Fix the stage's declaration in torchbuild/stages/{stage.name}.py."
+            )
+        written += [name for name in stage.writes if name not in written]
 
 
 class State:
@@ -119,15 +70,15 @@ class State:
         payload = {
             "cell_id": plan.cell_id,
             "plan": plan.to_dict(),
-            "stages": {s: r.to_dict() for s, r in self.stages.items()},
+            "stages": {s: r.to_state() for s, r in self.stages.items()},
         }
         write_atomic(self.path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
 
 
-def input_key(stage: str, plan: Plan, options: RunOptions, inputs: Mapping[str, Artifact]) -> str:
-    shaping = {name: str(getattr(options, name)) for name in STAGE_OPTIONS.get(stage, ())}
+def input_key(stage: Stage, plan: Plan, options: RunOptions, inputs: Mapping[str, Artifact]) -> str:
+    shaping = {name: str(getattr(options, name)) for name in stage.shaped_by}
     payload = {
-        "stage": stage,
+        "stage": stage.name,
         "plan": {k: v for k, v in plan.to_dict().items() if k != "channel"},
         "options": shaping,
         "inputs": {name: a.sha256 for name, a in sorted(inputs.items())},
@@ -135,12 +86,58 @@ def input_key(stage: str, plan: Plan, options: RunOptions, inputs: Mapping[str, 
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def _intact(record: StageRecord) -> bool:
-    for artifact in record.outputs.values():
+def _mtimes(outputs: Mapping[str, Artifact]) -> dict[str, int]:
+    return {name: a.path.stat().st_mtime_ns for name, a in outputs.items() if a.path.is_file()}
+
+
+def intact(record: StageRecord) -> bool:
+    """Every recorded output is still the file that was recorded (see the module's docstring)."""
+    for name, artifact in record.outputs.items():
         path = artifact.path
-        if not path.is_file() or path.stat().st_size != artifact.size:
+        if not path.is_file():
+            return False
+        stat = path.stat()
+        if stat.st_size != artifact.size:
+            return False
+        if stat.st_mtime_ns != record.mtimes.get(name) and sha256_of(path) != artifact.sha256:
             return False
     return True
+
+
+def _reusable(stage: Stage, previous: StageRecord | None, key: str, options: RunOptions) -> bool:
+    return (
+        not options.force
+        and not stage.always_runs(options)
+        and previous is not None
+        and previous.key == key
+        and previous.status in ("passed", "skipped")
+        and intact(previous)
+    )
+
+
+def _run_stage(stage: Stage, function: StageFunction, ctx: Context, key: str) -> StageRecord:
+    step_start(stage.name)
+    started = time.monotonic()
+    try:
+        result = function(ctx)
+    except UserError as exc:
+        message = str(exc) if isinstance(exc, StageFailed) else f"{stage.name}: {exc}"
+        checks = list(exc.checks) if isinstance(exc, StageFailed) else []
+        return StageRecord(stage.name, "failed", time.monotonic() - started, message=message, key=key, checks=checks)
+    undeclared = sorted(set(result.outputs) - set(stage.writes))
+    if undeclared:
+        message = f"{stage.name}: wrote {', '.join(undeclared)}, which it does not declare (it writes {stage.writes})"
+        return StageRecord(stage.name, "failed", time.monotonic() - started, message=message, key=key)
+    return StageRecord(
+        stage=stage.name,
+        status=result.status,
+        duration=time.monotonic() - started,
+        message=result.message,
+        key=key,
+        outputs=dict(result.outputs),
+        checks=list(result.checks),
+        mtimes=_mtimes(result.outputs),
+    )
 
 
 def run_cell(
@@ -149,65 +146,43 @@ def run_cell(
     options: RunOptions,
     stages: Mapping[str, StageFunction] | None = None,
 ) -> CellRun:
+    """Run every stage of ``plan``. ``stages`` replaces the functions of the stages it names (their declarations
+    stay): the smoke command replays the build job's stages this way, and tests hand over artifacts."""
+    declared = pipeline()
+    check_flow(declared)
     state = State(root / plan.work_dir / "state.json")
     cell = CellRun(plan=plan)
-    inputs: dict[str, Artifact] = {}
+    available: dict[str, Artifact] = {}
     failed = False
     console.rule(f"[bold]{plan.cell_id}[/]  torch {plan.version}  ({plan.conda.filename})")
-    for stage in STAGES:
+    for stage in declared:
         if failed:
-            cell.records.append(StageRecord(stage=stage, status="not run", message="an earlier stage failed"))
+            cell.records.append(StageRecord(stage=stage.name, status="not run", message="an earlier stage failed"))
             continue
+        inputs = {name: available[name] for name in stage.reads if name in available}
         key = input_key(stage, plan, options, inputs)
-        previous = state.stages.get(stage)
-        if (
-            not options.force
-            and stage not in ALWAYS_RUN
-            and not (stage in ALWAYS_RUN_WITH_SOURCE and (options.source_dir or options.git_ref))
-            and previous is not None
-            and previous.key == key
-            and previous.status in ("passed", "skipped")
-            and _intact(previous)
-        ):
-            record = dataclasses.replace(previous, status="cached", duration=0.0)
+        previous = state.stages.get(stage.name)
+        if previous is not None and _reusable(stage, previous, key, options):
+            record = dataclasses.replace(previous, status="cached", duration=0.0, mtimes=_mtimes(previous.outputs))
             record.message = f"unchanged since last run ({previous.status})"
             cell.records.append(record)
-            inputs.update(previous.outputs)
-            step_done(stage, record.status, 0.0, record.message)
+            available.update(previous.outputs)
+            state.stages[stage.name] = dataclasses.replace(previous, mtimes=record.mtimes)
+            step_done(stage.name, record.status, 0.0, record.message)
             continue
-        function = (stages or {}).get(stage) or stage_function(stage)
-        ctx = Context(plan=plan, root=root, options=options, inputs=dict(inputs))
-        step_start(stage)
-        started = time.monotonic()
-        try:
-            result = function(ctx)
-        except UserError as exc:
-            message = str(exc) if isinstance(exc, StageFailed) else f"{stage}: {exc}"
-            checks = list(exc.checks) if isinstance(exc, StageFailed) else []
-            record = StageRecord(
-                stage=stage, status="failed", duration=time.monotonic() - started, message=message, key=key
-            )
-            record.checks = checks
-            failed = True
-        else:
-            record = StageRecord(
-                stage=stage,
-                status=result.status,
-                duration=time.monotonic() - started,
-                message=result.message,
-                key=key,
-                outputs=dict(result.outputs),
-                checks=list(result.checks),
-            )
-            failed = result.status == "failed"
-            inputs.update(result.outputs)
+        function = (stages or {}).get(stage.name) or stage.run
+        ctx = Context(plan=plan, root=root, options=options, inputs=inputs)
+        record = _run_stage(stage, function, ctx, key)
+        failed = record.status == "failed"
+        available.update(record.outputs)
         cell.records.append(record)
-        if record.status != "failed":
-            state.stages[stage] = record
+        if failed:
+            state.stages.pop(stage.name, None)
         else:
-            state.stages.pop(stage, None)
+            state.stages[stage.name] = record
         state.save(plan)
-        step_done(stage, record.status, record.duration, record.message, record.outputs)
+        step_done(stage.name, record.status, record.duration, record.message, record.outputs)
+    state.save(plan)
     return cell
 
 
@@ -215,14 +190,10 @@ def run(
     plans: Sequence[Plan],
     root: Path,
     options: RunOptions,
-    repin: Repin | None = None,
     stages: Mapping[str, StageFunction] | None = None,
 ) -> int:
     """Run every plan; write the reports; return the exit code (0 only when every cell passed)."""
-    cells = []
-    for plan in plans:
-        plan = _pin_prebuilt(plan, options, repin)
-        cells.append(run_cell(plan, root, options, stages))
+    cells = [run_cell(plan, root, options, stages) for plan in plans]
     paths = report.write(cells, root / "build")
     report.print_summary(cells, paths)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -230,43 +201,3 @@ def run(
         with open(summary, "a", encoding="utf-8") as handle:
             handle.write(paths.markdown.read_text(encoding="utf-8"))
     return 0 if all(c.ok for c in cells) else 1
-
-
-def _wheel_release(wheel: Path) -> str | None:
-    """The release of a torch wheel file name (2.13.0 for torch-2.13.0+cpu-...); None if it is not one."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    try:
-        _name, version, _build, _tags = parse_wheel_filename(wheel.name)
-    except InvalidWheelFilename:
-        return None  # the source stage names the problem
-    return version.public
-
-
-def _pin_prebuilt(plan: Plan, options: RunOptions, repin: Repin | None) -> Plan:
-    """In prebuilt mode, 'latest' means the newest release for which a prebuilt wheel exists (or --wheel's)."""
-    if plan.torch_requested != "latest" or repin is None:
-        return plan
-    if options.source_dir is not None or options.git_ref is not None:
-        return plan  # compiling: the Plan's release is what the checkout must be
-    if options.wheel is not None:
-        version = _wheel_release(options.wheel)
-        return plan if version in (None, plan.torch) else repin(plan, version)
-    from torchbuild.compat import load
-    from torchbuild.stages import source
-
-    candidates = [r.version for r in reversed(load().releases) if r.supports(plan.platform, plan.cuda, plan.python)]
-    found = source.newest_available(plan, candidates)
-    if found is None:
-        raise UserError(
-            f"{plan.cell_id}: no prebuilt torch wheel +{plan.local_version} for {plan.platform} and Python "
-            f"{plan.python} in the configured package indexes (pip config, PIP_INDEX_URL, PIP_FIND_LINKS). "
-            "Give one with --wheel PATH."
-        )
-    if found != plan.torch:
-        console.print(
-            f"{plan.cell_id}: no prebuilt wheel of torch {plan.torch}+{plan.local_version}; "
-            f"the newest with one is [bold]{found}[/], which this run uses."
-        )
-        return repin(plan, found)
-    return plan

@@ -20,14 +20,17 @@ from typing import Any
 
 from torchbuild import runner
 from torchbuild.errors import UserError
+from torchbuild.options import RunOptions
 from torchbuild.plan import STAGES, Plan
-from torchbuild.stages import Artifact, Context, RunOptions, StageResult, Status, sha256_of
+from torchbuild.records import StageRecord
+from torchbuild.results import Artifact, StageResult, Status, sha256_of
+from torchbuild.stages import Context
+from torchbuild.stages.smoke import STAGE as SMOKE_STAGE
 
-SMOKE = "smoke"
+SMOKE = SMOKE_STAGE.name
 BEFORE = STAGES[: STAGES.index(SMOKE)]
 AFTER = STAGES[STAGES.index(SMOKE) + 1 :]
-# What the smoke stage reads: the last "wheel" (repaired) and "conda" outputs of the stages before it.
-READS = ("wheel", "conda")
+READS = SMOKE_STAGE.reads  # the repaired wheel and the conda package
 
 
 def relocate(recorded: str, work_dir: str, root: Path) -> Path | None:
@@ -72,12 +75,12 @@ def check_plan(plan: Plan, recorded: Mapping[str, Any], path: Path) -> None:
         )
 
 
-def replayed(raw: Mapping[str, Any], plan: Plan, root: Path, path: Path) -> dict[str, runner.StageRecord]:
+def replayed(raw: Mapping[str, Any], plan: Plan, root: Path, path: Path) -> dict[str, StageRecord]:
     """The recorded stages before smoke, their outputs moved below this machine's work dir and checked."""
-    records: dict[str, runner.StageRecord] = {}
+    records: dict[str, StageRecord] = {}
     for stage in BEFORE:
         found = raw["stages"].get(stage)
-        record = runner.StageRecord.from_dict(found) if isinstance(found, dict) else None
+        record = StageRecord.from_dict(found) if isinstance(found, dict) else None
         if record is None or record.status not in ("passed", "skipped"):
             status = "no record" if record is None else record.status
             done = ", ".join(s for s in STAGES if s in raw["stages"]) or "none"
@@ -106,7 +109,7 @@ def replayed(raw: Mapping[str, Any], plan: Plan, root: Path, path: Path) -> dict
     return records
 
 
-def _replay(record: runner.StageRecord) -> runner.StageFunction:
+def _replay(record: StageRecord) -> runner.StageFunction:
     def stage(ctx: Context) -> StageResult:
         status: Status = "skipped" if record.status == "skipped" else "passed"
         return StageResult(status=status, outputs=record.outputs, message=f"from the build job: {record.message}")
@@ -118,12 +121,10 @@ def _left_to_publish_job(ctx: Context) -> StageResult:
     return StageResult(status="skipped", message="skipped: the publish job publishes every cell at once")
 
 
-def run(plan: Plan, root: Path, options: RunOptions, repin: runner.Repin | None = None) -> int:
+def run(plan: Plan, root: Path, options: RunOptions) -> int:
+    """``plan``: the cell as the build job resolved it (pin.pin_to_record)."""
     path = root / plan.work_dir / "state.json"
     raw = read_state(path)
-    recorded_torch = raw["plan"].get("torch")
-    if repin is not None and isinstance(recorded_torch, str) and recorded_torch != plan.torch:
-        plan = repin(plan, recorded_torch)  # 'latest' as the build machine resolved it (a prebuilt wheel's release)
     check_plan(plan, raw["plan"], path)
     records = replayed(raw, plan, root, path)
     stages: dict[str, runner.StageFunction] = {name: _replay(record) for name, record in records.items()}

@@ -1,5 +1,5 @@
 """Reading and validating wheel files: the name (PEP 427 / packaging), the tags the Plan expects, member paths, and
-the .dist-info metadata. Used by the source, repair, conda and verify stages.
+the .dist-info metadata. Used by the source, repair, conda and verify stages; the Plan is read, never imported.
 
 Failures raise ``WheelError`` with one line that names the file, what was expected and what was found; a stage turns
 it into ``StageFailed`` (``validate_for_plan`` does that directly).
@@ -7,20 +7,25 @@ it into ``StageFailed`` (``validate_for_plan`` does that directly).
 
 from __future__ import annotations
 
+import configparser
 import email.message
 import email.parser
 import re
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from torchbuild import platforms
+from torchbuild.elf import manylinux_policies
 from torchbuild.errors import StageFailed, one_of
-from torchbuild.plan import Plan
+
+if TYPE_CHECKING:
+    from torchbuild.plan import Plan
 
 DISTRIBUTION = "torch"
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -139,68 +144,111 @@ def wheel_file_tags(archive: zipfile.ZipFile, wheel: WheelName) -> frozenset[Tag
     return frozenset(tags)
 
 
+@dataclass(frozen=True)
+class WheelInfo:
+    """What the conda stage (and the smoke stage) need of a wheel's .dist-info."""
+
+    path: Path
+    name: str  # the distribution name as in METADATA
+    version: str
+    dist_info: str  # e.g. torch-2.13.0+cpu.dist-info
+    requires: tuple[str, ...]  # Requires-Dist, verbatim
+    tags: tuple[str, ...]  # WHEEL's Tag lines
+    entry_points: Mapping[str, Mapping[str, str]]  # group -> script name -> "module:attr"
+
+    @property
+    def data_dir(self) -> str:
+        return self.dist_info.removesuffix(".dist-info") + ".data"
+
+
+def read_wheel(path: Path, stage: str) -> WheelInfo:
+    """A wheel's .dist-info: name, version, Requires-Dist, tags and entry points. StageFailed naming the file."""
+    try:
+        name = parse_name(path)
+        with open_wheel(path) as zf:
+            dist_info = dist_info_dir(zf, name)
+            metadata = read_dist_info(zf, name, "METADATA")
+            tags = wheel_file_tags(zf, name)
+            entry_member = f"{dist_info}/entry_points.txt"
+            entry_text = zf.read(entry_member).decode("utf-8") if entry_member in zf.namelist() else ""
+    except WheelError as exc:
+        raise StageFailed(stage, str(exc)) from None
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # script names are case-sensitive
+    try:
+        parser.read_string(entry_text)
+    except configparser.Error as exc:
+        raise StageFailed(stage, f"{path}: {dist_info}/entry_points.txt cannot be parsed: {exc}") from None
+    return WheelInfo(
+        path=path,
+        name=str(metadata.get("Name", "")),
+        version=str(metadata.get("Version", "")),
+        dist_info=dist_info,
+        requires=tuple(str(r) for r in metadata.get_all("Requires-Dist") or ()),
+        tags=tuple(sorted(str(t) for t in tags)),
+        entry_points={group: dict(parser.items(group)) for group in parser.sections()},
+    )
+
+
 # --- what a Plan expects ---------------------------------------------------------------------------------
 
 
-def plan_platform_tag(plan: Plan) -> str:
-    """The platform tag of the Plan's wheel, e.g. manylinux_2_28_x86_64 or win_amd64."""
-    return next(iter(parse_name(plan.wheel).platforms))
+@dataclass(frozen=True, kw_only=True)
+class WheelTags:
+    """The tags of a cell's wheel, resolved into the Plan."""
+
+    interpreter: str  # cp311
+    abi: str  # cp311; cp37m before Python 3.8
+    platform: str  # win_amd64, manylinux_2_28_x86_64
+    # Platform tags of an input wheel that can become ``platform`` (the repair stage retags), most preferred first.
+    accepted_platforms: tuple[str, ...]
 
 
-def accepted_platform_tags(plan: Plan) -> tuple[str, ...]:
-    """Platform tags of an input wheel that can become the Plan's wheel, most preferred first.
+def accepted_platform_tags(target: str) -> tuple[str, ...]:
+    """Platform tags of an input wheel that can become a wheel tagged ``target``, most preferred first.
 
     For a manylinux target: the target and every older manylinux policy (and their legacy aliases) from auditwheel's
     policy data, then the unrepaired ``linux_<arch>`` of a local build. Anything else: the target tag only.
     """
-    target = plan_platform_tag(plan)
     if not target.startswith("manylinux"):
         return (target,)
-    from torchbuild.elf import manylinux_policies
-
-    try:
-        policies, wanted = manylinux_policies(target)
-    except ValueError as exc:
-        raise WheelError(f"{plan.wheel}: {exc}") from None
+    policies, wanted = manylinux_policies(target)
     older = sorted((p for p in policies if p.name != policies.linux.name and not p < wanted), key=lambda p: p.priority)
     tags = [str(name) for p in older for name in (p.name, *p.aliases)]
     return (*tags, str(policies.linux.name))
 
 
-def python_tags(plan: Plan) -> tuple[str, str]:
-    """(interpreter tag, abi tag) of the Plan's Python: ('cp311', 'cp311'), ('cp37', 'cp37m')."""
-    return "cp" + plan.python.replace(".", ""), platforms.get(plan.platform).python_abi_tag(plan.python)
-
-
-def plan_problems(wheel: WheelName, plan: Plan) -> list[str]:
-    """What in the file name does not fit the Plan (empty when it fits)."""
+def plan_problems(wheel: WheelName, plan: Plan, version: str | None = None) -> list[str]:
+    """What in the file name does not fit the Plan (empty when it fits). ``version`` replaces the Plan's version
+    (PyPI's unlabelled wheel of the Plan's build carries the plain release version)."""
+    tags = plan.wheel_tags
+    expected = version or plan.version
     problems = []
     if wheel.name != DISTRIBUTION:
         problems.append(f"distribution '{wheel.name}', expected '{DISTRIBUTION}'")
-    if wheel.version != Version(plan.version):
-        problems.append(f"version {wheel.version}, expected {plan.version}")
-    interpreter, abi = python_tags(plan)
-    if interpreter not in wheel.interpreters:
-        problems.append(f"python tag {one_of(sorted(wheel.interpreters))}, expected {interpreter}")
-    elif abi not in wheel.abis:
-        problems.append(f"abi tag {one_of(sorted(wheel.abis))}, expected {abi}")
-    accepted = accepted_platform_tags(plan)
-    if not wheel.platforms & set(accepted):
+    if wheel.version != Version(expected):
+        problems.append(f"version {wheel.version}, expected {expected}")
+    if tags.interpreter not in wheel.interpreters:
+        problems.append(f"python tag {one_of(sorted(wheel.interpreters))}, expected {tags.interpreter}")
+    elif tags.abi not in wheel.abis:
+        problems.append(f"abi tag {one_of(sorted(wheel.abis))}, expected {tags.abi}")
+    if not wheel.platforms & set(tags.accepted_platforms):
         problems.append(
-            f"platform tag {one_of(sorted(wheel.platforms))}, expected one that becomes {plan_platform_tag(plan)} "
-            f"for {plan.platform}: {one_of(accepted)}"
+            f"platform tag {one_of(sorted(wheel.platforms))}, expected one that becomes {tags.platform} "
+            f"for {plan.platform}: {one_of(tags.accepted_platforms)}"
         )
     return problems
 
 
-def validate_for_plan(path: Path, plan: Plan, *, stage: str) -> WheelName:
-    """Everything the source stage needs to trust an input wheel; StageFailed naming the file otherwise."""
+def validate_for_plan(path: Path, plan: Plan, *, stage: str, version: str | None = None) -> WheelName:
+    """Everything the source stage needs to trust an input wheel; StageFailed naming the file otherwise.
+    ``version``: see ``plan_problems``."""
     if not path.exists():
         raise StageFailed(stage, f"wheel not found: {path}")
     try:
         with open_wheel(path) as archive:
             wheel = parse_name(path)
-            problems = plan_problems(wheel, plan)
+            problems = plan_problems(wheel, plan, version)
             if problems:
                 raise WheelError(f"{path} is not the wheel of {plan.cell_id} ({plan.wheel}): " + "; ".join(problems))
             bad = unsafe_members(archive)

@@ -27,8 +27,10 @@ from typing import Any, Literal
 from tests.builders import torch_plan
 from tests.integration.support_conda import tiny_torch_wheel
 from torchbuild import report
-from torchbuild.runner import CellRun, StageRecord
-from torchbuild.stages import Artifact, Context, RunOptions
+from torchbuild.options import RunOptions
+from torchbuild.records import CellRun, StageRecord
+from torchbuild.results import Artifact
+from torchbuild.stages import Context
 from torchbuild.stages import conda as conda_stage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -243,12 +245,12 @@ def job_build(workspace: Path, python: str, padding: int = 0) -> JobBuild:
         files["torch/lib/blob.bin"] = os.urandom(padding)
     wheel_path = tiny_torch_wheel(wheel_dir, plan) if not padding else _padded_wheel(wheel_dir, plan, files)
     wheel = Artifact.of(wheel_path)
-    ctx = Context(plan=plan, root=workspace, options=RunOptions(), inputs={"wheel": wheel})
-    conda = conda_stage.run(ctx).outputs["conda"]
+    ctx = Context(plan=plan, root=workspace, options=RunOptions(), inputs={"repaired_wheel": wheel})
+    conda = conda_stage.run(ctx).outputs["conda_package"]
     cell = CellRun(plan=plan)
     cell.records = [
-        StageRecord(stage="repair", status="passed", outputs={"wheel": wheel}),
-        StageRecord(stage="conda", status="passed", outputs={"conda": conda}),
+        StageRecord(stage="repair", status="passed", outputs={"repaired_wheel": wheel}),
+        StageRecord(stage="conda", status="passed", outputs={"conda_package": conda}),
     ]
     report.write([cell], workspace / "build")
     return JobBuild(build=workspace / "build", conda=conda, wheel=wheel)

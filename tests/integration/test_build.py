@@ -27,8 +27,10 @@ from torchbuild import checkout, matrix
 from torchbuild import plan as plan_mod
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.matrix import Cell
+from torchbuild.options import RunOptions
 from torchbuild.plan import Plan
-from torchbuild.stages import Context, RunOptions, StageResult, build, source
+from torchbuild.results import StageResult
+from torchbuild.stages import Context, build, source
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -84,7 +86,7 @@ def test_cuda_fixture_has_device_code_for_exactly_the_plans_archs(
     plan = cell_plan("13.0")
     src = Path(shutil.copytree(FIXTURES / "cuda_ext", tmp_path / "src"))
     result, log = build_fixture(plan, src, tmp_path / "work", tmp_path / "cache")
-    wheel = result.outputs["wheel"].path
+    wheel = result.outputs["built_wheel"].path
     assert wheel.name.startswith("fixture_ext-0.1.0-cp3") and result.outputs["build_log"].path == log
     site = unpack(wheel, tmp_path / "site")
     seen = json.loads((site / "fixture_ext" / "_build_env.json").read_text())
@@ -112,7 +114,7 @@ def test_cpu_plan_builds_without_device_code(tmp_path: Path, request: pytest.Fix
     plan = cell_plan("cpu")
     src = Path(shutil.copytree(FIXTURES / "cuda_ext", tmp_path / "src"))
     result, _log = build_fixture(plan, src, tmp_path / "work", tmp_path / "cache")
-    site = unpack(result.outputs["wheel"].path, tmp_path / "site")
+    site = unpack(result.outputs["built_wheel"].path, tmp_path / "site")
     seen = json.loads((site / "fixture_ext" / "_build_env.json").read_text())
     assert seen["USE_CUDA"] == "0" and seen["NO_CUDA"] == "1" and seen["TORCH_CUDA_ARCH_LIST"] is None
     assert run_python(site, "import fixture_ext as f; print(f.add(40, 2), f.cuda_built())") == "42 False"
@@ -219,7 +221,7 @@ def test_torch_cpp_extension_through_the_build_stage(tmp_path: Path) -> None:
     plan = cell_plan("cpu")
     src = Path(shutil.copytree(FIXTURES / "torch_ext", tmp_path / "src"))
     result, log = build_fixture(plan, src, tmp_path / "work", tmp_path / "cache")
-    site = unpack(result.outputs["wheel"].path, tmp_path / "site")
+    site = unpack(result.outputs["built_wheel"].path, tmp_path / "site")
     code = "import torch, torch_ext_fixture as t; print(t.scaled_add(torch.ones(3), torch.arange(3.0), 2.0).tolist())"
     assert run_python(site, code) == "[1.0, 3.0, 5.0]"
     assert "torch/extension.h" in (src / "torch_ext_fixture" / "ops.cpp").read_text()

@@ -19,8 +19,10 @@ from tests.conftest import REPODATA
 from tests.integration.support_conda import repack, tiny_torch_wheel
 from torchbuild.checks.conda_package import CondaArchive, read_package
 from torchbuild.errors import StageFailed, UserError
+from torchbuild.options import RunOptions
 from torchbuild.plan import Plan
-from torchbuild.stages import Artifact, Check, Context, RunOptions, StageResult, conda, verify
+from torchbuild.results import Artifact, Check, StageResult
+from torchbuild.stages import Context, conda, verify
 
 SITE = "lib/python3.11/site-packages"
 TINY_REQUIRES = (
@@ -52,8 +54,8 @@ class Built:
 
 def build(root: Path, plan: Plan, wheel: Path, **options: object) -> Built:
     wheel_artifact = Artifact.of(wheel)
-    result = conda.run(context(root, plan, {"wheel": wheel_artifact}, **options))
-    return Built(plan, root, wheel_artifact, result, read_package(result.outputs["conda"].path))
+    result = conda.run(context(root, plan, {"repaired_wheel": wheel_artifact}, **options))
+    return Built(plan, root, wheel_artifact, result, read_package(result.outputs["conda_package"].path))
 
 
 # --- a small wheel ---------------------------------------------------------------------------------------
@@ -68,7 +70,7 @@ def tiny(tmp_path: Path) -> Built:
 
 def test_conda_stage_makes_the_plans_package(tiny: Built) -> None:
     plan, pkg = tiny.plan, tiny.package
-    artifact = tiny.conda.outputs["conda"]
+    artifact = tiny.conda.outputs["conda_package"]
     assert artifact.path.name == plan.conda.filename == "pytorch-2.13.0-py3.11_cpu_0.conda"
     assert artifact.path.parent == tiny.root / plan.stage_dirs["conda"]
     assert pkg.index["depends"] == [*plan.conda.depends, "filelock", "typing_extensions >=4.10.0"]
@@ -118,7 +120,7 @@ def test_wheel_data_directory_goes_where_pip_puts_it(tmp_path: Path) -> None:
     assert ran.stdout == "tool ran\n"
     record = (prefix / SITE / "torch-2.13.0+cpu.dist-info" / "RECORD").read_text()
     assert "../../../bin/torch-tool,sha256=" in record and "../../../share/torch/notes.txt,sha256=" in record
-    verified = verify.run(context(built.root, plan, {"conda": built.conda.outputs["conda"]}))
+    verified = verify.run(context(built.root, plan, {"conda_package": built.conda.outputs["conda_package"]}))
     assert [c for c in verified.checks if c.status == "failed"] == []
 
 
@@ -126,19 +128,19 @@ def test_unknown_wheel_data_directory_is_refused(tmp_path: Path) -> None:
     plan = torch_plan()
     wheel = make_wheel(tmp_path, plan.wheel, {"torch-2.13.0+cpu.data/stuff/x": b""})
     with pytest.raises(StageFailed, match=r"torch-2.13.0\+cpu.data/stuff/; valid: data, headers, platlib"):
-        conda.run(context(tmp_path, plan, {"wheel": Artifact.of(wheel)}))
+        conda.run(context(tmp_path, plan, {"repaired_wheel": Artifact.of(wheel)}))
 
 
 def test_wheel_member_escaping_the_prefix_is_refused(tmp_path: Path) -> None:
     plan = torch_plan()
     wheel = make_wheel(tmp_path, plan.wheel, {"torch/__init__.py": b"", "../../etc/evil": b""})
     with pytest.raises(StageFailed, match=r"member '../../etc/evil' escapes the install root \('..' component\)"):
-        conda.run(context(tmp_path / "work", plan, {"wheel": Artifact.of(wheel)}))
+        conda.run(context(tmp_path / "work", plan, {"repaired_wheel": Artifact.of(wheel)}))
     assert not (tmp_path / "etc").exists()
 
 
 def test_verify_passes_on_the_small_package(tiny: Built) -> None:
-    inputs = {"wheel": tiny.wheel, "conda": tiny.conda.outputs["conda"]}
+    inputs = {"repaired_wheel": tiny.wheel, "conda_package": tiny.conda.outputs["conda_package"]}
     result = verify.run(context(tiny.root, tiny.plan, inputs))
     got = statuses(result.checks)
     assert [c for c in result.checks if c.status == "failed"] == []
@@ -151,9 +153,9 @@ def test_verify_passes_on_the_small_package(tiny: Built) -> None:
 
 
 def test_verify_fails_naming_the_check_and_file(tiny: Built, tmp_path: Path) -> None:
-    original = tiny.conda.outputs["conda"].path
+    original = tiny.conda.outputs["conda_package"].path
     tampered = repack(original, tmp_path / original.name, {f"{SITE}/torch/__init__.py": b"__version__ = 'evil!'\n"})
-    inputs = {"wheel": tiny.wheel, "conda": Artifact.of(tampered)}
+    inputs = {"repaired_wheel": tiny.wheel, "conda_package": Artifact.of(tampered)}
     with pytest.raises(StageFailed) as caught:
         verify.run(context(tiny.root, tiny.plan, inputs))
     message = str(caught.value)
@@ -164,10 +166,10 @@ def test_verify_fails_naming_the_check_and_file(tiny: Built, tmp_path: Path) -> 
 
 
 def test_verify_checks_the_file_against_what_the_conda_stage_recorded(tiny: Built) -> None:
-    recorded = tiny.conda.outputs["conda"]
+    recorded = tiny.conda.outputs["conda_package"]
     stale = Artifact(path=recorded.path, sha256="0" * 64, size=recorded.size)
     with pytest.raises(StageFailed, match=r"TB104 .*sha256 on disk differs"):
-        verify.run(context(tiny.root, tiny.plan, {"conda": stale}))
+        verify.run(context(tiny.root, tiny.plan, {"conda_package": stale}))
 
 
 def test_tar_bz2_format(tmp_path: Path) -> None:
@@ -175,7 +177,8 @@ def test_tar_bz2_format(tmp_path: Path) -> None:
     wheel = tiny_torch_wheel(tmp_path, plan)
     built = build(tmp_path / "work", plan, wheel, conda_format="tar.bz2")
     assert built.package.path.name == "pytorch-2.13.0-py3.11_cpu_0.tar.bz2"
-    result = verify.run(context(built.root, plan, {"conda": built.conda.outputs["conda"]}, conda_format="tar.bz2"))
+    inputs = {"conda_package": built.conda.outputs["conda_package"]}
+    result = verify.run(context(built.root, plan, inputs, conda_format="tar.bz2"))
     assert statuses(result.checks)["TB103"] == "skipped"
     assert statuses(result.checks)["TB104"] == "passed"
 
@@ -187,7 +190,7 @@ def test_source_date_epoch_makes_the_package_reproducible(tmp_path: Path, monkey
     first = build(tmp_path / "a", plan, wheel)
     second = build(tmp_path / "b", plan, wheel)
     assert first.package.index["timestamp"] == 1700000000 * 1000
-    assert first.conda.outputs["conda"].sha256 == second.conda.outputs["conda"].sha256
+    assert first.conda.outputs["conda_package"].sha256 == second.conda.outputs["conda_package"].sha256
 
 
 def test_bad_inputs_give_clear_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -196,13 +199,13 @@ def test_bad_inputs_give_clear_errors(tmp_path: Path, monkeypatch: pytest.Monkey
         conda.run(context(tmp_path, plan, {}))
     missing = Artifact(path=tmp_path / plan.wheel, sha256="", size=0)
     with pytest.raises(StageFailed, match=re.escape(f"conda: wheel not found: {tmp_path / plan.wheel}")):
-        conda.run(context(tmp_path, plan, {"wheel": missing}))
+        conda.run(context(tmp_path, plan, {"repaired_wheel": missing}))
     wheel = Artifact.of(tiny_torch_wheel(tmp_path, plan))
     with pytest.raises(UserError, match="compression level 30 is out of range for conda: valid: 1 to 22"):
-        conda.run(context(tmp_path, plan, {"wheel": wheel}, compression_level=30))
+        conda.run(context(tmp_path, plan, {"repaired_wheel": wheel}, compression_level=30))
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
     with pytest.raises(UserError, match=re.escape("SOURCE_DATE_EPOCH='yesterday'")):
-        conda.run(context(tmp_path, plan, {"wheel": wheel}))
+        conda.run(context(tmp_path, plan, {"repaired_wheel": wheel}))
     with pytest.raises(StageFailed, match=r"^verify: nothing to verify"):
         verify.run(context(tmp_path, plan, {}))
 
@@ -234,7 +237,7 @@ def torch_built(tmp_path_factory: pytest.TempPathFactory) -> Built:
 
 @pytest.fixture(scope="session")
 def torch_verified(torch_built: Built) -> StageResult:
-    inputs = {"wheel": torch_built.wheel, "conda": torch_built.conda.outputs["conda"]}
+    inputs = {"repaired_wheel": torch_built.wheel, "conda_package": torch_built.conda.outputs["conda_package"]}
     return verify.run(context(torch_built.root, torch_built.plan, inputs))
 
 

@@ -75,7 +75,7 @@ def test_build_stage_provisions_the_cells_cuda(tmp_path: Path, request: pytest.F
     assert not Path(plan.env["CUDA_HOME"]).exists()  # /usr/local/cuda-13.2 is not on this machine
     src = Path(shutil.copytree(Path(__file__).resolve().parent.parent / "fixtures" / "cuda_ext", tmp_path / "src"))
     result, log = build_fixture(plan, src, tmp_path / "work", cache)
-    site = unpack(result.outputs["wheel"].path, tmp_path / "site")
+    site = unpack(result.outputs["built_wheel"].path, tmp_path / "site")
     seen = json.loads((site / "fixture_ext" / "_build_env.json").read_text())
     assert seen["CUDA_HOME"] == str(root) and seen["TORCH_CUDA_ARCH_LIST"] == ARCHS
     assert f"nvcc {PROVISIONED}: {PROVISIONED}." in log.read_text()

@@ -43,7 +43,7 @@ from tests.integration.support_s3 import (
     s3_env,
     start_pipeline,
 )
-from torchbuild.stages import Artifact
+from torchbuild.results import Artifact
 
 pytestmark = pytest.mark.slow
 
@@ -424,7 +424,8 @@ def test_the_publish_stage_of_a_run(
 
     from tests.builders import torch_plan
     from torchbuild import runner
-    from torchbuild.stages import RunOptions, StageResult
+    from torchbuild.options import RunOptions
+    from torchbuild.results import StageResult
 
     for key, value in bucket.env.items():
         monkeypatch.setenv(key, value)

@@ -17,8 +17,10 @@ from tests.builders import torch_plan
 from tests.conftest import REPODATA
 from tests.integration.support_conda import tiny_torch_wheel
 from torchbuild import solve
+from torchbuild.options import RunOptions
 from torchbuild.plan import Plan
-from torchbuild.stages import Artifact, Context, RunOptions, conda
+from torchbuild.results import Artifact
+from torchbuild.stages import Context, conda
 
 TORCH = "2.8.0"
 CUDA = "12.9"
@@ -33,8 +35,9 @@ class Channel:
 
 def _package(root: Path, plan: Plan) -> Path:
     wheel = tiny_torch_wheel(root / "wheels", plan, ("filelock",))
-    ctx = Context(plan=plan, root=root, options=RunOptions(compression_level=1), inputs={"wheel": Artifact.of(wheel)})
-    return conda.run(ctx).outputs["conda"].path
+    inputs = {"repaired_wheel": Artifact.of(wheel)}
+    ctx = Context(plan=plan, root=root, options=RunOptions(compression_level=1), inputs=inputs)
+    return conda.run(ctx).outputs["conda_package"].path
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,10 @@ from packaging.requirements import Requirement
 from tests.builders import real_torch_wheel, record_hash, torch_plan
 from torchbuild import smoke_checks
 from torchbuild.errors import StageFailed
+from torchbuild.options import RunOptions
 from torchbuild.plan import Plan
-from torchbuild.stages import Artifact, Context, RunOptions, StageResult, smoke
+from torchbuild.results import Artifact, StageResult
+from torchbuild.stages import Context, smoke
 from torchbuild.stages.smoke import wheel_requirements
 
 BROKEN_INIT = b'raise ImportError("DLL load failed while importing _C: The specified module could not be found.")\n'
@@ -73,7 +75,8 @@ def torch_conda(torch_wheel: Path, linux_plan: Plan, tmp_path_factory: pytest.Te
 
 
 def context(plan: Plan, root: Path, wheel: Path | None, conda: Path | None) -> Context:
-    inputs = {name: Artifact.of(path) for name, path in (("wheel", wheel), ("conda", conda)) if path is not None}
+    inputs = {name: Artifact.of(path) for name, path in (("repaired_wheel", wheel), ("conda_package", conda))
+              if path is not None}
     return Context(plan=plan, root=root, options=RunOptions(), inputs=inputs)
 
 
@@ -189,6 +192,6 @@ def test_missing_inputs_name_the_valid_ones(linux_plan: Plan, tmp_path: Path) ->
     with pytest.raises(StageFailed) as caught:
         smoke.run(context(linux_plan, tmp_path, None, None))
     assert str(caught.value) == (
-        "smoke: needs the inputs wheel and conda (the repaired wheel and the conda package); missing: wheel, conda; "
-        "given: none"
+        "smoke: needs the inputs repaired_wheel and conda_package (the repaired wheel and the conda package); missing: "
+        "repaired_wheel, conda_package; given: none"
     )

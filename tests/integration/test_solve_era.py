@@ -14,7 +14,9 @@ from tests.conftest import REPODATA
 from tests.integration.support_conda import tiny_torch_wheel
 from torchbuild import solve as solver
 from torchbuild.checks.conda_package import read_package
-from torchbuild.stages import Artifact, Context, RunOptions, conda, verify
+from torchbuild.options import RunOptions
+from torchbuild.results import Artifact
+from torchbuild.stages import Context, conda, verify
 
 MAIN = REPODATA / "main"
 pytestmark = pytest.mark.skipif(not MAIN.is_dir(), reason=f"skipped: no stored repodata at {MAIN}")
@@ -27,8 +29,8 @@ def old_cell(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     tmp = tmp_path_factory.mktemp("old-cell")
     wheel = tiny_torch_wheel(tmp, plan)
     options = RunOptions(repodata=REPODATA, compression_level=3)
-    ctx = Context(plan=plan, root=tmp / "work", options=options, inputs={"wheel": Artifact.of(wheel)})
-    package = conda.run(ctx).outputs["conda"].path
+    ctx = Context(plan=plan, root=tmp / "work", options=options, inputs={"repaired_wheel": Artifact.of(wheel)})
+    package = conda.run(ctx).outputs["conda_package"].path
     return package, solver.make_local_channel([package], tmp / "channel")
 
 

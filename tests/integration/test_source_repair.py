@@ -18,9 +18,12 @@ from tests.integration.support_source_repair import (
     use_only_index,
     wheel_from_tree,
 )
+from torchbuild import pin
 from torchbuild.errors import StageFailed
+from torchbuild.options import RunOptions
 from torchbuild.plan import Plan
-from torchbuild.stages import Artifact, Context, RunOptions, StageResult, build, repair, source
+from torchbuild.results import Artifact, StageResult
+from torchbuild.stages import Context, build, repair, source
 
 __all__ = ["http_index"]  # the fixture, imported for pytest
 
@@ -46,7 +49,7 @@ def _ctx(
 def test_source_with_the_real_wheel_given(tmp_path: Path) -> None:
     given = real_torch_wheel()
     result = source.run(_ctx(tmp_path / "ws", tmp_path / "cache", wheel=given))
-    out = result.outputs["wheel"]
+    out = result.outputs["source_wheel"]
     assert out.path == tmp_path / "ws" / PLAN.stage_dirs["source"] / PLAN.wheel
     assert (out.sha256, out.size) == (TORCH_SHA256, given.stat().st_size)
     assert result.status == "passed"
@@ -58,7 +61,7 @@ def test_source_finds_the_wheel_in_find_links_and_only_hashes_it(
     monkeypatch.setenv("PIP_FIND_LINKS", str(real_torch_wheel().parent))
     cache = tmp_path / "cache"
     result = source.run(_ctx(tmp_path / "ws", cache))
-    out = result.outputs["wheel"]
+    out = result.outputs["source_wheel"]
     assert out.path.name == PLAN.wheel
     assert out.sha256 == TORCH_SHA256
     assert "not downloaded" in result.message
@@ -78,14 +81,14 @@ def test_source_downloads_once_then_uses_the_cache(
     assert "downloaded from http://127.0.0.1" in first.message
     entry = cache / "wheels" / TORCH_SHA256 / PLAN.wheel
     assert entry.is_file()
-    assert first.outputs["wheel"].sha256 == TORCH_SHA256
+    assert first.outputs["source_wheel"].sha256 == TORCH_SHA256
 
     second = source.run(_ctx(tmp_path / "ws2", cache))
     assert http_index.count(".whl") == 1, "the second run downloaded the wheel again"
     assert http_index.count("/simple/torch/") == 2  # pip did look at the index again
     assert "cached" in second.message
-    assert second.outputs["wheel"].sha256 == TORCH_SHA256
-    assert second.outputs["wheel"].path == tmp_path / "ws2" / PLAN.stage_dirs["source"] / PLAN.wheel
+    assert second.outputs["source_wheel"].sha256 == TORCH_SHA256
+    assert second.outputs["source_wheel"].path == tmp_path / "ws2" / PLAN.stage_dirs["source"] / PLAN.wheel
 
 
 def test_source_says_what_it_looked_for_when_no_index_has_it(
@@ -107,16 +110,16 @@ def test_source_says_what_it_looked_for_when_no_index_has_it(
 def test_newest_available_in_the_configured_indexes(monkeypatch: pytest.MonkeyPatch) -> None:
     # As pip is configured here: PyPI plus find-links /opt/wheels, where only 2.13.0+cpu is a linux-64 CPU build.
     monkeypatch.setenv("PIP_FIND_LINKS", str(real_torch_wheel().parent))
-    assert source.newest_available(PLAN, RELEASES) == "2.13.0"
+    assert pin.newest_available(PLAN, RELEASES) == "2.13.0"
 
 
 def test_newest_available_on_a_local_index(monkeypatch: pytest.MonkeyPatch, http_index: Index) -> None:
     http_index.add(real_torch_wheel())
     use_only_index(monkeypatch, http_index)
-    assert source.newest_available(PLAN, RELEASES) == "2.13.0"
-    assert source.newest_available(PLAN, ["2.15.0", "2.14.0"]) is None
-    assert source.newest_available(torch_plan(python="3.12"), RELEASES) is None
-    assert source.newest_available(torch_plan(platform="win-64"), RELEASES) is None
+    assert pin.newest_available(PLAN, RELEASES) == "2.13.0"
+    assert pin.newest_available(PLAN, ["2.15.0", "2.14.0"]) is None
+    assert pin.newest_available(torch_plan(python="3.12"), RELEASES) is None
+    assert pin.newest_available(torch_plan(platform="win-64"), RELEASES) is None
     assert http_index.count(".whl") == 0
 
 
@@ -125,8 +128,8 @@ def test_newest_available_on_a_local_index(monkeypatch: pytest.MonkeyPatch, http
 
 def test_build_passes_the_prebuilt_wheel_through(tmp_path: Path) -> None:
     wheel = Artifact.of(make_wheel(tmp_path, PLAN.wheel))
-    result = build.run(_ctx(tmp_path / "ws", tmp_path / "cache", inputs={"wheel": wheel}))
-    assert (result.status, result.outputs["wheel"], result.message) == (
+    result = build.run(_ctx(tmp_path / "ws", tmp_path / "cache", inputs={"source_wheel": wheel}))
+    assert (result.status, result.outputs["built_wheel"], result.message) == (
         "skipped", wheel, "prebuilt wheel: nothing to compile"
     )  # fmt: skip
 
@@ -142,7 +145,7 @@ def repaired_real(tmp_path_factory: pytest.TempPathFactory) -> tuple[Artifact, S
     cache = root / "cache"
     got = source.run(_ctx(root, cache, wheel=given)).outputs
     built = build.run(_ctx(root, cache, inputs=dict(got))).outputs
-    return built["wheel"], repair.run(_ctx(root, cache, inputs=dict(built)))
+    return built["built_wheel"], repair.run(_ctx(root, cache, inputs=dict(built)))
 
 
 @pytest.mark.slow
@@ -150,7 +153,7 @@ def test_repair_of_the_real_wheel_keeps_its_name_and_passes_the_closure(
     repaired_real: tuple[Artifact, StageResult],
 ) -> None:
     given, result = repaired_real
-    out = result.outputs["wheel"]
+    out = result.outputs["repaired_wheel"]
     assert out.path.name == PLAN.wheel
     assert out.path.parent.name == "repair"
     # auditwheel finds nothing to vendor and the tag is already right: the same bytes, not a rewritten archive
@@ -180,7 +183,7 @@ PYINIT = "void PyInit__C(void) {}\n"
 
 
 def _repair(tmp_path: Path, wheel: Path, plan: Plan = PLAN) -> StageResult:
-    return repair.run(_ctx(tmp_path / "ws", tmp_path / "cache", plan=plan, inputs={"wheel": Artifact.of(wheel)}))
+    return repair.run(_ctx(tmp_path / "ws", tmp_path / "cache", plan=plan, inputs={"built_wheel": Artifact.of(wheel)}))
 
 
 def test_repair_vendors_an_outside_library_and_retags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -194,7 +197,7 @@ def test_repair_vendors_an_outside_library_and_retags(tmp_path: Path, monkeypatc
 
     result = _repair(tmp_path, wheel_from_tree(tmp_path / "dist", STAND_IN, tree))
 
-    out = result.outputs["wheel"].path
+    out = result.outputs["repaired_wheel"].path
     assert out.name == PLAN.wheel
     assert "vendored libfoo.so.1" in result.message
     with zipfile.ZipFile(out) as archive:
@@ -232,7 +235,7 @@ def test_repair_copies_a_wheel_that_needs_nothing(tmp_path: Path) -> None:
     build_so(tree / EXT, code=PYINIT, libs=["m"])
     given = wheel_from_tree(tmp_path / "dist", PLAN.wheel, tree)
     result = _repair(tmp_path, given)
-    assert result.outputs["wheel"].sha256 == Artifact.of(given).sha256
+    assert result.outputs["repaired_wheel"].sha256 == Artifact.of(given).sha256
     assert "copied through" in result.message
 
 

@@ -19,8 +19,8 @@ from tests.builders import make_wheel, torch_plan
 from tests.conftest import REPODATA, ROOT
 from tests.pe_fixtures import PeFixtures, build
 from torchbuild import pe
-from torchbuild.stages import RunOptions
-from torchbuild.stages.source import fetch, untagged_plan
+from torchbuild.options import RunOptions
+from torchbuild.stages.source import fetch
 
 CELL = "win-64-cpu-py3.11-torch2.5.1"
 ARGS = ("--platform", "win-64", "--cuda", "cpu", "--py", "3.11", "--torch", "2.5.1")
@@ -59,9 +59,9 @@ class Run:
 @pytest.fixture(scope="session")
 def torch_win_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """PyPI's torch 2.5.1 cp311 win_amd64 wheel, through the source stage's pip download and sha256 cache."""
-    plain = untagged_plan(torch_plan("win-64", "cpu", "3.11", "2.5.1"))
-    assert plain is not None
-    return fetch(plain, RunOptions().cache_dir, tmp_path_factory.mktemp("fetch") / "pip.log").path
+    plan = torch_plan("win-64", "cpu", "3.11", "2.5.1")
+    assert plan.prebuilt_unlabelled
+    return fetch(plan, RunOptions().cache_dir, tmp_path_factory.mktemp("fetch") / "pip.log", version=plan.torch).path
 
 
 @pytest.fixture(scope="session")
@@ -190,7 +190,8 @@ def test_cuda_cell_vendors_the_cuda_runtime_from_its_provider_but_never_the_driv
     from the nvidia-cuda-runtime-cu12 12.4 wheel, leaves nvcuda.dll to the driver, and the closure is complete."""
     from dataclasses import replace
 
-    from torchbuild.stages import Artifact, Context, repair
+    from torchbuild.results import Artifact
+    from torchbuild.stages import Context, repair
 
     plan = torch_plan("win-64", "12.4", "3.11", "2.5.1")
     assert "cudart64_12.dll" in plan.ship_dlls
@@ -199,10 +200,10 @@ def test_cuda_cell_vendors_the_cuda_runtime_from_its_provider_but_never_the_driv
     wheel = make_wheel(
         tmp_path, plan.wheel, {"torch/__init__.py": b"", **{rel: path.read_bytes() for rel, path in files.items()}}
     )
-    ctx = Context(plan=plan, root=tmp_path / "work", options=RunOptions(), inputs={"wheel": Artifact.of(wheel)})
+    ctx = Context(plan=plan, root=tmp_path / "work", options=RunOptions(), inputs={"built_wheel": Artifact.of(wheel)})
     result = repair.run(ctx)
 
-    with zipfile.ZipFile(result.outputs["wheel"].path) as archive:
+    with zipfile.ZipFile(result.outputs["repaired_wheel"].path) as archive:
         names = {Path(n).name.lower() for n in archive.namelist()}
     assert {"cudart64_12.dll", "msvcp140.dll", "vcruntime140_1.dll"} <= names
     assert "nvcuda.dll" not in names

@@ -22,8 +22,8 @@ from torchbuild.channels.s3 import Location, parse_url
 from torchbuild.channels.secrets import MASK, redact, register
 from torchbuild.errors import UserError
 from torchbuild.publish_cmd import collect, locate
-from torchbuild.runner import CellRun, StageRecord
-from torchbuild.stages import Artifact
+from torchbuild.records import CellRun, StageRecord
+from torchbuild.results import Artifact
 
 WHEEL = "torch-2.5.1+cpu-cp311-cp311-win_amd64.whl"
 
@@ -139,8 +139,8 @@ def _ci_build(workspace: Path, packages: list[Path], ok: bool = True) -> Path:
     (cell_dir / "conda").mkdir(parents=True)
     conda = Artifact.of(Path(shutil.copy(packages[0], cell_dir / "conda" / packages[0].name)))
     cell = CellRun(plan=plan)
-    cell.records = [StageRecord("repair", "passed", outputs={"wheel": wheel}),
-                    StageRecord("conda", "passed" if ok else "failed", outputs={"conda": conda})]  # fmt: skip
+    cell.records = [StageRecord("repair", "passed", outputs={"repaired_wheel": wheel}),
+                    StageRecord("conda", "passed" if ok else "failed", outputs={"conda_package": conda})]  # fmt: skip
     report.write([cell], workspace / "build")
     return workspace / "build"
 
@@ -194,7 +194,7 @@ def test_publish_names_the_report_and_cell_of_a_bad_entry(packages: list[Path], 
     report_path = build / "report.json"
     data = json.loads(report_path.read_text())
     (cell,) = data["cells"]
-    del cell["artifacts"]["conda"]["size"]
+    del cell["artifacts"]["conda_package"]["size"]
     report_path.write_text(json.dumps(data))
     channel = tmp_path / "channel"
     result = subprocess.run(
@@ -213,7 +213,7 @@ def test_publish_names_the_report_and_cell_of_a_bad_entry(packages: list[Path], 
         "'cells' is not a list": "not a list",
         "'artifacts' is not an object": [{**cell, "artifacts": []}],
         "wheel entry lacks a valid 'path' (a file path), 'sha256' (64 hex digits), 'size'": [
-            {**cell, "artifacts": {"wheel": {"path": 1, "sha256": "x", "size": "1"}}}
+            {**cell, "artifacts": {"repaired_wheel": {"path": 1, "sha256": "x", "size": "1"}}}
         ],
     }
     for expected, cells in broken.items():

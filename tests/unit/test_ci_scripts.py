@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 from tests.conftest import ROOT
-from torchbuild import cli, report, runner
+from torchbuild import cli, report
 from torchbuild.matrix import load
 from torchbuild.plan import Plan
-from torchbuild.stages import Artifact, Check
+from torchbuild.records import CellRun, StageRecord
+from torchbuild.results import Artifact, Check
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import install_cuda
@@ -65,10 +66,10 @@ def cell_report(directory: Path, cell_id: str, smoke: str) -> tuple[Plan, Artifa
     wheel.write_bytes(b"a wheel")
     artifact = Artifact.of(wheel)
     records = [
-        runner.StageRecord(stage="build", status="passed", duration=3 * 3600, outputs={"wheel": artifact}),
-        runner.StageRecord(stage="smoke", status=smoke, duration=60, checks=[Check("wheel: import", smoke)]),
+        StageRecord(stage="build", status="passed", duration=3 * 3600, outputs={"built_wheel": artifact}),
+        StageRecord(stage="smoke", status=smoke, duration=60, checks=[Check("wheel: import", smoke)]),
     ]
-    report.write([runner.CellRun(plan=plan, records=records)], directory)
+    report.write([CellRun(plan=plan, records=records)], directory)
     return plan, artifact
 
 

@@ -13,10 +13,12 @@ from tests.builders import make_wheel, torch_plan
 from tests.integration.support_conda import assemble_small, repack
 from torchbuild import solve
 from torchbuild.checks import CODES
-from torchbuild.checks.conda_package import check_package, pe_machine
+from torchbuild.checks.conda_archive import pe_machine
+from torchbuild.checks.conda_package import check_package
 from torchbuild.checks.wheel_record import check_wheel
-from torchbuild.stages import Check
-from torchbuild.stages.conda import WheelInfo, load_mapping, marker_environment, requirement_to_conda, wheel_requires
+from torchbuild.results import Check
+from torchbuild.wheel_to_conda import load_mapping, requirement_to_conda, wheel_requires
+from torchbuild.wheelfile import WheelInfo
 
 SITE = "lib/python3.11/site-packages"
 GOOD_FILES = {
@@ -275,10 +277,10 @@ def test_requires_dist_to_conda_specs() -> None:
 
 
 def test_marker_environment_is_the_target_not_the_host() -> None:
-    env = marker_environment(torch_plan(platform="win-64", python="3.12", torch="2.11.0"))
+    env = torch_plan(platform="win-64", python="3.12", torch="2.11.0").conda.marker_environment
     assert env["sys_platform"] == "win32" and env["python_version"] == "3.12"
     mapping = load_mapping()
-    assert requirement_to_conda('pywin32; os_name == "nt"', marker_environment(torch_plan()), mapping) is None
+    assert requirement_to_conda('pywin32; os_name == "nt"', torch_plan().conda.marker_environment, mapping) is None
 
 
 # --- solve -----------------------------------------------------------------------------------------------

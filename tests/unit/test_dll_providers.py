@@ -11,7 +11,7 @@ from tests.builders import torch_plan
 from tests.pe_fixtures import PeFixtures, build
 from torchbuild import dll_providers
 from torchbuild.dll_providers import Provider, ProviderData, ProviderError
-from torchbuild.stages import RunOptions
+from torchbuild.options import RunOptions
 
 
 @pytest.fixture(scope="session")

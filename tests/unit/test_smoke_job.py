@@ -16,7 +16,8 @@ from tests.conftest import ROOT
 from torchbuild import cli, runner, smoke_job
 from torchbuild.matrix import load
 from torchbuild.plan import STAGES, Plan
-from torchbuild.stages import Artifact
+from torchbuild.records import StageRecord
+from torchbuild.results import Artifact
 
 CELL = "win-64-cpu-py3.11"
 BUILD_ROOT = PureWindowsPath(r"D:\a\torchbuild\torchbuild")  # where a windows-2022 runner checks out
@@ -41,12 +42,13 @@ def record_build(root: Path, plan: Plan, upto: str = "verify", wheel: bytes = b"
     state = runner.State(root / plan.work_dir / "state.json")
     outputs = {"repair": "wheel", "conda": "conda"}
     for stage in STAGES[: STAGES.index(upto) + 1]:
-        record = runner.StageRecord(stage=stage, status="passed", duration=60.0, message=f"{stage} done")
+        record = StageRecord(stage=stage, status="passed", duration=60.0, message=f"{stage} done")
         if stage in outputs:
             name = outputs[stage]
             local = Artifact.of(files[name])
             windows_path = BUILD_ROOT.joinpath(*files[name].relative_to(root).parts)
-            record.outputs = {name: Artifact(path=Path(str(windows_path)), sha256=local.sha256, size=local.size)}
+            declared = {"wheel": "repaired_wheel", "conda": "conda_package"}[name]
+            record.outputs = {declared: Artifact(path=Path(str(windows_path)), sha256=local.sha256, size=local.size)}
         state.stages[stage] = record
     state.save(plan)
     if wheel != b"wheel":  # the upload changed on the way
@@ -84,7 +86,7 @@ def test_smoke_replays_the_build_and_runs_only_the_smoke_stage(here: Path, capsy
     assert stages["smoke"]["status"] == "skipped"
     assert "needs a win-64 host" in stages["smoke"]["message"]
     assert stages["publish"]["message"] == "skipped: the publish job publishes every cell at once"
-    assert cell["artifacts"]["wheel"]["path"] == str(files["wheel"])
+    assert cell["artifacts"]["repaired_wheel"]["path"] == str(files["wheel"])
     state = json.loads((here / plan.work_dir / "state.json").read_text())
     assert state["stages"]["smoke"]["status"] == "skipped"
 

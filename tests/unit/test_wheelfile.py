@@ -11,7 +11,8 @@ import pytest
 from tests.builders import make_wheel, torch_plan
 from torchbuild import wheelfile
 from torchbuild.errors import StageFailed, UserError
-from torchbuild.stages import Context, RunOptions, source
+from torchbuild.options import RunOptions
+from torchbuild.stages import Context, source
 
 GOOD = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 PLAN = torch_plan()
@@ -96,7 +97,7 @@ def test_wrong_version_and_python(tmp_path: Path) -> None:
 
 def test_win_plan_expects_win_amd64(tmp_path: Path) -> None:
     plan = torch_plan(platform="win-64")
-    assert wheelfile.accepted_platform_tags(plan) == ("win_amd64",)
+    assert plan.wheel_tags.accepted_platforms == ("win_amd64",)
     wheel = make_wheel(tmp_path, GOOD)
     with pytest.raises(StageFailed, match="expected one that becomes win_amd64 for win-64: win_amd64"):
         wheelfile.validate_for_plan(wheel, plan, stage="source")
@@ -147,7 +148,7 @@ def _ctx(tmp_path: Path, wheel: Path) -> Context:
 def test_source_copies_a_given_wheel_into_its_stage_dir(tmp_path: Path) -> None:
     given = make_wheel(tmp_path / "in", GOOD)
     result = source.run(_ctx(tmp_path, given))
-    out = result.outputs["wheel"]
+    out = result.outputs["source_wheel"]
     assert out.path == tmp_path / "ws" / PLAN.stage_dirs["source"] / GOOD
     assert out.path.read_bytes() == given.read_bytes()
     assert out.size == given.stat().st_size

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from torchbuild.errors import UserError
-from torchbuild.stages import Artifact
+from torchbuild.results import Artifact
 
 Action = Literal["new", "unchanged", "replaced"]
 

@@ -22,7 +22,7 @@ from torchbuild.channels import Action, Upload
 from torchbuild.channels.secrets import redact
 from torchbuild.console import console
 from torchbuild.errors import UserError
-from torchbuild.stages import Artifact
+from torchbuild.results import Artifact
 
 TOKEN_VARIABLE = "ANACONDA_API_TOKEN"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -95,9 +95,7 @@ class AnacondaChannel:
             raise UserError(f"anaconda upload to {self.owner}/{self.label} failed (exit {proc.returncode}):\n{last}")
         for line in output.splitlines()[-10:]:
             console.print(f"  {line}")
-        return [
-            Artifact(path=Path(u.destination), sha256=u.artifact.sha256, size=u.artifact.size) for u in uploads
-        ]
+        return [Artifact(path=Path(u.destination), sha256=u.artifact.sha256, size=u.artifact.size) for u in uploads]
 
     def index(self) -> str:
         return "anaconda.org indexes what it receives; nothing to do"

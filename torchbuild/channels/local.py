@@ -19,7 +19,7 @@ from torchbuild import rattler_child
 from torchbuild.channels import Upload, pep503
 from torchbuild.errors import UserError
 from torchbuild.files import copy_atomic, write_atomic
-from torchbuild.stages import Artifact, sha256_of
+from torchbuild.results import Artifact, sha256_of
 
 
 class LocalChannel:

@@ -43,7 +43,7 @@ from torchbuild.channels import repodata as rd
 from torchbuild.channels.secrets import redact, register
 from torchbuild.console import console
 from torchbuild.errors import UserError
-from torchbuild.stages import Artifact
+from torchbuild.results import Artifact
 
 MB = 1 << 20
 # Files above this go up in parts of this size, four at a time (S3 needs parts of at least 5 MB).

@@ -7,70 +7,23 @@ conda-verify does not check: TB1xx conda package, TB2xx wheel, TB3xx solve.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from torchbuild.stages import Check
+from torchbuild.results import Check
 
-# code -> what passing means (the Check's name)
-CODES: Mapping[str, str] = {
-    "C1101": "index.json has a name",
-    "C1102": "index.json name equals the file name's",
-    "C1103": "package name is valid",
-    "C1104": "index.json has a version",
-    "C1105": "version is valid",
-    "C1106": "index.json version equals the file name's",
-    "C1107": "version does not start or end with '_' or '.'",
-    "C1108": "build_number is an integer",
-    "C1109": "build_number is not negative",
-    "C1110": "build string is valid",
-    "C1111": "index.json build string equals the file name's",
-    "C1112": "index.json has depends",
-    "C1113": "no empty dependency",
-    "C1114": "every dependency is a valid spec",
-    "C1115": "license family is known",
-    "C1116": "index.json is ASCII",
-    "C1117": "no duplicate archive members",
-    "C1118": "archive member names are ASCII",
-    "C1119": "info/files is ASCII",
-    "C1120": "info/files lists no info/ entries",
-    "C1121": "info/files has no duplicates",
-    "C1122": "every file in info/files is in the archive",
-    "C1123": "every archive file is in info/files",
-    "C1124": "no hard links; no symlinks in a Windows package",
-    "C1125": "no conda-meta/, conda-bld/, pkgs/, envs/, .DS_Store or ~ backup files",
-    "C1126": "no info/link.json in a non-noarch package",
-    "C1127": "no .bat and .exe with the same name",
-    "C1128": "prefix entries are ASCII",
-    "C1129": "prefix entries name files in the package",
-    "C1130": "prefix modes are text or binary",
-    "C1131": "no binary prefix in a python package",
-    "C1132": "no binary prefix in a Windows package",
-    "C1133": "binary prefix placeholders are 255 bytes",
-    "C1134": "no pre/post-link or pre-unlink scripts",
-    "C1135": "no .egg files",
-    "C1136": "no easy_install scripts",
-    "C1137": "no .pth files",
-    "C1138": "no .pyo files",
-    "C1139": ".pyc files only under site-packages",
-    "C1140": "no lib2to3 .pickle files",
-    "C1141": "every .py has a .pyc (Python 2 packages)",
-    "C1142": "Menu json is named after the package",
-    "C1143": "at most one Menu json",
-    "C1144": "Windows package arch is x86_64",
-    "C1145": "every .exe/.dll/.pyd is a PE for AMD64",
-    "C1146": "every file's sha256 matches info/paths.json",
-    "C1147": "every file's size matches info/paths.json",
-    "TB100": "the package can be read",
-    "TB101": "info/paths.json lists exactly the payload",
-    "TB102": "Windows install paths stay under MAX_PATH",
-    "TB103": ".conda container layout (CEP 35)",
-    "TB104": "the package is the one the Plan names",
-    "TB201": "wheel RECORD matches every file (sha256, size)",
-    "TB202": "wheel tags match the Plan",
-    "TB203": "no wheel member escapes the install root",
-    "TB301": "pytorch resolves to this build against the real repodata",
-}
+# code -> what passing means (the Check's name). Each module that makes checks registers its codes once, with
+# ``define`` (or ``conda_archive.package_check``), where the check is written.
+CODES: dict[str, str] = {}
+
+
+def define(code: str, title: str) -> str:
+    """Register a check's code and title; returns the code. A code means one thing everywhere."""
+    known = CODES.setdefault(code, title)
+    if known != title:
+        raise ValueError(f"check code {code} is registered twice: {known!r} and {title!r}")
+    return code
+
 
 SHOWN = 5  # problems named in one check's message; the rest are counted
 

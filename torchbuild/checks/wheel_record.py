@@ -10,13 +10,18 @@ import io
 import zipfile
 from collections import Counter
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from torchbuild import wheelfile
-from torchbuild.checks import result
-from torchbuild.plan import Plan
-from torchbuild.stages import Check
+from torchbuild.checks import define, result
+from torchbuild.results import Check
 
+if TYPE_CHECKING:
+    from torchbuild.plan import Plan
+
+TB201 = define("TB201", "wheel RECORD matches every file (sha256, size)")
+TB202 = define("TB202", "wheel tags match the Plan")
+TB203 = define("TB203", "no wheel member escapes the install root")
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # signature files RECORD cannot list (they sign it)
 HASHES = ("sha256", "sha384", "sha512")  # the wheel spec forbids weaker ones
 
@@ -93,7 +98,7 @@ def tag_problems(path: Path, zf: zipfile.ZipFile, plan: Plan) -> list[str]:
 
 def check_wheel(path: Path, plan: Plan) -> list[Check]:
     """TB201-TB203 for the wheel at ``path``, against ``plan``."""
-    codes = ("TB201", "TB202", "TB203")
+    codes = (TB201, TB202, TB203)
     try:
         name = wheelfile.parse_name(path)
         zf = wheelfile.open_wheel(path)
@@ -105,13 +110,13 @@ def check_wheel(path: Path, plan: Plan) -> list[Check]:
             dist_info = wheelfile.dist_info_dir(zf, name)
         except wheelfile.WheelError as exc:
             return [
-                result("TB201", path, [str(exc)]),
-                result("TB202", path, [str(exc)]),
-                result("TB203", path, escaping),
+                result(TB201, path, [str(exc)]),
+                result(TB202, path, [str(exc)]),
+                result(TB203, path, escaping),
             ]
         files = sum(1 for m in zf.infolist() if not m.is_dir())
         return [
-            result("TB201", path, record_problems(zf, dist_info), f"{files:,} files match RECORD"),
-            result("TB202", path, tag_problems(path, zf, plan), f"tags include the Plan's ({plan.wheel})"),
-            result("TB203", path, escaping),
+            result(TB201, path, record_problems(zf, dist_info), f"{files:,} files match RECORD"),
+            result(TB202, path, tag_problems(path, zf, plan), f"tags include the Plan's ({plan.wheel})"),
+            result(TB203, path, escaping),
         ]

@@ -1,78 +1,19 @@
-"""The stages of one cell. Each module has ``run(ctx: Context) -> StageResult`` and reads only the Plan and
-the named outputs of earlier stages (``ctx.inputs``).
+"""The stages of one cell: source -> build -> repair -> conda -> verify -> smoke -> publish.
 
-source -> build -> repair -> conda -> verify -> smoke -> publish
+Each stage module ends with one ``STAGE = Stage(...)`` that declares what it reads and writes by name (the
+artifact names below) and which run options shape its output. The runner gives a stage only the Plan, the run
+options and the artifacts it declared it reads; a stage reads nothing else, and the stages never import each other.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
+from torchbuild.options import RunOptions
 from torchbuild.plan import Plan
-
-Status = Literal["passed", "failed", "skipped"]
-
-
-def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-@dataclass(frozen=True)
-class Artifact:
-    """A file a stage produced, with what a user needs to trust it."""
-
-    path: Path
-    sha256: str
-    size: int
-
-    @classmethod
-    def of(cls, path: Path) -> Artifact:
-        return cls(path=path, sha256=sha256_of(path), size=path.stat().st_size)
-
-    def to_dict(self) -> dict[str, object]:
-        return {"path": str(self.path), "sha256": self.sha256, "size": self.size}
-
-
-@dataclass(frozen=True)
-class Check:
-    """One named result inside a stage (a package check, a smoke check)."""
-
-    name: str
-    status: Status
-    message: str = ""
-    code: str = ""  # e.g. conda-verify's C1146
-    file: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        return {"name": self.name, "status": self.status, "message": self.message, "code": self.code, "file": self.file}
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """Options of one run that are not part of the Plan (they do not change what is built)."""
-
-    wheel: Path | None = None  # --wheel: prebuilt source
-    force: bool = False
-    replace: bool = False  # --replace: publish over a different file under a published name
-    cache_dir: Path = Path.home() / ".cache" / "torchbuild"
-    conda_format: Literal["conda", "tar.bz2"] = "conda"
-    compression_level: int = 5
-    compression_threads: int = 2
-    repodata: Path | None = None  # the real repodata to solve against (../shared/data/repodata)
-    source_dir: Path | None = None  # --source-dir: compile this checkout
-    git_ref: str | None = None  # --git-ref: clone this tag, branch or full commit SHA (with submodules) and compile it
-    git_url: str = "https://github.com/pytorch/pytorch"  # --git-url
-    # "pytorch": the source must be a PyTorch checkout of the Plan's release (checked) and the wheel must match
-    # the Plan; "project": any setuptools project built the same way (the tests' fixture packages).
-    source_kind: Literal["pytorch", "project"] = "pytorch"
+from torchbuild.results import Artifact, StageResult
 
 
 @dataclass(frozen=True)
@@ -93,8 +34,14 @@ class Context:
 
 
 @dataclass(frozen=True)
-class StageResult:
-    status: Status = "passed"
-    outputs: Mapping[str, Artifact] = field(default_factory=dict)
-    checks: tuple[Check, ...] = ()
-    message: str = ""  # one line for the step log, e.g. "skipped: needs a win-64 host"
+class Stage:
+    """A stage and its contract with the runner."""
+
+    name: str
+    run: Callable[[Context], StageResult]
+    reads: tuple[str, ...] = ()  # artifact names of earlier stages; the stage gets those that exist
+    writes: tuple[str, ...] = ()  # every name it may put in StageResult.outputs
+    shaped_by: tuple[str, ...] = ()  # RunOptions fields that change its output (they are part of its rerun key)
+    # When it runs even though its inputs did not change: publishing re-checks the channel every time; a checkout
+    # can change without its path changing.
+    always_runs: Callable[[RunOptions], bool] = lambda options: False

@@ -1,13 +1,14 @@
 """build: compile the cell's wheel from a checkout, or pass a prebuilt wheel through.
 
 Compile mode (the source stage gave ``checkout``): the toolchain is found and activated for this process only
-(toolchain/activate.py), the declared dependencies are fetched (deps.py), the Plan's environment is applied as it
+(activate.py), the declared dependencies are fetched (deps.py), the Plan's environment is applied as it
 is written (``%VAR%`` references expanded on Windows; the CUDA root is the one found on this host; sccache
 launchers only where sccache is installed), the checkout's build requirements are installed, and the Plan's build
 command runs (``pip wheel . --no-build-isolation --no-deps`` or ``setup.py bdist_wheel``) with its output streamed
 to ``build/<cell-id>/build.log`` and a live progress line, under the Plan's timeout.
 
-Output: ``wheel``.
+Reads ``checkout`` (compile mode) or ``source_wheel`` (prebuilt mode, passed through); writes ``built_wheel`` (and
+``build_log`` when it compiled).
 """
 
 from __future__ import annotations
@@ -18,17 +19,18 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from torchbuild import deps, wheelfile
+from torchbuild import deps, pip, wheelfile
+from torchbuild.activate import Activation, activate
 from torchbuild.build_runner import run_build
 from torchbuild.checkout import Checkout
 from torchbuild.console import console
 from torchbuild.errors import StageFailed
 from torchbuild.plan import Plan
-from torchbuild.stages import Artifact, Context, StageResult
+from torchbuild.results import Artifact, StageResult
+from torchbuild.stages import Context, Stage
 from torchbuild.toolchain import ToolchainError
-from torchbuild.toolchain.activate import Activation, activate
 
-STAGE = "build"
+NAME = "build"
 LAUNCHERS = ("CMAKE_C_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER_LAUNCHER", "CMAKE_CUDA_COMPILER_LAUNCHER")
 # Variables the toolchain activation owns: where this host keeps the CUDA the Plan names.
 HOST_PATHS = ("CUDA_HOME", "CUDA_PATH")
@@ -39,10 +41,10 @@ def run(ctx: Context) -> StageResult:
     checkout = ctx.inputs.get("checkout")
     if checkout is not None:
         return compile_checkout(ctx, Checkout.read(checkout.path))
-    wheel = ctx.inputs.get("wheel")
+    wheel = ctx.inputs.get("source_wheel")
     if wheel is None:
-        raise StageFailed(STAGE, "no wheel and no checkout from the source stage (outputs 'wheel'/'checkout' missing)")
-    return StageResult(status="skipped", outputs={"wheel": wheel}, message="prebuilt wheel: nothing to compile")
+        raise StageFailed(NAME, "no wheel and no checkout from the source stage ('source_wheel'/'checkout' missing)")
+    return StageResult(status="skipped", outputs={"built_wheel": wheel}, message="prebuilt wheel: nothing to compile")
 
 
 def build_command(plan: Plan, python: str, dist: Path) -> list[str]:
@@ -84,7 +86,7 @@ def compile_checkout(ctx: Context, checkout: Checkout) -> StageResult:
     try:
         activation = activate(plan, ctx.options.cache_dir, log=ctx.stage_dir("logs") / "provision.log")
     except ToolchainError as exc:
-        raise StageFailed(STAGE, str(exc)) from None
+        raise StageFailed(NAME, str(exc)) from None
     assert activation.python is not None
     roots = {dep.name: deps.fetch(dep, ctx.options.cache_dir) for dep in plan.build_deps}
     sccache = shutil.which("sccache", path=activation.env.get("PATH")) or shutil.which("sccache")
@@ -94,12 +96,12 @@ def compile_checkout(ctx: Context, checkout: Checkout) -> StageResult:
     source = Path(checkout.path)
     for name in REQUIREMENTS_FILES:
         if (source / name).is_file():
-            argv = [activation.python, "-m", "pip", "install", "-r", name]
+            argv = [activation.python, *pip.install_argv(["-r", name])]
             outcome = run_build(argv, cwd=source, env=env, log=log, timeout_s=timeout_s, label="requirements")
             if not outcome.ok:
-                raise StageFailed(STAGE, outcome.failure_message(f"pip install -r {name}", timeout_s))
+                raise StageFailed(NAME, outcome.failure_message(f"pip install -r {name}", timeout_s))
             break
-    dist = ctx.stage_dir(STAGE) / "dist"
+    dist = ctx.stage_dir(NAME) / "dist"
     shutil.rmtree(dist, ignore_errors=True)
     dist.mkdir(parents=True)
     argv = build_command(plan, activation.python, dist)
@@ -107,17 +109,17 @@ def compile_checkout(ctx: Context, checkout: Checkout) -> StageResult:
     if sccache:
         _sccache_stats(sccache, env, log)
     if not outcome.ok:
-        raise StageFailed(STAGE, outcome.failure_message(f"the build ({plan.build_kind})", timeout_s))
+        raise StageFailed(NAME, outcome.failure_message(f"the build ({plan.build_kind})", timeout_s))
     wheels = sorted(dist.glob("*.whl"))
     if len(wheels) != 1:
         found = ", ".join(w.name for w in wheels) or "none"
-        raise StageFailed(STAGE, f"the build succeeded but left {len(wheels)} wheels in {dist} ({found}); see {log}")
+        raise StageFailed(NAME, f"the build succeeded but left {len(wheels)} wheels in {dist} ({found}); see {log}")
     wheel = wheels[0]
     if checkout.kind == "pytorch":
-        wheelfile.validate_for_plan(wheel, plan, stage=STAGE)
+        wheelfile.validate_for_plan(wheel, plan, stage=NAME)
     minutes = outcome.seconds / 60
     return StageResult(
-        outputs={"wheel": Artifact.of(wheel), "build_log": Artifact.of(log)},
+        outputs={"built_wheel": Artifact.of(wheel), "build_log": Artifact.of(log)},
         message=f"compiled {wheel.name} in {minutes:.1f} min; log {log}",
     )
 
@@ -144,3 +146,12 @@ def _sccache_stats(sccache: str, env: Mapping[str, str], log: Path) -> None:
     wanted = ("cache hits", "cache misses")
     hits = [line.strip() for line in proc.stdout.splitlines() if line.lower().startswith(wanted)]
     console.print(f"    sccache: {'; '.join(' '.join(h.split()) for h in hits) or proc.stdout.strip()[:200]}")
+
+
+STAGE = Stage(
+    name=NAME,
+    run=run,
+    reads=("source_wheel", "checkout"),
+    writes=("built_wheel", "build_log"),
+    shaped_by=("source_kind",),
+)

@@ -10,7 +10,7 @@ cells the CUDA runtime DLLs) from their providers (torchbuild/dll_providers.py),
 (``--ignore-existing``) and every name unmangled (policy below). The PE import-closure check (torchbuild/pe.py) then
 proves every .dll/.pyd resolves each import, and that every DLL the Plan names is in the wheel.
 
-Output: ``wheel`` (named ``plan.wheel``).
+Reads ``built_wheel``; writes ``repaired_wheel`` (named ``plan.wheel``).
 """
 
 from __future__ import annotations
@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchbuild import dll_providers, elf, pe, wheelfile
+from torchbuild import dll_providers, elf, pe
 from torchbuild.errors import StageFailed
 from torchbuild.proc import run_tool
-from torchbuild.stages import Artifact, Check, Context, StageResult
+from torchbuild.results import Artifact, Check, StageResult
+from torchbuild.stages import Context, Stage
 
-STAGE = "repair"
+NAME = "repair"
 AUDITWHEEL_TIMEOUT_S = 3600
 DELVEWHEEL_TIMEOUT_S = 3600
 
@@ -40,10 +41,10 @@ DELVEWHEEL_TIMEOUT_S = 3600
 def run(ctx: Context) -> StageResult:
     repair = REPAIRERS.get(ctx.plan.platform)
     if repair is None:
-        raise StageFailed(STAGE, UNSUPPORTED.get(ctx.plan.platform, f"no repair for platform {ctx.plan.platform}"))
-    wheel = ctx.inputs.get("wheel")
+        raise StageFailed(NAME, UNSUPPORTED.get(ctx.plan.platform, f"no repair for platform {ctx.plan.platform}"))
+    wheel = ctx.inputs.get("built_wheel")
     if wheel is None:
-        raise StageFailed(STAGE, "no wheel from the build stage (its output 'wheel' is missing)")
+        raise StageFailed(NAME, "no wheel from the build stage (its output 'built_wheel' is missing)")
     return repair(ctx, wheel.path)
 
 
@@ -101,9 +102,9 @@ def analyse(wheel: Path, platform_tag: str, excludes: Mapping[str, str]) -> Anal
             requested_policy_base_name=base,
         )
     except NonPlatformWheelError as exc:
-        raise StageFailed(STAGE, f"{wheel}: {exc.message}") from None
+        raise StageFailed(NAME, f"{wheel}: {exc.message}") from None
     except (ValueError, RuntimeError, OSError) as exc:
-        raise StageFailed(STAGE, f"auditwheel cannot analyse {wheel}: {exc}") from None
+        raise StageFailed(NAME, f"auditwheel cannot analyse {wheel}: {exc}") from None
     libs = info.external_refs[wanted.name].libs
     return Analysis(
         graft=tuple(sorted(libs)),
@@ -115,8 +116,8 @@ def analyse(wheel: Path, platform_tag: str, excludes: Mapping[str, str]) -> Anal
 
 def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
     plan = ctx.plan
-    tag = wheelfile.plan_platform_tag(plan)
-    out_dir = ctx.stage_dir(STAGE)
+    tag = plan.wheel_tags.platform
+    out_dir = ctx.stage_dir(NAME)
     target = out_dir / plan.wheel
     excludes = auditwheel_excludes(wheel)
 
@@ -125,14 +126,14 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
     analysed_s = time.monotonic() - started
     if analysis.unlocated:
         raise StageFailed(
-            STAGE,
+            NAME,
             f"{wheel} needs {', '.join(analysis.unlocated)}, which is neither in the wheel nor allowed by {tag}, "
             "and auditwheel cannot find it on this machine to vendor it (add its directory to LD_LIBRARY_PATH, "
             "or ship it in the wheel)",
         )
     if not analysis.eligible:
         raise StageFailed(
-            STAGE,
+            NAME,
             f"{wheel} cannot be {tag}: auditwheel finds it consistent with {analysis.consistent_with} at best "
             "(versioned symbols from a newer glibc/libstdc++, or newer ISA extensions). Build it in the manylinux "
             "image of the Plan's tag.",
@@ -151,13 +152,13 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
     if not report.ok:
         problems = [f"{m.file} needs {m.needed}" for m in report.missing] + [b.reason for b in report.bad]
         raise StageFailed(
-            STAGE,
+            NAME,
             f"import closure of {target} is broken ({len(problems)} problems): "
             + "; ".join(problems[:10])
             + (" ..." if len(problems) > 10 else ""),
         )
     closure = f"closure checked in {time.monotonic() - started:.0f} s: {report.summary()}"
-    return StageResult(outputs={"wheel": Artifact.of(target)}, checks=checks, message=f"{how}; {closure}")
+    return StageResult(outputs={"repaired_wheel": Artifact.of(target)}, checks=checks, message=f"{how}; {closure}")
 
 
 def _auditwheel_repair(ctx: Context, wheel: Path, tag: str, excludes: Mapping[str, str], target: Path) -> None:
@@ -167,15 +168,15 @@ def _auditwheel_repair(ctx: Context, wheel: Path, tag: str, excludes: Mapping[st
     with tempfile.TemporaryDirectory(prefix="auditwheel-", dir=target.parent) as tmp:
         run_tool(
             [*argv, "--wheel-dir", tmp, str(wheel)],
-            stage=STAGE,
-            log=ctx.stage_dir("logs") / f"{STAGE}.log",
+            stage=NAME,
+            log=ctx.stage_dir("logs") / f"{NAME}.log",
             timeout=AUDITWHEEL_TIMEOUT_S,
             what="auditwheel repair",
         )
         made = sorted(Path(tmp).glob("*.whl"))
         if [p.name for p in made] != [target.name]:
             names = ", ".join(p.name for p in made) or "no wheel"
-            raise StageFailed(STAGE, f"auditwheel repair of {wheel} made {names}; expected {target.name}")
+            raise StageFailed(NAME, f"auditwheel repair of {wheel} made {names}; expected {target.name}")
         shutil.move(str(made[0]), target)
 
 
@@ -240,10 +241,10 @@ def ship_checks(wheel_names: Sequence[str], patterns: Sequence[str]) -> list[Che
 
 def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
     plan = ctx.plan
-    out_dir = ctx.stage_dir(STAGE)
+    out_dir = ctx.stage_dir(NAME)
     target = out_dir / plan.wheel
-    log = ctx.stage_dir("logs") / f"{STAGE}.log"
-    machine = pe.TAG_MACHINES.get(wheelfile.plan_platform_tag(plan), "AMD64")
+    log = ctx.stage_dir("logs") / f"{NAME}.log"
+    machine = pe.TAG_MACHINES.get(plan.wheel_tags.platform, "AMD64")
     started = time.monotonic()
     present = _in_wheel(wheel)
     needed = [p for p in plan.ship_dlls if not _matching(p, present)]
@@ -252,7 +253,7 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
             needed, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python, cache_dir=ctx.options.cache_dir, log=log
         )
     except dll_providers.ProviderError as exc:
-        raise StageFailed(STAGE, f"cannot repair {wheel.name}: {exc}") from None
+        raise StageFailed(NAME, f"cannot repair {wheel.name}: {exc}") from None
     located_s = time.monotonic() - started
 
     started = time.monotonic()
@@ -260,11 +261,11 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
         argv = delvewheel_argv(
             wheel, Path(tmp), sorted({hit.path.parent for hit in located}), sorted({hit.name for hit in located})
         )
-        run_tool(argv, stage=STAGE, log=log, timeout=DELVEWHEEL_TIMEOUT_S, what="delvewheel repair")
+        run_tool(argv, stage=NAME, log=log, timeout=DELVEWHEEL_TIMEOUT_S, what="delvewheel repair")
         made = sorted(Path(tmp).glob("*.whl"))
         if [p.name for p in made] != [wheel.name]:
             got = ", ".join(p.name for p in made) or "no wheel"
-            raise StageFailed(STAGE, f"delvewheel repair of {wheel} made {got}; expected {wheel.name}")
+            raise StageFailed(NAME, f"delvewheel repair of {wheel} made {got}; expected {wheel.name}")
         shutil.move(str(made[0]), target)
     repaired_s = time.monotonic() - started
 
@@ -276,7 +277,7 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
     if failed:
         target.unlink()
         raise StageFailed(
-            STAGE,
+            NAME,
             f"the repaired {target.name} is not self-contained ({len(failed)} problems): "
             + "; ".join(c.message for c in failed[:8])
             + (" ..." if len(failed) > 8 else ""),
@@ -288,10 +289,13 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
         f"(providers {located_s:.1f} s, delvewheel {repaired_s:.0f} s); closure checked in "
         f"{time.monotonic() - started:.0f} s: {report.summary()}"
     )
-    return StageResult(outputs={"wheel": Artifact.of(target)}, checks=tuple(checks), message=message)
+    return StageResult(outputs={"repaired_wheel": Artifact.of(target)}, checks=tuple(checks), message=message)
 
 
 # --- platforms -------------------------------------------------------------------------------------------
 
 REPAIRERS: Mapping[str, Callable[[Context, Path], StageResult]] = {"linux-64": _repair_linux, "win-64": _repair_windows}
 UNSUPPORTED: Mapping[str, str] = {}
+
+
+STAGE = Stage(name=NAME, run=run, reads=("built_wheel",), writes=("repaired_wheel",))

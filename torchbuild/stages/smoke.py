@@ -31,15 +31,16 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from torchbuild import rattler_child, smoke_checks
-from torchbuild.errors import StageFailed
+from torchbuild import pip, rattler_child, smoke_checks
+from torchbuild.errors import StageFailed, UserError
 from torchbuild.plan import Plan
 from torchbuild.proc import run_tool
-from torchbuild.stages import Check, Context, StageResult, Status, sha256_of
+from torchbuild.results import Check, StageResult, Status, sha256_of
+from torchbuild.stages import Context, Stage
 
-STAGE = "smoke"
-INPUTS = ("wheel", "conda")
-ENVS = ("wheel", "conda")
+NAME = "smoke"
+INPUTS = {"wheel": "repaired_wheel", "conda": "conda_package"}  # environment -> the artifact installed into it
+ENVS = tuple(INPUTS)
 STATUSES: dict[str, Status] = {"passed": "passed", "failed": "failed", "skipped": "skipped"}
 PIP_TIMEOUT_S = 1800.0
 INSTALL_TIMEOUT_S = 900.0
@@ -113,17 +114,17 @@ def _skipped(reason: str) -> StageResult:
 
 
 def _inputs(ctx: Context) -> dict[str, Path]:
-    missing = [name for name in INPUTS if name not in ctx.inputs]
+    missing = [name for name in INPUTS.values() if name not in ctx.inputs]
     if missing:
         raise StageFailed(
-            STAGE,
-            f"needs the inputs {' and '.join(INPUTS)} (the repaired wheel and the conda package); missing: "
+            NAME,
+            f"needs the inputs {' and '.join(INPUTS.values())} (the repaired wheel and the conda package); missing: "
             f"{', '.join(missing)}; given: {', '.join(sorted(ctx.inputs)) or 'none'}",
         )
-    paths = {name: ctx.inputs[name].path for name in INPUTS}
+    paths = {env: ctx.inputs[name].path for env, name in INPUTS.items()}
     for name, path in paths.items():
         if not path.is_file():
-            raise StageFailed(STAGE, f"the {name} input {path} does not exist (rerun the stage that makes it)")
+            raise StageFailed(NAME, f"the {name} input {path} does not exist (rerun the stage that makes it)")
     return paths
 
 
@@ -133,16 +134,16 @@ def wheel_requirements(wheel: Path) -> list[str]:
         with zipfile.ZipFile(wheel) as archive:
             names = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
             if len(names) != 1:
-                raise StageFailed(STAGE, f"{wheel.name} has {len(names)} .dist-info/METADATA files, not 1")
+                raise StageFailed(NAME, f"{wheel.name} has {len(names)} .dist-info/METADATA files, not 1")
             metadata = Parser().parsestr(archive.read(names[0]).decode("utf-8"))
     except (OSError, zipfile.BadZipFile) as exc:
-        raise StageFailed(STAGE, f"cannot read {wheel}: {exc}") from None
+        raise StageFailed(NAME, f"cannot read {wheel}: {exc}") from None
     requirements = []
     for line in metadata.get_all("Requires-Dist") or []:
         try:
             requirement = Requirement(line)
         except InvalidRequirement as exc:
-            raise StageFailed(STAGE, f"{wheel.name}: invalid Requires-Dist '{line}': {exc}") from None
+            raise StageFailed(NAME, f"{wheel.name}: invalid Requires-Dist '{line}': {exc}") from None
         if requirement.marker is None or "extra" not in str(requirement.marker):
             requirements.append(line)
     return requirements
@@ -155,24 +156,17 @@ def _fresh(env: Env) -> None:
 
 
 def _make_venv(env: Env, python: str) -> None:
-    run_tool([python, "-m", "venv", env.prefix], stage=STAGE, log=env.log, what=f"python -m venv {env.prefix}")
+    run_tool([python, "-m", "venv", env.prefix], stage=NAME, log=env.log, what=f"python -m venv {env.prefix}")
 
 
 def _pip_install(env: Env, args: Sequence[str]) -> None:
-    # -I: PYTHONPATH and user site-packages must not make pip believe a requirement is already there.
-    run_tool(
-        [env.python, "-I", "-m", "pip", "install", "--no-input", "--progress-bar", "off", *args],
-        stage=STAGE,
-        log=env.log,
-        timeout=PIP_TIMEOUT_S,
-        what=f"pip install into {env.prefix}",
-    )
+    pip.install(env.python, args, log=env.log, timeout=PIP_TIMEOUT_S)
 
 
 def _purelib(env: Env) -> Path:
     out = run_tool(
         [env.python, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        stage=STAGE,
+        stage=NAME,
         log=env.log,
         what=f"{env.python} (site-packages)",
     )
@@ -192,7 +186,7 @@ def setup_conda_env(env: Env, python: str, plan: Plan, wheel: Path) -> str:
     site_packages = env.prefix / plan.conda.site_packages
     if _purelib(env).resolve() != site_packages.resolve():
         raise StageFailed(
-            STAGE,
+            NAME,
             f"the venv's site-packages is {_purelib(env)}, but {env.artifact.name} puts its "
             f"files under {plan.conda.site_packages}: the package would not be importable",
         )
@@ -205,7 +199,7 @@ def setup_conda_env(env: Env, python: str, plan: Plan, wheel: Path) -> str:
             cache_dir=str(env.root / "pkgs"),
         )
     except rattler_child.RattlerError as exc:
-        raise StageFailed(STAGE, f"rattler install of {env.artifact.name} into {env.prefix} failed: {exc}") from None
+        raise StageFailed(NAME, f"rattler install of {env.artifact.name} into {env.prefix} failed: {exc}") from None
     with env.log.open("a", encoding="utf-8") as handle:
         handle.write(f"rattler install {env.artifact} -> {env.prefix}: {installed['record']}\n")
     # Only the pytorch package comes from a conda file: its dependencies (sympy, filelock, ...) have no
@@ -230,7 +224,7 @@ def conda_origin(env: Env, plan: Plan) -> str:
     if not record_path.is_file():
         found = sorted(p.name for p in (env.prefix / "conda-meta").glob("*.json"))
         raise StageFailed(
-            STAGE,
+            NAME,
             f"installing {env.artifact.name} left no {record_path} (conda-meta has: "
             f"{', '.join(found) or 'nothing'}): the package's name, version or build string "
             "differ from the Plan",
@@ -239,11 +233,11 @@ def conda_origin(env: Env, plan: Plan) -> str:
     init = f"{conda.site_packages}/torch/__init__.py"
     entries = {p["_path"]: p for p in record.get("paths_data", {}).get("paths", [])}
     if init not in entries:
-        raise StageFailed(STAGE, f"{env.artifact.name} does not contain {init} (per {record_path})")
+        raise StageFailed(NAME, f"{env.artifact.name} does not contain {init} (per {record_path})")
     actual = sha256_of(env.prefix / init)
     if entries[init].get("sha256") != actual:
         raise StageFailed(
-            STAGE,
+            NAME,
             f"{env.prefix / init} is not the file from {env.artifact.name} (sha256 {actual}, "
             f"the package's {entries[init].get('sha256')}): pip replaced it",
         )
@@ -338,7 +332,7 @@ def _failure(env: Env, checks: Sequence[Check], all_checks: Sequence[Check]) -> 
     lines = [f"{first.name} failed in {where} with {env.artifact.name}: {first.message}"]
     lines += [f"also failed: {c.name}: {c.message.splitlines()[0]}" for c in failed[1:]]
     lines.append(f"The environment is kept for debugging: {env.root} (log: {env.log})")
-    return StageFailed(STAGE, "\n".join(lines), all_checks)
+    return StageFailed(NAME, "\n".join(lines), all_checks)
 
 
 def run(ctx: Context) -> StageResult:
@@ -350,7 +344,7 @@ def run(ctx: Context) -> StageResult:
     if python is None:
         return _skipped(f"needs Python {plan.python} on this host (no working python{plan.python} on PATH)")
     paths = _inputs(ctx)
-    base = ctx.stage_dir(STAGE)
+    base = ctx.stage_dir(NAME)
     logs = ctx.stage_dir("logs")
     envs = [Env(kind, base / kind, paths[kind], logs / f"smoke-{kind}.log") for kind in ENVS]
     all_checks: list[Check] = []
@@ -362,12 +356,12 @@ def run(ctx: Context) -> StageResult:
                 what = setup_wheel_env(env, python)
             else:
                 what = setup_conda_env(env, python, plan, paths["wheel"])
-        except StageFailed as exc:
-            message = str(exc).removeprefix(f"{STAGE}: ")
+        except UserError as exc:  # a StageFailed of this stage, or pip's error
+            message = str(exc).removeprefix(f"{NAME}: ")
             setup = Check(name=f"{env.kind}: install", status="failed", message=message, file=env.artifact.name)
             all_checks.append(setup)
             kept = f"The environment is kept for debugging: {env.root}"
-            raise StageFailed(STAGE, f"{setup.name} failed: {setup.message}\n{kept}", all_checks) from None
+            raise StageFailed(NAME, f"{setup.name} failed: {setup.message}\n{kept}", all_checks) from None
         took = time.perf_counter() - started
         all_checks.append(
             Check(name=f"{env.kind}: install", status="passed", message=f"{what}: {took:.1f} s", file=env.artifact.name)
@@ -387,3 +381,6 @@ def run(ctx: Context) -> StageResult:
             f"{c.name} ({c.message.removeprefix('skipped ').strip('()')})" for c in skipped
         )
     return StageResult(status="passed", checks=tuple(all_checks), message=message)
+
+
+STAGE = Stage(name=NAME, run=run, reads=tuple(INPUTS.values()))

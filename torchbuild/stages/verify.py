@@ -18,26 +18,27 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from torchbuild import solve as solver
-from torchbuild.checks import failures, result, skipped, summary
-from torchbuild.checks.conda_package import CondaArchive, PackageUnreadable, read_package, run_checks
+from torchbuild.checks import define, failures, result, skipped, summary
+from torchbuild.checks.conda_archive import TB100, CondaArchive, PackageUnreadable, read_package
+from torchbuild.checks.conda_package import run_checks
 from torchbuild.checks.wheel_record import check_wheel
-from torchbuild.compat import load
 from torchbuild.errors import StageFailed
 from torchbuild.files import write_atomic
 from torchbuild.plan import Plan
-from torchbuild.stages import Artifact, Check, Context, StageResult, sha256_of
-from torchbuild.stages.conda import archive_filename
+from torchbuild.results import Artifact, Check, StageResult, sha256_of
+from torchbuild.stages import Context, Stage
 
-STAGE = "verify"
-SOLVE_CHANNEL = "conda-forge"  # when packaging.yaml names no channel for the cell
+NAME = "verify"
 SOLVER_LINES = 15  # of the solver's explanation, in a failed solve check
+TB104 = define("TB104", "the package is the one the Plan names")
+TB301 = define("TB301", "pytorch resolves to this build against the real repodata")
 
 
 def plan_problems(pkg: CondaArchive, plan: Plan, artifact: Artifact) -> list[str]:
     """TB104: the file is the one the conda stage recorded, and its index.json is the Plan's package."""
     problems: list[str] = []
     fmt = "tar.bz2" if pkg.path.name.endswith(".tar.bz2") else "conda"
-    expected_name = archive_filename(plan, fmt)
+    expected_name = plan.conda.archives[fmt]
     if pkg.path.name != expected_name:
         problems.append(f"file name {pkg.path.name}, the Plan's is {expected_name}")
     size = pkg.path.stat().st_size
@@ -93,25 +94,24 @@ def solve_check(pkg: CondaArchive, plan: Plan, repodata: Path | None, work: Path
     """TB301: `pytorch` + `python X.Y.*` against a channel of this package alone plus the real repodata of the
     cell's era (packaging.yaml `solve_channels`)."""
     if repodata is None:
-        return skipped("TB301", pkg.path, "no repodata to solve against (RunOptions.repodata is not set)")
-    era = load().packaging.solve_channel_for(plan.platform, plan.torch, plan.cuda, plan.python)
-    channel = era.channel if era else SOLVE_CHANNEL
+        return skipped(TB301, pkg.path, "no repodata to solve against (RunOptions.repodata is not set)")
+    channel = plan.solve.channel
     real = repodata / channel
     if not (real / plan.conda.subdir / "repodata.json").is_file():
-        return skipped("TB301", pkg.path, f"no {channel} repodata for {plan.conda.subdir} in {repodata}")
+        return skipped(TB301, pkg.path, f"no {channel} repodata for {plan.conda.subdir} in {repodata}")
     specs = [plan.conda.name, f"python {plan.python}.*"]
-    virtual = solver.virtual_packages_for(plan.platform, plan.cuda if plan.is_cuda else None)
+    virtual = plan.solve.virtual_packages
     with tempfile.TemporaryDirectory(prefix="solve-", dir=work) as tmp:
         local = solver.make_local_channel([pkg.path], Path(tmp) / "channel")
         dropped: list[str] = []
-        if era and era.absent:
-            unservable = set(era.absent) - _names_in(real, plan.conda.subdir)
+        if plan.solve.absent:
+            unservable = set(plan.solve.absent) - _names_in(real, plan.conda.subdir)
             dropped = _leave_out(local, plan.conda.subdir, pkg.path.name, unservable)
         try:
             solution = solver.solve([local, real], specs, plan.conda.subdir, virtual, cache_dir=Path(tmp) / "cache")
         except solver.Unsolvable as exc:
             explanation = "\n".join(str(exc).splitlines()[:SOLVER_LINES])
-            return result("TB301", pkg.path, [f"{' + '.join(specs)} has no solution against {channel}: {explanation}"])
+            return result(TB301, pkg.path, [f"{' + '.join(specs)} has no solution against {channel}: {explanation}"])
     ours = [
         s
         for s in solution
@@ -119,7 +119,7 @@ def solve_check(pkg: CondaArchive, plan: Plan, repodata: Path | None, work: Path
     ]
     if not ours:
         chosen = [str(s) for s in solution if s.name == plan.conda.name]
-        return result("TB301", pkg.path, [f"the solution took {', '.join(chosen) or 'no ' + plan.conda.name}"])
+        return result(TB301, pkg.path, [f"the solution took {', '.join(chosen) or 'no ' + plan.conda.name}"])
     python = next((s.version for s in solution if s.name == "python"), "?")
     vpk = ", ".join(f"{k}={v}" for k, v in virtual.items())
     picked = ", ".join(f"{s.name} {s.version} {s.build}" for s in solution if s.name in ("vc", "vc14_runtime"))
@@ -127,13 +127,9 @@ def solve_check(pkg: CondaArchive, plan: Plan, repodata: Path | None, work: Path
         f"{ours[0].name}-{ours[0].version}-{ours[0].build} from the new package's channel, with python {python} "
         f"and {len(solution) - 2} more packages from {channel} ({vpk})"
         + (f"; VC runtime: {picked}" if picked else "")
-        + (
-            f"; left out, no record in the stored {channel} data: {', '.join(dropped)}"
-            if dropped
-            else ""
-        )
+        + (f"; left out, no record in the stored {channel} data: {', '.join(dropped)}" if dropped else "")
     )
-    return result("TB301", pkg.path, [], note)
+    return result(TB301, pkg.path, [], note)
 
 
 def conda_checks(artifact: Artifact, plan: Plan, repodata: Path | None, work: Path) -> list[Check]:
@@ -141,11 +137,11 @@ def conda_checks(artifact: Artifact, plan: Plan, repodata: Path | None, work: Pa
         pkg = read_package(artifact.path)
     except PackageUnreadable as exc:
         reason = "the package could not be read (TB100)"
-        return [result("TB100", artifact.path, [str(exc)]), skipped("TB301", artifact.path, reason)]
+        return [result(TB100, artifact.path, [str(exc)]), skipped(TB301, artifact.path, reason)]
     return [
-        result("TB100", pkg.path, [], f"{pkg.format}, {len(pkg.files()):,} payload files"),
+        result(TB100, pkg.path, [], f"{pkg.format}, {len(pkg.files()):,} payload files"),
         *run_checks(pkg),
-        result("TB104", pkg.path, plan_problems(pkg, plan, artifact), f"{plan.conda.filename} as planned"),
+        result(TB104, pkg.path, plan_problems(pkg, plan, artifact), f"{plan.conda.filename} as planned"),
         solve_check(pkg, plan, repodata, work),
     ]
 
@@ -156,11 +152,11 @@ def _write(checks: Sequence[Check], path: Path) -> None:
 
 def run(ctx: Context) -> StageResult:
     plan = ctx.plan
-    work = ctx.stage_dir(STAGE)
-    conda = ctx.inputs.get("conda")
-    wheel = ctx.inputs.get("wheel")
+    work = ctx.stage_dir(NAME)
+    conda = ctx.inputs.get("conda_package")
+    wheel = ctx.inputs.get("repaired_wheel")
     if conda is None and wheel is None:
-        raise StageFailed(STAGE, "nothing to verify: no 'conda' or 'wheel' output from the earlier stages")
+        raise StageFailed(NAME, "nothing to verify: no 'conda_package' or 'repaired_wheel' from the earlier stages")
     checks: list[Check] = []
     if conda is not None:
         checks += conda_checks(conda, plan, ctx.options.repodata, work)
@@ -173,5 +169,14 @@ def run(ctx: Context) -> StageResult:
     counts = {s: sum(c.status == s for c in checks) for s in ("passed", "failed", "skipped")}
     line = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     if failed:
-        raise StageFailed(STAGE, f"{len(failed)} of {len(checks)} checks failed ({report}):\n{summary(failed)}", checks)
+        raise StageFailed(NAME, f"{len(failed)} of {len(checks)} checks failed ({report}):\n{summary(failed)}", checks)
     return StageResult(outputs={"checks": Artifact.of(report)}, checks=tuple(checks), message=line)
+
+
+STAGE = Stage(
+    name=NAME,
+    run=run,
+    reads=("repaired_wheel", "conda_package"),
+    writes=("checks",),
+    shaped_by=("repodata",),
+)

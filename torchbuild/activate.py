@@ -99,8 +99,15 @@ def discover(
     if plan.toolchain.generator == "Ninja":
         reqs.append(_tool("ninja", env, "install Ninja (pip install ninja, or the OS package)"))
     if plan.env.get("CMAKE_CXX_COMPILER_LAUNCHER") == "sccache":
-        reqs.append(_tool("sccache", env, "install sccache (cargo install sccache, or its release binary) to cache "
-                          "compiles between builds; the build runs without it", required=False))
+        reqs.append(
+            _tool(
+                "sccache",
+                env,
+                "install sccache (cargo install sccache, or its release binary) to cache "
+                "compiles between builds; the build runs without it",
+                required=False,
+            )
+        )
     if plan.platform == "win-64":
         return _windows(plan, env, reqs, python, capture, cache_dir if provision_cuda else None, log)
     return _linux(plan, env, reqs, python, cache_dir, provision_cuda, log)
@@ -239,19 +246,36 @@ def _windows_cuda(
             reqs.append(Requirement(f"nvcc {wanted}", False, str(exc), ""))
             return None
         if provision_into is None:
-            reqs.append(Requirement(f"nvcc {wanted}", True, f"not installed; a run provisions it from the "
-                                    f"nvidia-cuda-nvcc=={wanted}.* wheels"))
+            reqs.append(
+                Requirement(
+                    f"nvcc {wanted}",
+                    True,
+                    f"not installed; a run provisions it from the nvidia-cuda-nvcc=={wanted}.* wheels",
+                )
+            )
             return None
         root = provision.provision(wanted, plan.platform, provision_into, log)
     nvcc = root / "bin" / "nvcc.exe"
     if not nvcc.is_file():
-        reqs.append(Requirement(f"nvcc {wanted}", False, f"{cuda.cuda_path_var(wanted)}={root} has no bin\\nvcc.exe",
-                                "reinstall CUDA " + wanted))
+        reqs.append(
+            Requirement(
+                f"nvcc {wanted}",
+                False,
+                f"{cuda.cuda_path_var(wanted)}={root} has no bin\\nvcc.exe",
+                "reinstall CUDA " + wanted,
+            )
+        )
         return None
     version = cuda.nvcc_version(nvcc)
     if version.release != wanted:
-        reqs.append(Requirement(f"nvcc {wanted}", False, f"{nvcc} is CUDA {version.full}",
-                                f"point {cuda.cuda_path_var(wanted)} at a CUDA {wanted} install"))
+        reqs.append(
+            Requirement(
+                f"nvcc {wanted}",
+                False,
+                f"{nvcc} is CUDA {version.full}",
+                f"point {cuda.cuda_path_var(wanted)} at a CUDA {wanted} install",
+            )
+        )
         return None
     reqs.append(Requirement(f"nvcc {wanted}", True, f"{version.full} ({nvcc})"))
     release = load().cuda[wanted]

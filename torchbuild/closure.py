@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from torchbuild.stages import Check
+from torchbuild.results import Check
 
 
 class Gap(Protocol):

@@ -1,0 +1,40 @@
+"""The one reader of ``torchbuild/data/*.yaml``. Each table is read once and parsed once into its typed form by the
+parser its module gives (``table(name, parse)``); no other module opens the data files."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from importlib import resources
+from typing import Any, TypeVar
+
+import yaml
+
+from torchbuild.errors import UserError
+
+T = TypeVar("T")
+PACKAGE = "torchbuild.data"
+
+
+@functools.cache
+def raw(name: str) -> Any:
+    """The parsed YAML of ``torchbuild/data/<name>``."""
+    try:
+        text = resources.files(PACKAGE).joinpath(name).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"torchbuild/data/{name} is missing from this installation of torchbuild.") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UserError(f"torchbuild/data/{name} is not valid YAML: {exc}") from None
+
+
+@functools.cache
+def _parsed(name: str, parse: Callable[[Any], Any]) -> Any:
+    return parse(raw(name))
+
+
+def table(name: str, parse: Callable[[Any], T]) -> T:
+    """``parse`` applied to ``torchbuild/data/<name>``, once per process."""
+    result: T = _parsed(name, parse)
+    return result

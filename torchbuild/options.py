@@ -1,0 +1,32 @@
+"""Options of one run that are not part of the Plan: they say where things come from and go, not what is built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+DEFAULT_GIT_URL = "https://github.com/pytorch/pytorch"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    wheel: Path | None = None  # --wheel: prebuilt source
+    force: bool = False
+    replace: bool = False  # --replace: publish over a different file under a published name
+    cache_dir: Path = Path.home() / ".cache" / "torchbuild"
+    conda_format: Literal["conda", "tar.bz2"] = "conda"
+    compression_level: int = 5
+    compression_threads: int = 2
+    repodata: Path | None = None  # the real repodata to solve against (../shared/data/repodata)
+    source_dir: Path | None = None  # --source-dir: compile this checkout
+    git_ref: str | None = None  # --git-ref: clone this tag, branch or full commit SHA (with submodules) and compile it
+    git_url: str = DEFAULT_GIT_URL  # --git-url
+    # "pytorch": the source must be a PyTorch checkout of the Plan's release (checked) and the wheel must match
+    # the Plan; "project": any setuptools project built the same way (the tests' fixture packages).
+    source_kind: Literal["pytorch", "project"] = "pytorch"
+
+    @property
+    def compiles(self) -> bool:
+        """A checkout is compiled (--source-dir or --git-ref), rather than a prebuilt wheel taken."""
+        return self.source_dir is not None or self.git_ref is not None

@@ -1,0 +1,102 @@
+"""Assembling a conda package from a staged prefix with py-rattler-build's ``assemble_package`` (the one wrapper of
+that tool): archive type, compression, and index.json/about.json from the rendered recipe."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from torchbuild.errors import StageFailed, UserError, one_of
+from torchbuild.options import RunOptions
+
+ARCHIVE_SUFFIX = {"conda": ".conda", "tar.bz2": ".tar.bz2"}
+# Levels each archive type accepts: zstd for .conda (rattler passes the level through), bzip2 for .tar.bz2.
+COMPRESSION_LEVELS = {"conda": range(1, 23), "tar.bz2": range(1, 10)}
+
+
+def build_timestamp() -> datetime.datetime:
+    """The build timestamp: SOURCE_DATE_EPOCH when set (reproducible builds), else now."""
+    raw = os.environ.get("SOURCE_DATE_EPOCH")
+    if raw is None or raw == "":
+        return datetime.datetime.now(tz=datetime.timezone.utc)
+    try:
+        return datetime.datetime.fromtimestamp(int(raw), tz=datetime.timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        raise UserError(f"SOURCE_DATE_EPOCH='{raw}' is not a number of seconds since 1970-01-01.") from None
+
+
+def check_options(options: RunOptions) -> None:
+    levels = COMPRESSION_LEVELS.get(options.conda_format)
+    if levels is None:
+        raise UserError(f"conda format '{options.conda_format}' is not known; valid: {one_of(ARCHIVE_SUFFIX)}.")
+    if options.compression_level not in levels:
+        raise UserError(
+            f"compression level {options.compression_level} is out of range for {options.conda_format}: "
+            f"valid: {levels.start} to {levels.stop - 1}."
+        )
+    if options.compression_threads < 1:
+        raise UserError(f"compression threads must be 1 or more (got {options.compression_threads}).")
+
+
+def _specs(meta: Mapping[str, Any], *keys: str) -> list[str]:
+    node: Any = meta
+    for key in keys:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return [str(s) for s in node or ()]
+
+
+def assemble(
+    meta: Mapping[str, Any],
+    *,
+    subdir: str,
+    payload_dir: Path,
+    out_dir: Path,
+    options: RunOptions,
+    recipe_dir: Path | None = None,
+    licenses: Sequence[Path] = (),
+    timestamp: datetime.datetime | None = None,
+    stage: str = "conda",
+) -> Path:
+    """Assemble the staged prefix ``payload_dir`` into a package in ``out_dir``; return its path.
+
+    Everything in index.json and about.json comes from the rendered recipe ``meta`` (selectors applied).
+    """
+    from rattler_build import ArchiveType, RattlerBuildError, assemble_package
+
+    check_options(options)
+    about = meta.get("about") or {}
+    archive = ArchiveType.TarBz2 if options.conda_format == "tar.bz2" else ArchiveType.Conda
+    try:
+        output = assemble_package(
+            name=str(meta["package"]["name"]),
+            version=str(meta["package"]["version"]),
+            target_platform=subdir,
+            build_string=str(meta["build"]["string"]),
+            build_number=int(meta["build"]["number"]),
+            output_dir=out_dir,
+            files_dir=payload_dir,
+            depends=_specs(meta, "requirements", "run"),
+            constrains=_specs(meta, "requirements", "run_constrained"),
+            homepage=about.get("home"),
+            license=about.get("license"),
+            license_family=about.get("license_family"),
+            summary=about.get("summary"),
+            description=about.get("description"),
+            license_files=[str(p) for p in licenses] or None,
+            recipe_dir=recipe_dir,
+            compression_level=options.compression_level,
+            compression_threads=options.compression_threads,
+            archive_type=archive,
+            timestamp=timestamp,
+            # A wheel holds no build prefix to replace at install time (it is relocatable by construction), and
+            # scanning a 1 GB payload for one costs time for nothing.
+            detect_prefix=False,
+        )
+    except RattlerBuildError as exc:
+        raise StageFailed(stage, f"assembling the package in {out_dir} failed: {exc}") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StageFailed(stage, f"the rendered recipe in {recipe_dir} lacks a package field: {exc}") from None
+    return Path(output.path)

@@ -1,0 +1,75 @@
+"""What a run recorded of each stage of each cell: written to ``build/<cell-id>/state.json`` by the runner, read by
+the report, the rerun rule and the smoke command."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torchbuild.plan import Plan
+from torchbuild.results import Artifact, Check
+
+PASSING = ("passed", "skipped", "cached")
+
+
+@dataclass
+class StageRecord:
+    stage: str
+    status: str  # passed | failed | skipped | cached | not run
+    duration: float = 0.0
+    message: str = ""
+    key: str = ""
+    outputs: dict[str, Artifact] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+    # st_mtime_ns of each output when it was recorded: a rerun trusts the recorded sha256 only while the file's
+    # size and mtime are unchanged (state.json only; the reports leave it out).
+    mtimes: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "status": self.status,
+            "duration": round(self.duration, 3),
+            "message": self.message,
+            "key": self.key,
+            "outputs": {name: a.to_dict() for name, a in self.outputs.items()},
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+    def to_state(self) -> dict[str, Any]:
+        return {**self.to_dict(), "mtimes": dict(self.mtimes)}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> StageRecord:
+        return cls(
+            stage=raw["stage"],
+            status=raw["status"],
+            duration=float(raw.get("duration", 0.0)),
+            message=raw.get("message", ""),
+            key=raw.get("key", ""),
+            outputs={
+                name: Artifact(path=Path(a["path"]), sha256=a["sha256"], size=int(a["size"]))
+                for name, a in raw.get("outputs", {}).items()
+            },
+            checks=[Check(**c) for c in raw.get("checks", [])],
+            mtimes={str(k): int(v) for k, v in (raw.get("mtimes") or {}).items()},
+        )
+
+
+@dataclass
+class CellRun:
+    plan: Plan
+    records: list[StageRecord] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status in PASSING for r in self.records)
+
+    @property
+    def artifacts(self) -> dict[str, Artifact]:
+        found: dict[str, Artifact] = {}
+        for record in self.records:
+            found.update(record.outputs)
+        return found
