@@ -1,7 +1,7 @@
 """Benchmark: how fast the conda stage turns the unpacked torch wheel into a .conda, against the floor.
 
 In one run, on the same unpacked payload (torch 2.13.0 CPU, linux-64, Python 3.11):
-  (a) the pipeline: torchbuild.stages.conda.assemble (py-rattler-build's assemble_package), zstd LEVEL, THREADS;
+  (a) the pipeline: torchbuild.package_assembly.assemble (py-rattler-build's assemble_package), zstd LEVEL, THREADS;
   (b) the floor: `tar -cf - . | zstd -LEVEL -TTHREADS` with the CLI tools (apt-get install -y zstd);
   (c) conda-package-handling with its defaults (zstd 19, one thread): slow (minutes); --skip-cph leaves it out.
 Prints times, sizes and ratios against the floor.
@@ -27,11 +27,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from torchbuild import matrix, recipe  # noqa: E402
+from torchbuild import matrix, recipe, wheelfile  # noqa: E402
 from torchbuild import plan as plan_mod  # noqa: E402
 from torchbuild.matrix import Cell  # noqa: E402
-from torchbuild.stages import RunOptions  # noqa: E402
-from torchbuild.stages import conda as conda_stage  # noqa: E402
+from torchbuild.options import RunOptions  # noqa: E402
+from torchbuild.package_assembly import assemble  # noqa: E402
+from torchbuild.wheel_install import unpack_wheel  # noqa: E402
+from torchbuild.wheel_to_conda import wheel_requires  # noqa: E402
 
 TORCH_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 
@@ -53,7 +55,7 @@ def payload_bytes(root: Path) -> tuple[int, int]:
 def bench_pipeline(meta: dict[str, object], staging: Path, out: Path, level: int, threads: int) -> tuple[Row, Path]:
     options = RunOptions(compression_level=level, compression_threads=threads)
     started = time.perf_counter()
-    path = conda_stage.assemble(meta, subdir="linux-64", payload_dir=staging, out_dir=out, options=options)
+    path = assemble(meta, subdir="linux-64", payload_dir=staging, out_dir=out, options=options)
     seconds = time.perf_counter() - started
     return Row("pipeline: assemble_package", f"zstd {level}, {threads} threads", seconds, path.stat().st_size), path
 
@@ -123,14 +125,14 @@ def main() -> int:
     )
     work = Path(tempfile.mkdtemp(prefix="bench-package-", dir=args.work_dir))
     try:
-        wheel = conda_stage.read_wheel(args.wheel)
+        wheel = wheelfile.read_wheel(args.wheel, "bench")
         staging = work / "payload"
         started = time.perf_counter()
-        conda_stage.unpack_wheel(wheel, plan, staging)
+        unpack_wheel(wheel, plan, staging)
         unpack = time.perf_counter() - started
         count, size = payload_bytes(staging)
         print(f"payload: {args.wheel.name} unpacked in {unpack:.1f} s: {count:,} files, {size / 1e6:,.0f} MB")
-        rendered = recipe.render(plan, work / "recipe", wheel_requires=conda_stage.wheel_requires(wheel, plan))
+        rendered = recipe.render(plan, work / "recipe", wheel_requires=wheel_requires(wheel, plan))
 
         rows: list[Row] = []
         (work / "a").mkdir()

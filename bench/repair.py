@@ -24,7 +24,9 @@ sys.path.insert(0, str(ROOT))
 from torchbuild import dll_providers, matrix, pe  # noqa: E402
 from torchbuild import plan as plan_mod  # noqa: E402
 from torchbuild.matrix import Cell  # noqa: E402
-from torchbuild.stages import Artifact, Context, RunOptions  # noqa: E402
+from torchbuild.options import RunOptions  # noqa: E402
+from torchbuild.results import Artifact  # noqa: E402
+from torchbuild.stages import Context  # noqa: E402
 from torchbuild.stages import repair as repair_stage  # noqa: E402
 from torchbuild.stages import source as source_stage  # noqa: E402
 
@@ -37,7 +39,7 @@ def main() -> int:
         work = Path(tmp)
         ctx = Context(plan=plan, root=work, options=options)
         source = source_stage.run(ctx)  # cached after the first run; re-versioned to 2.5.1+cpu (about 1 s)
-        wheel = source.outputs["wheel"].path
+        wheel = source.outputs["source_wheel"].path
         log = work / "providers.log"
         located = dll_providers.locate(
             plan.ship_dlls, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python, cache_dir=options.cache_dir, log=log
@@ -46,9 +48,10 @@ def main() -> int:
         print(f"input: {wheel.name} ({wheel.stat().st_size / 1e6:.1f} MB); providers: {', '.join(map(str, providers))}")
 
         started = time.perf_counter()
-        result = repair_stage.run(Context(plan=plan, root=work, options=options, inputs={"wheel": Artifact.of(wheel)}))
+        inputs = {"built_wheel": Artifact.of(wheel)}
+        result = repair_stage.run(Context(plan=plan, root=work, options=options, inputs=inputs))
         pipeline_s = time.perf_counter() - started
-        ours = result.outputs["wheel"].path
+        ours = result.outputs["repaired_wheel"].path
 
         plain_dir = work / "plain"
         argv = [sys.executable, "-m", "delvewheel", "repair", "--ignore-existing", "-w", str(plain_dir),

@@ -16,7 +16,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-ICONS = {"passed": "✅", "cached": "♻️", "skipped": "⏭️", "failed": "❌", "not run": "·"}
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from torchbuild.report import artifact_table, icon
 
 
 def read_reports(root: Path, prefix: str) -> dict[str, dict[str, Any]]:
@@ -34,7 +36,7 @@ def read_reports(root: Path, prefix: str) -> dict[str, dict[str, Any]]:
 
 
 def stage_cell(stage: Mapping[str, Any]) -> str:
-    return f"{ICONS.get(stage['status'], stage['status'])} {float(stage.get('duration', 0)) / 60:.0f} min"
+    return f"{icon(stage['status'])} {float(stage.get('duration', 0)) / 60:.0f} min"
 
 
 def table(cells: Sequence[str], builds: Mapping[str, Any], smokes: Mapping[str, Any], publish: str) -> str:
@@ -71,10 +73,7 @@ def table(cells: Sequence[str], builds: Mapping[str, Any], smokes: Mapping[str, 
     ]
     artifacts = [(c, a) for c in cells if c in builds for a in builds[c].get("artifacts", {}).values()]
     if artifacts:
-        lines += ["", "| cell | artifact | size | sha256 |", "|---|---|---|---|"]
-        for cell_id, artifact in artifacts:
-            name = Path(str(artifact["path"]).replace("\\", "/")).name
-            lines.append(f"| `{cell_id}` | `{name}` | {artifact['size'] / 1e6:.1f} MB | `{artifact['sha256']}` |")
+        lines += ["", *artifact_table(artifacts)]
     return "\n".join(lines) + "\n"
 
 

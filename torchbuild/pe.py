@@ -17,7 +17,9 @@ directories are searched: their gaps are reported, not enforced.
 
 from __future__ import annotations
 
+import functools
 import posixpath
+import re
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -51,10 +53,11 @@ Via = Literal["wheel", "python", "system", "driver"]
 
 @dataclass(frozen=True)
 class SystemSet:
-    """The DLLs a wheel may import without shipping them (torchbuild/data/dll_providers.yaml)."""
+    """The DLLs a wheel may import without shipping them: Windows' own (delvewheel's maintained list for the
+    machine, plus what torchbuild/data/dll_providers.yaml adds with its reasons), the Python's and the driver's."""
 
     system: frozenset[str]  # lower-case names
-    prefixes: tuple[str, ...]  # API set prefixes
+    patterns: tuple[re.Pattern[str], ...]  # API sets (api-ms-win-*, ext-ms-win-*) and the like
     python: tuple[str, ...]  # with {py}
     driver: frozenset[str]
     search_dirs: tuple[str, ...]
@@ -65,21 +68,44 @@ class SystemSet:
 
     def is_system(self, name: str) -> bool:
         low = name.lower()
-        return low in self.system or low.startswith(self.prefixes)
+        return low in self.system or any(p.fullmatch(low) for p in self.patterns)
 
 
-def _parse_system_set(raw: dict[str, Any]) -> SystemSet:
+# delvewheel's list also ignores the DLL of every interpreter (python3XY.dll, libpypy...): those are not Windows'
+# DLLs, and which one an extension may import depends on the Plan's Python (the ``python`` entries of the data).
+INTERPRETER_DLLS = ("python311.dll", "python3.dll", "libpypy3.9-c.dll", "python-native.dll")
+
+
+def windows_dlls(machine: str) -> tuple[frozenset[str], tuple[re.Pattern[str], ...]]:
+    """delvewheel's list of the DLLs on every Windows 7 SP1+ of ``machine`` (1,400+ names for AMD64), and its
+    name patterns for them (API sets). delvewheel keeps the list from real Windows installs; we do not copy it."""
+    from delvewheel import _dll_list
+
+    kind = _dll_list.MachineType.__members__.get(machine)
+    names = _dll_list.ignore_names.get(kind, set()) if kind is not None else set()
+    patterns = tuple(
+        rx for rx in _dll_list.ignore_regexes if not any(rx.fullmatch(name) for name in INTERPRETER_DLLS)
+    )
+    return frozenset(n.lower() for n in names), patterns
+
+
+def _parse_system_set(raw: dict[str, Any]) -> dict[str, Any]:
+    return raw
+
+
+@functools.cache
+def load_system_set(machine: str = "AMD64") -> SystemSet:
+    raw = datafiles.table(DATA_FILE, _parse_system_set)
+    names, patterns = windows_dlls(machine)
+    extra = frozenset(str(row["name"]).lower() for row in raw["system_extra"])
+    extra_patterns = tuple(re.compile(str(row["pattern"])) for row in raw["system_patterns_extra"])
     return SystemSet(
-        system=frozenset(str(n).lower() for n in raw["system"]),
-        prefixes=tuple(str(p).lower() for p in raw["system_prefixes"]),
+        system=names | extra,
+        patterns=patterns + extra_patterns,
         python=tuple(str(n) for n in raw["python"]),
         driver=frozenset(str(n).lower() for n in raw["driver"]),
         search_dirs=tuple(str(d) for d in raw["search_dirs"]),
     )
-
-
-def load_system_set() -> SystemSet:
-    return datafiles.table(DATA_FILE, _parse_system_set)
 
 
 class PeError(ValueError):
@@ -229,7 +255,7 @@ def resolve(
     bad: Iterable[BadPe] = (),
 ) -> ClosureReport:
     """Resolve every import of ``pes`` against the wheel's ``files`` and the DLLs a Windows machine has."""
-    system = system or load_system_set()
+    system = system or load_system_set(machine)
     dirs = tuple(search_dirs if search_dirs is not None else system.search_dirs)
     python_dlls = system.python_dlls(python)
     pes = tuple(sorted(pes, key=lambda p: p.path))

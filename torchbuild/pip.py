@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 TIMEOUT_S = 1800
 # pip's log (--log is always verbose) names each file it prepared: "Added torch==2.13.0+cpu from <url> to build tracker"
 _PREPARED = re.compile(r"Added (\S+) from (\S+) to build tracker")
-_NO_MATCH = ("No matching distribution found", "Could not find a version that satisfies")
+# What pip says when the indexes hold no candidate for a requirement; with --no-deps and one pinned requirement, a
+# ResolutionImpossible means the same (no candidate within the configured constraints).
+_NO_MATCH = ("No matching distribution found", "Could not find a version that satisfies", "ResolutionImpossible")
 
 
 class PipError(UserError):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 from typing import Any
 
 from torchbuild.console import MARKS, console
@@ -40,27 +40,47 @@ def as_dict(cells: Sequence[CellRun]) -> dict[str, Any]:
     }
 
 
+# Status icons of the Markdown reports (this one, and the nightly's summary: scripts/ci_summary.py).
+ICONS = {"passed": "✅", "cached": "♻️", "skipped": "⏭️", "failed": "❌", "not run": "·"}
+
+
+def icon(status: str) -> str:
+    return ICONS.get(status, status)
+
+
+def artifact_table(rows: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """Markdown rows ``| cell | artifact | size | sha256 |`` of report.json artifact entries, each file once."""
+    lines = ["| cell | artifact | size | sha256 |", "|---|---|---|---|"]
+    seen: set[tuple[str, str]] = set()
+    for cell_id, artifact in rows:
+        name = PureWindowsPath(str(artifact["path"])).name  # a report from a Windows job has '\\' paths
+        if (cell_id, name) not in seen:
+            seen.add((cell_id, name))
+            lines.append(f"| `{cell_id}` | `{name}` | {int(artifact['size']) / 1e6:.1f} MB | `{artifact['sha256']}` |")
+    return lines
+
+
 def markdown(cells: Sequence[CellRun]) -> str:
-    lines = ["## torchbuild", "", "| cell | torch | " + " | ".join(r.stage for r in cells[0].records) + " |"]
-    lines.append("|" + "---|" * (2 + len(cells[0].records)))
-    icons = {"passed": "✅", "cached": "♻️", "skipped": "⏭️", "failed": "❌", "not run": "·"}
-    for cell in cells:
-        row = [f"`{cell.plan.cell_id}`", cell.plan.version]
-        row += [f"{icons.get(r.status, r.status)} {r.duration:.0f}s" for r in cell.records]
+    data = as_dict(cells)
+    stages = [s["stage"] for s in data["cells"][0]["stages"]]
+    lines = ["## torchbuild", "", "| cell | torch | " + " | ".join(stages) + " |"]
+    lines.append("|" + "---|" * (2 + len(stages)))
+    for cell in data["cells"]:
+        row = [f"`{cell['cell_id']}`", cell["torch"]]
+        row += [f"{icon(s['status'])} {s['duration']:.0f}s" for s in cell["stages"]]
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", "| artifact | size | sha256 |", "|---|---|---|"]
-    for cell in cells:
-        for artifact in cell.artifacts.values():
-            lines.append(f"| `{artifact.path.name}` | {artifact.size / 1e6:.1f} MB | `{artifact.sha256}` |")
-    problems = [(c.plan.cell_id, r) for c in cells for r in c.records if r.status == "failed"]
+    lines += ["", *artifact_table((c["cell_id"], a) for c in data["cells"] for a in c["artifacts"].values())]
+    problems = [(c["cell_id"], s) for c in data["cells"] for s in c["stages"] if s["status"] == "failed"]
     if problems:
         lines += ["", "### Failures", ""]
-        for cell_id, record in problems:
-            lines += [f"**{cell_id} / {record.stage}**", "", "```", record.message, "```", ""]
-    skipped = [(c.plan.cell_id, r) for c in cells for r in c.records if r.status == "skipped" and r.message]
+        for cell_id, stage in problems:
+            lines += [f"**{cell_id} / {stage['stage']}**", "", "```", stage["message"], "```", ""]
+    skipped = [
+        (c["cell_id"], s) for c in data["cells"] for s in c["stages"] if s["status"] == "skipped" and s["message"]
+    ]
     if skipped:
         lines += ["", "### Skipped", ""]
-        lines += [f"- {cell_id} / {r.stage}: {r.message}" for cell_id, r in skipped]
+        lines += [f"- {cell_id} / {s['stage']}: {s['message']}" for cell_id, s in skipped]
     return "\n".join(lines) + "\n"
 
 
@@ -121,8 +141,11 @@ def print_summary(cells: Sequence[CellRun], paths: ReportPaths) -> None:
         )
     console.print(table)
     for cell in cells:
+        shown: set[Path] = set()
         for name, artifact in cell.artifacts.items():
-            console.print(f"  {name:<15} {artifact.path}  {artifact.size / 1e6:.1f} MB  sha256 {artifact.sha256}")
+            if artifact.path not in shown:  # a stage that passes its input through names the same file again
+                shown.add(artifact.path)
+                console.print(f"  {name:<15} {artifact.path}  {artifact.size / 1e6:.1f} MB  sha256 {artifact.sha256}")
     ok = all(c.ok for c in cells)
     verdict = "[green]all cells passed[/]" if ok else "[red]some cells failed[/] (details above and in the report)"
     console.print(f"{verdict}; report: {paths.json}, {paths.markdown}, {paths.junit}")

@@ -23,15 +23,10 @@ so that it keeps what a concurrent publisher added meanwhile.
 
 from __future__ import annotations
 
-import importlib
-import os
 import random
-import re
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 from urllib.parse import urlsplit
@@ -40,78 +35,22 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from torchbuild.channels import Upload, pep503
 from torchbuild.channels import repodata as rd
-from torchbuild.channels.secrets import redact, register
+from torchbuild.channels.s3_client import (
+    CONFLICT,
+    MB,
+    PART_MB,
+    RETRIES,
+    Progress,
+    boto_errors,
+    describe_error,
+    error_code,
+    make_client,
+    module,
+    parse_url,
+)
 from torchbuild.console import console
 from torchbuild.errors import UserError
 from torchbuild.results import Artifact
-
-MB = 1 << 20
-# Files above this go up in parts of this size, four at a time (S3 needs parts of at least 5 MB).
-PART_MB = int(os.environ.get("TORCHBUILD_S3_PART_MB", "64"))
-RETRIES = 8  # merge attempts per index file; and botocore's attempts per request unless AWS_MAX_ATTEMPTS says
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_CONFLICT = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
-
-
-@dataclass(frozen=True)
-class Location:
-    bucket: str
-    prefix: str  # "" or "some/prefix" (no slashes at the ends)
-
-    def key(self, *parts: str) -> str:
-        return str(PurePosixPath(self.prefix, *parts)) if self.prefix else str(PurePosixPath(*parts))
-
-
-def parse_url(url: str) -> Location:
-    parts = urlsplit(url)
-    if parts.scheme != "s3" or not parts.netloc:
-        raise UserError(f"'{url}' is not an S3 channel: use s3://bucket/prefix")
-    if not _BUCKET.match(parts.netloc):
-        raise UserError(
-            f"'{parts.netloc}' in '{url}' is not a valid S3 bucket name (3-63 lowercase letters, digits, dots, dashes)"
-        )
-    return Location(bucket=parts.netloc, prefix=parts.path.strip("/"))
-
-
-def make_client() -> Any:
-    try:
-        session = _module("boto3.session").Session()
-        credentials = session.get_credentials()
-    except _boto_errors() as exc:  # e.g. a profile that does not exist
-        raise UserError(redact(f"AWS configuration: {exc}")) from None
-    if credentials is None:
-        raise UserError(
-            "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, "
-            "or run where an instance role gives them"
-        )
-    frozen = credentials.get_frozen_credentials()
-    register(frozen.access_key, frozen.secret_key, frozen.token)
-    config = _module("botocore.config").Config(
-        retries={"mode": "standard", **({} if os.environ.get("AWS_MAX_ATTEMPTS") else {"max_attempts": RETRIES})},
-        connect_timeout=10,
-        read_timeout=120,
-        user_agent_extra="torchbuild",
-    )
-    try:
-        return session.client("s3", region_name=session.region_name or "us-east-1", config=config)
-    except _boto_errors() as exc:  # e.g. an endpoint URL that is not one
-        raise UserError(redact(f"AWS configuration: {exc}")) from None
-
-
-def _module(name: str) -> Any:
-    """boto3 ships no type information: its modules are used as Any."""
-    return importlib.import_module(name)
-
-
-def _boto_errors() -> tuple[type[Exception], type[Exception]]:
-    errors = _module("botocore.exceptions")
-    return errors.ClientError, errors.BotoCoreError
-
-
-def _code(exc: Exception) -> str:
-    response = getattr(exc, "response", None) or {}
-    code = str(response.get("Error", {}).get("Code", ""))
-    return code or str(response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
 
 
 class S3Channel:
@@ -138,28 +77,10 @@ class S3Channel:
     # --- errors ---------------------------------------------------------------------------------------
 
     def _error(self, exc: Exception, doing: str) -> UserError:
-        errors = _module("botocore.exceptions")
-        code = _code(exc)
-        bucket = self.location.bucket
-        endpoint = self.client.meta.endpoint_url
-        if code in ("NoSuchBucket", "404") and doing == "checking the bucket":
-            message = f"bucket '{bucket}' does not exist at {endpoint} (create it first; publishing never does)"
-        elif code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "403",
-                      "AccessDenied", "InvalidClientTokenId"):  # fmt: skip
-            message = (
-                f"the AWS credentials were refused for bucket '{bucket}' ({code}) while {doing}: check "
-                "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, and that they may read and write the bucket"
-            )
-        elif isinstance(exc, errors.EndpointConnectionError):
-            message = f"cannot reach the S3 endpoint {endpoint} while {doing} (AWS_ENDPOINT_URL_S3, network)"
-        elif isinstance(exc, errors.NoCredentialsError):
-            message = "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
-        else:
-            message = f"S3 error while {doing} ({code or type(exc).__name__}): {exc}"
-        return UserError(redact(f"{self.s3_url}: {message}"))
+        return describe_error(exc, doing, self.s3_url, self.location.bucket, str(self.client.meta.endpoint_url))
 
     def _call(self, doing: str, operation: Callable[..., Any], **arguments: Any) -> Any:
-        ClientError, BotoCoreError = _boto_errors()
+        ClientError, BotoCoreError = boto_errors()
         try:
             return operation(**arguments)
         except (ClientError, BotoCoreError) as exc:
@@ -168,11 +89,11 @@ class S3Channel:
     # --- reading --------------------------------------------------------------------------------------
 
     def _head(self, key: str) -> dict[str, Any] | None:
-        ClientError, BotoCoreError = _boto_errors()
+        ClientError, BotoCoreError = boto_errors()
         try:
             head: dict[str, Any] = self.client.head_object(Bucket=self.location.bucket, Key=key)
         except ClientError as exc:
-            if _code(exc) in ("404", "NoSuchKey", "NotFound"):
+            if error_code(exc) in ("404", "NoSuchKey", "NotFound"):
                 return None
             raise self._error(exc, f"reading {key}") from None
         except BotoCoreError as exc:
@@ -181,12 +102,12 @@ class S3Channel:
 
     def _get(self, key: str) -> tuple[bytes | None, str | None]:
         """The object's bytes and ETag, or (None, None) when there is none."""
-        ClientError, BotoCoreError = _boto_errors()
+        ClientError, BotoCoreError = boto_errors()
         try:
             got = self.client.get_object(Bucket=self.location.bucket, Key=key)
             return got["Body"].read(), str(got["ETag"])
         except ClientError as exc:
-            if _code(exc) in ("404", "NoSuchKey", "NotFound"):
+            if error_code(exc) in ("404", "NoSuchKey", "NotFound"):
                 return None, None
             raise self._error(exc, f"reading {key}") from None
         except BotoCoreError as exc:
@@ -281,14 +202,14 @@ class S3Channel:
         return [Artifact(path=Path(u.destination), sha256=u.artifact.sha256, size=u.artifact.size) for u in uploads]
 
     def _upload(self, artifact: Artifact, key: str) -> None:
-        failures = (*_boto_errors(), _module("s3transfer.exceptions").S3UploadFailedError)
+        failures = (*boto_errors(), module("s3transfer.exceptions").S3UploadFailedError)
         part = PART_MB * MB
-        config = _module("boto3.s3.transfer").TransferConfig(
+        config = module("boto3.s3.transfer").TransferConfig(
             multipart_threshold=part, multipart_chunksize=part, max_concurrency=4
         )
         content_type = "application/octet-stream"
         extra = {"Metadata": {"sha256": artifact.sha256}, "ContentType": content_type}
-        progress = _Progress(key.rsplit("/", 1)[-1], artifact.size) if artifact.size > PART_MB * MB else None
+        progress = Progress(key.rsplit("/", 1)[-1], artifact.size) if artifact.size > PART_MB * MB else None
         try:
             self.client.upload_file(
                 str(artifact.path), self.location.bucket, key, ExtraArgs=extra, Config=config, Callback=progress
@@ -308,7 +229,7 @@ class S3Channel:
     def _swap(self, keys: Sequence[str], update: Callable[[bytes | None], bytes | None], what: str) -> bool:
         """Make every key hold ``update(content of keys[0])``; each write is conditional on the ETag read.
         Returns whether anything was written."""
-        ClientError, BotoCoreError = _boto_errors()
+        ClientError, BotoCoreError = boto_errors()
         for attempt in range(RETRIES):
             current = [self._get(key) for key in keys]
             wanted = update(current[0][0])
@@ -329,7 +250,7 @@ class S3Channel:
                     wrote = True
                 return wrote
             except ClientError as exc:
-                if _code(exc) not in _CONFLICT:
+                if error_code(exc) not in CONFLICT:
                     raise self._error(exc, f"writing {what}") from None
             except BotoCoreError as exc:
                 raise self._error(exc, f"writing {what}") from None
@@ -479,22 +400,3 @@ class S3Channel:
 def _is_wheel(parts: Sequence[str]) -> bool:
     """A relative key (split at '/') of a wheel: whl/simple/<project>/<file>.whl."""
     return len(parts) == 4 and parts[0] == "whl" and parts[1] == "simple" and parts[3].endswith(".whl")
-
-
-class _Progress:
-    """boto3 calls this from its upload threads with the bytes sent; a line every 10%."""
-
-    def __init__(self, name: str, size: int) -> None:
-        import threading
-
-        self.name, self.size, self.sent, self.shown = name, size, 0, -1
-        self.lock = threading.Lock()
-
-    def __call__(self, sent: int) -> None:
-        with self.lock:
-            self.sent += sent
-            tenth = min(10, self.sent * 10 // max(self.size, 1))
-            if tenth > self.shown:
-                self.shown = tenth
-                console.print(f"  uploading {self.name}: {tenth * 10}% of {self.size / MB:.1f} MB")
-                sys.stderr.flush()
