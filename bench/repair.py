@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from torchbuild import dll_providers, matrix, pe  # noqa: E402
+from torchbuild import matrix, pe, repair_windows  # noqa: E402
 from torchbuild import plan as plan_mod  # noqa: E402
 from torchbuild.matrix import Cell  # noqa: E402
 from torchbuild.options import RunOptions  # noqa: E402
@@ -41,9 +41,7 @@ def main() -> int:
         source = source_stage.run(ctx)  # cached after the first run; re-versioned to 2.5.1+cpu (about 1 s)
         wheel = source.outputs["source_wheel"].path
         log = work / "providers.log"
-        located = dll_providers.locate(
-            plan.ship_dlls, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python, cache_dir=options.cache_dir, log=log
-        )
+        located = repair_windows.needs(plan, wheel, options.cache_dir, log).located
         providers = sorted({hit.path.parent for hit in located})
         print(f"input: {wheel.name} ({wheel.stat().st_size / 1e6:.1f} MB); providers: {', '.join(map(str, providers))}")
 

@@ -102,3 +102,17 @@ def build(dest: Path) -> PeFixtures:
         base32=dest / "x86" / "base.dll",
         cuda=dest / "cuda.dll",
     )
+
+
+def with_linker(dll: Path, dest: Path, version: str) -> Path:
+    """A copy of ``dll`` whose optional header says it was linked by linker ``version`` (as MSVC 14.50's link.exe
+    writes 14.50): what the VC runtime floor is read from."""
+    major, minor = (int(part) for part in version.split("."))
+    pe = pefile.PE(str(dll))
+    pe.OPTIONAL_HEADER.MajorLinkerVersion = major
+    pe.OPTIONAL_HEADER.MinorLinkerVersion = minor
+    data = pe.write()
+    pe.close()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(bytes(data))
+    return dest

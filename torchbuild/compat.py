@@ -150,6 +150,16 @@ class Override:
 
 
 @dataclass(frozen=True)
+class VcRuntimeRule:
+    """packaging.yaml `vc_runtime`: the VC runtime package a win-64 conda package depends on (vc_runtime.py)."""
+
+    package: str
+    minimum: str
+    upper: str = ""
+    versions: tuple[tuple[str, str], ...] = ()  # (MSVC version specifier, package version), for `vc`
+
+
+@dataclass(frozen=True)
 class Packaging:
     wheel_platform_tags: tuple[Rule, ...]
     run_dependencies: tuple[Rule, ...]
@@ -159,6 +169,10 @@ class Packaging:
     solve_channels: tuple[SolveChannel, ...] = ()
     requirement_overrides: tuple[Override, ...] = ()
     unlabelled_wheels: tuple[Rule, ...] = ()  # rule.value is the local label PyPI leaves off (cpu)
+    vc_runtime: tuple[tuple[Rule, VcRuntimeRule], ...] = ()
+
+    def vc_runtime_for(self, platform: str, torch: str, cuda: str) -> VcRuntimeRule | None:
+        return next((v for rule, v in self.vc_runtime if rule.applies(platform, torch, cuda)), None)
 
     def solve_channel_for(self, platform: str, torch: str, cuda: str, python: str) -> SolveChannel | None:
         return next((c for c in self.solve_channels if c.rule.applies(platform, torch, cuda, python)), None)
@@ -299,5 +313,17 @@ def load() -> Compat:
             for row in pkg.get("requirement_overrides") or []
         ),
         unlabelled_wheels=_rules(pkg.get("unlabelled_wheels") or [], "label"),
+        vc_runtime=tuple(
+            (
+                Rule(value=str(row["package"]), when=row.get("when") or {}),
+                VcRuntimeRule(
+                    package=str(row["package"]),
+                    minimum=str(row["minimum"]),
+                    upper=str(row.get("upper", "")),
+                    versions=tuple((str(v["msvc"]), str(v["vc"])) for v in row.get("versions") or ()),
+                ),
+            )
+            for row in pkg.get("vc_runtime") or []
+        ),
     )
     return Compat(releases=releases, cuda=cuda, visual_studio=visual_studio, known_bad=known_bad, packaging=packaging)

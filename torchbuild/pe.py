@@ -17,6 +17,7 @@ directories are searched: their gaps are reported, not enforced.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import posixpath
 import re
@@ -48,7 +49,7 @@ MACHINES: Mapping[int, str] = {0x8664: "AMD64", 0x14C: "I386", 0xAA64: "ARM64", 
 # What each wheel platform tag needs.
 TAG_MACHINES: Mapping[str, str] = {"win_amd64": "AMD64", "win32": "I386", "win_arm64": "ARM64"}
 
-Via = Literal["wheel", "python", "system", "driver"]
+Via = Literal["wheel", "python", "system", "driver", "dependency"]
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,7 @@ class PeInfo:
     machine: str  # AMD64, I386, ... or 0x.... for others
     imports: tuple[str, ...]
     delay_imports: tuple[str, ...]
+    linker: str = ""  # the linker version of the optional header, e.g. 14.42 (MSVC 14.42): which runtime it needs
 
     @property
     def loaded_by_import(self) -> bool:
@@ -134,18 +136,42 @@ def read_pe(data: bytes, name: str) -> PeInfo:
     """Parse the import and delay-import tables of one PE image. Raises PeError."""
     try:
         pe = pefile.PE(data=data, fast_load=True)
+        # DLL names only: pefile stops reading a DLL's imports after 8,192 symbols (MAX_IMPORT_SYMBOLS), and
+        # torch_python.dll imports more than that from torch_cpu.dll alone, which would cut off every DLL after it.
         pe.parse_data_directories(
             directories=[
                 pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"],
                 pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"],
-            ]
+            ],
+            import_dllnames_only=True,
         )
     except pefile.PEFormatError as exc:
         raise PeError(f"{name} is not a readable PE file: {exc.value}") from None
     try:
         imports = tuple(e.dll.decode("ascii") for e in getattr(pe, "DIRECTORY_ENTRY_IMPORT", ()))
         delay = tuple(e.dll.decode("ascii") for e in getattr(pe, "DIRECTORY_ENTRY_DELAY_IMPORT", ()))
-        return PeInfo(path=name, machine=machine_name(pe.FILE_HEADER.Machine), imports=imports, delay_imports=delay)
+        header = pe.OPTIONAL_HEADER
+        linker = f"{header.MajorLinkerVersion}.{header.MinorLinkerVersion}"
+        machine = machine_name(pe.FILE_HEADER.Machine)
+        return PeInfo(path=name, machine=machine, imports=imports, delay_imports=delay, linker=linker)
+    finally:
+        pe.close()
+
+
+def file_version(data: bytes, name: str) -> str | None:
+    """The FileVersion of a PE's version resource (VS_FIXEDFILEINFO), e.g. 14.44.35211.0; None without one.
+    Raises PeError."""
+    try:
+        pe = pefile.PE(data=data, fast_load=True)
+        pe.parse_data_directories(directories=[pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_RESOURCE"]])
+    except pefile.PEFormatError as exc:
+        raise PeError(f"{name} is not a readable PE file: {exc.value}") from None
+    try:
+        fixed = getattr(pe, "VS_FIXEDFILEINFO", None) or []
+        if not fixed:
+            return None
+        ms, ls = fixed[0].FileVersionMS, fixed[0].FileVersionLS
+        return f"{ms >> 16}.{ms & 0xFFFF}.{ls >> 16}.{ls & 0xFFFF}"
     finally:
         pe.close()
 
@@ -228,7 +254,9 @@ class ClosureReport:
         text = (
             f"{len(self.files)} PE files ({self.machine}), {imports} imports ({delay} delay-load): "
             f"{self.count('wheel')} in the wheel, {self.count('python')} shipped with Python, "
-            f"{self.count('system')} Windows system, {self.count('driver')} NVIDIA driver, {len(self.missing)} missing"
+            f"{self.count('system')} Windows system, {self.count('driver')} NVIDIA driver, "
+            + (f"{self.count('dependency')} from run dependencies, " if self.count("dependency") else "")
+            + f"{len(self.missing)} missing"
         )
         if self.missing:
             text += f" ({', '.join(self.missing_names)})"
@@ -244,6 +272,10 @@ class ClosureReport:
 # --- resolution ------------------------------------------------------------------------------------------
 
 
+def _provider(name: str, provided: Mapping[str, str] | None) -> str | None:
+    return next((pkg for pattern, pkg in (provided or {}).items() if fnmatch.fnmatch(name, pattern.lower())), None)
+
+
 def resolve(
     pes: Iterable[PeInfo],
     files: Iterable[str],
@@ -253,8 +285,11 @@ def resolve(
     system: SystemSet | None = None,
     search_dirs: Sequence[str] | None = None,
     bad: Iterable[BadPe] = (),
+    provided: Mapping[str, str] | None = None,
 ) -> ClosureReport:
-    """Resolve every import of ``pes`` against the wheel's ``files`` and the DLLs a Windows machine has."""
+    """Resolve every import of ``pes`` against the wheel's ``files`` and the DLLs a Windows machine has.
+    ``provided``: DLL patterns the environment's other packages install (a conda package's run dependencies), by
+    package."""
     system = system or load_system_set(machine)
     dirs = tuple(search_dirs if search_dirs is not None else system.search_dirs)
     python_dlls = system.python_dlls(python)
@@ -288,6 +323,8 @@ def resolve(
                 resolved.append(Resolved(pe.path, needed, "system", "Windows system DLL", delay))
             elif low in system.driver:
                 resolved.append(Resolved(pe.path, needed, "driver", "installed with the NVIDIA driver", delay))
+            elif (package := _provider(low, provided)) is not None:
+                resolved.append(Resolved(pe.path, needed, "dependency", f"installed by {package}", delay))
             else:
                 elsewhere = tuple(by_name.get(low, ()))
                 places = tuple(d or "." for d in searched)

@@ -9,13 +9,13 @@ import dataclasses
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from torchbuild import deps as build_deps
 from torchbuild import dll_providers, platforms, solve, wheel_to_conda
-from torchbuild.compat import CPU, Compat, CudaRelease, TorchRelease, load, version_key
+from torchbuild.compat import CPU, Compat, CudaRelease, TorchRelease, VcRuntimeRule, load, version_key
 from torchbuild.deps import Dependency
 from torchbuild.errors import UserError, one_of, some_of
 from torchbuild.matrix import LATEST, BuildOptions, Cell, Matrix
@@ -42,6 +42,11 @@ class CondaPackage:
     requirement_overrides: Mapping[str, str]  # PyPI name -> the conda spec that replaces its converted pin
     marker_environment: Mapping[str, str]  # PEP 508 marker values of the target, for the wheel's Requires-Dist
     install_scheme: Mapping[str, str]  # where a wheel's .data/<key>/ goes in the prefix ({dist}: the wheel's name)
+    # The VC runtime dependency (win-64): its version is at least the floor read from the binaries (vc_runtime.py),
+    # so the conda stage writes it; it is not in ``depends``.
+    vc_runtime: VcRuntimeRule | None = None
+    # DLL pattern -> the run dependency that installs it into the environment: the package leaves its copy out.
+    provided_dlls: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,7 +83,10 @@ class Plan:
     work_dir: str  # build/<cell-id>; every stage writes below it
     stage_dirs: Mapping[str, str]
     notes: tuple[str, ...]  # uncertain facts the resolution relied on
-    ship_dlls: tuple[str, ...] = ()  # DLL name patterns the repaired wheel must contain (win-64; dll_providers.yaml)
+    # win-64: the DLL names the cell's binaries may take from redistributables (the repair vendors those the wheel
+    # imports), and (loader, what it loads by name at run time) for the DLLs no import table names (dll_providers.yaml)
+    redistributable_dlls: tuple[str, ...] = ()
+    loaded_by_name: tuple[tuple[str, tuple[str, ...]], ...] = ()
     build_timeout_hours: float = 6.0  # matrix build.timeout_hours: the compile is stopped after this
     build_deps: tuple[Dependency, ...] = ()  # downloaded for a compile (MKL, ...; data/build_deps.yaml)
 
@@ -199,6 +207,12 @@ def selectors(platform: str, python: str, cuda: str, cudnn: int | None) -> dict[
     }
 
 
+def _provided_dlls(platform: str, depends: Sequence[str], vc_runtime: VcRuntimeRule | None) -> dict[str, str]:
+    if platform != "win-64":
+        return {}
+    return dll_providers.conda_provided([*depends, *([vc_runtime.package] if vc_runtime else [])])
+
+
 def _max_jobs(options: BuildOptions) -> str:
     return str(os.cpu_count() or 1) if options.max_jobs == "auto" else options.max_jobs
 
@@ -276,6 +290,8 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         requirement_overrides={o.pypi: o.rule.value for o in pkg.requirement_overrides if o.rule.applies(*applies_to)},
         marker_environment=wheel_to_conda.marker_environment(cell.platform, cell.python),
         install_scheme=wheel_to_conda.install_scheme(cell.platform, site_packages, cell.python),
+        vc_runtime=pkg.vc_runtime_for(*applies_to),
+        provided_dlls=_provided_dlls(cell.platform, depends, pkg.vc_runtime_for(*applies_to)),
     )
 
     platform_tag = next(r.value for r in pkg.wheel_platform_tags if r.applies(*applies_to))
@@ -322,7 +338,10 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         work_dir=work_dir,
         stage_dirs={stage: f"{work_dir}/{stage}" for stage in (*STAGES, "recipe", "logs")},
         notes=tuple(notes),
-        ship_dlls=dll_providers.required_dlls(cell.platform, release.version, cell.cuda, cudnn),
+        redistributable_dlls=dll_providers.redistributable_dlls(
+            cell.platform, toolchain.msvc_toolset, cell.cuda, cudnn
+        ),
+        loaded_by_name=dll_providers.loaded_by_name(cell.platform, cell.cuda, cudnn),
         build_timeout_hours=options.timeout_hours,
         build_deps=build_deps.declared(cell.platform, release.version, cell.cuda),
     )

@@ -21,10 +21,13 @@ def print_plan(plan: Plan) -> None:
         ("generator", plan.toolchain.generator),
         ("build", f"{plan.build_kind}, build number {plan.build_number}, timeout {plan.build_timeout_hours:g} h"),
         ("build deps", ", ".join(f"{d.name} ({d.filename})" for d in plan.build_deps) or "-"),
-        ("ships DLLs", ", ".join(plan.ship_dlls) or "-"),
+        ("DLLs from redistributables", ", ".join(plan.redistributable_dlls) or "-"),
+        ("loaded by name", "; ".join(f"{a} loads {', '.join(b)}" for a, b in plan.loaded_by_name) or "-"),
+        ("left to conda deps", ", ".join(sorted(set(plan.conda.provided_dlls.values()))) or "-"),
         ("wheel", plan.wheel),
         ("conda", f"{plan.conda.filename} (build number {plan.conda.build_number})"),
         ("depends", ", ".join(plan.conda.depends)),
+        ("vc runtime", _vc_runtime_line(plan)),
         ("constrains", ", ".join(plan.conda.constrains) or "-"),
         ("channel", plan.channel),
         ("work dir", plan.work_dir),
@@ -36,6 +39,14 @@ def print_plan(plan: Plan) -> None:
     for key, value in rows:
         out.print(f"  {key:<{width}}  {value}")
     out.print()
+
+
+def _vc_runtime_line(plan: Plan) -> str:
+    rule = plan.conda.vc_runtime
+    if rule is None:
+        return "-"
+    upper = f",<{rule.upper}" if rule.upper else ""
+    return f"{rule.package} >={rule.minimum}{upper}, or newer where the binaries were linked by a newer MSVC"
 
 
 def _toolchain_line(plan: Plan) -> str:

@@ -93,25 +93,44 @@ def _environment() -> SandboxedEnvironment:
     )
 
 
-def context(plan: Plan, wheel_path: str, wheel_requires: Sequence[str]) -> dict[str, Any]:
+def context(
+    plan: Plan,
+    wheel_path: str,
+    wheel_requires: Sequence[str],
+    vc_runtime: str | None = None,
+    left_out: Sequence[str] = (),
+) -> dict[str, Any]:
     return {
         **plan.to_dict(),
         "accelerator": f"CUDA {plan.cuda}" if plan.is_cuda else "CPU",
         "wheel_path": wheel_path,
         "wheel_requires": list(wheel_requires),
+        "vc_runtime": vc_runtime or "",
+        "left_out": list(left_out),
     }
 
 
 def render(
-    plan: Plan, out_dir: Path, wheel_path: str | None = None, wheel_requires: Sequence[str] = ()
+    plan: Plan,
+    out_dir: Path,
+    wheel_path: str | None = None,
+    wheel_requires: Sequence[str] = (),
+    vc_runtime: str | None = None,
+    left_out: Sequence[str] = (),
 ) -> RenderedRecipe:
     """Render the recipe for ``plan`` into ``out_dir``.
 
     ``wheel_path`` is the repaired wheel the recipe installs (the Plan's wheel name under the repair directory
-    until the wheel exists); ``wheel_requires`` are conda specs for what the wheel itself requires.
+    until the wheel exists); ``wheel_requires`` are conda specs for what the wheel itself requires; ``vc_runtime``
+    the VC runtime dependency (win-64; its floor read from the binaries); ``left_out`` the wheel's DLLs (paths in
+    site-packages) the package does not install because a run dependency provides them.
     """
     env = _environment()
-    values = context(plan, wheel_path or f"{plan.stage_dirs['repair']}/{plan.wheel}", wheel_requires)
+    rule = plan.conda.vc_runtime
+    if vc_runtime is None and rule is not None:  # no wheel read yet: the rule's minimum
+        vc_runtime = f"{rule.package} >={rule.minimum}" + (f",<{rule.upper}" if rule.upper else "")
+    repaired = wheel_path or f"{plan.stage_dirs['repair']}/{plan.wheel}"
+    values = context(plan, repaired, wheel_requires, vc_runtime, left_out)
     try:
         meta_yaml = env.get_template("meta.yaml").render(values)
         variants = env.get_template("conda_build_config.yaml.j2").render(values)

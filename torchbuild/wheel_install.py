@@ -11,7 +11,7 @@ import os
 import re
 import shutil
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -55,6 +55,7 @@ class Payload:
     size: int
     scripts: tuple[str, ...]  # console scripts written from entry points, relative to the prefix
     scripts_not_made: tuple[str, ...]  # entry points that got no script on this platform
+    left_out: tuple[str, ...] = ()  # wheel members not installed (a run dependency provides them)
 
 
 def _record_hash(data: bytes) -> str:
@@ -95,12 +96,13 @@ def _fix_shebang(path: Path, member: str) -> dict[str, list[str]]:
     return {member: [_record_hash(data), str(len(data))]}
 
 
-def unpack_wheel(wheel: WheelInfo, plan: Plan, dest: Path) -> Payload:
+def unpack_wheel(wheel: WheelInfo, plan: Plan, dest: Path, leave_out: Collection[str] = ()) -> Payload:
     """Install ``wheel`` into the empty staging prefix ``dest`` the way pip would into a conda environment.
 
     Keeps the .dist-info (INSTALLER says "conda"; RECORD lists what is installed, relative to site-packages),
     moves .data/ parts to their scheme directories, and writes console scripts on platforms where a plain script
-    runs (linux-64). Every member path is checked before anything is written.
+    runs (linux-64). Every member path is checked before anything is written. The members ``leave_out`` names are
+    not installed, and RECORD does not list them (a run dependency of the package provides them).
     """
     scheme = _scheme(plan, wheel)
     site = PurePosixPath(plan.conda.site_packages)
@@ -108,7 +110,7 @@ def unpack_wheel(wheel: WheelInfo, plan: Plan, dest: Path) -> Payload:
     rewritten: dict[str, list[str]] = {}  # member -> its new RECORD hash and size
     files = size = 0
     with _open(wheel.path) as zf:
-        members = [m for m in zf.infolist() if not m.is_dir()]
+        members = [m for m in zf.infolist() if not m.is_dir() and m.filename not in leave_out]
         bad = wheelfile.unsafe_members(zf)
         if bad:
             name, why = bad[0]
@@ -129,7 +131,7 @@ def unpack_wheel(wheel: WheelInfo, plan: Plan, dest: Path) -> Payload:
             size += out.stat().st_size
         record_text = zf.read(f"{wheel.dist_info}/RECORD").decode("utf-8")
 
-    rows = [row for row in csv.reader(io.StringIO(record_text)) if row]
+    rows = [row for row in csv.reader(io.StringIO(record_text)) if row and row[0] not in leave_out]
     for row in rows:
         if row[0] in rewritten:
             row[1:] = rewritten[row[0]]
@@ -162,7 +164,14 @@ def unpack_wheel(wheel: WheelInfo, plan: Plan, dest: Path) -> Payload:
     buffer = io.StringIO()
     csv.writer(buffer, lineterminator="\n").writerows(rows)
     (dest / site / record_rel).write_text(buffer.getvalue(), encoding="utf-8")
-    return Payload(root=dest, files=files, size=size, scripts=tuple(scripts), scripts_not_made=tuple(sorted(not_made)))
+    return Payload(
+        root=dest,
+        files=files,
+        size=size,
+        scripts=tuple(scripts),
+        scripts_not_made=tuple(sorted(not_made)),
+        left_out=tuple(sorted(leave_out)),
+    )
 
 
 def license_files(wheel: WheelInfo, payload: Payload, plan: Plan) -> list[Path]:

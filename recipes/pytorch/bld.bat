@@ -7,3 +7,9 @@ if not defined TORCHBUILD_WHEEL (
 )
 "%PYTHON%" -m pip install --no-deps --no-index --no-build-isolation --no-compile "%TORCHBUILD_WHEEL%"
 if errorlevel 1 exit /b 1
+rem Leave out the DLLs a run dependency provides (TORCHBUILD_LEAVE_OUT: ';'-separated paths in site-packages), and
+rem their RECORD rows, as torchbuild's own assembly does.
+if defined TORCHBUILD_LEAVE_OUT (
+    "%PYTHON%" -c "import csv, glob, io, os; sp = os.environ['SP_DIR']; gone = [p for p in os.environ['TORCHBUILD_LEAVE_OUT'].split(';') if p]; [os.remove(os.path.join(sp, p)) for p in gone]; records = glob.glob(os.path.join(sp, 'torch-*.dist-info', 'RECORD')); rows = [r for r in csv.reader(open(records[0], newline='')) if r and r[0] not in gone]; csv.writer(open(records[0], 'w', newline='')).writerows(rows)"
+    if errorlevel 1 exit /b 1
+)

@@ -123,6 +123,23 @@ def test_conda_package_is_win_64_with_short_paths_and_solves(win_run: Run) -> No
     assert "sympy >=1.13.1,!=1.13.2" in depends
 
 
+@pytest.mark.slow
+def test_torch_2_5_1_sets_the_floor_14_29_and_the_package_leaves_the_runtimes_to_its_dependencies(
+    win_run: Run,
+) -> None:
+    from torchbuild.checks.conda_package import read_package
+    from torchbuild.repair_report import RepairReport
+
+    report = RepairReport.read(win_run.stage_dir("repair") / "repair.json")
+    assert report.vc_runtime_floor is not None and report.vc_runtime_floor.version == "14.29"
+    assert sorted(Path(v.path).name for v in report.vendored) == ["msvcp140.dll", "vcruntime140_1.dll"]
+    pkg = read_package(next(win_run.stage_dir("conda").glob("*.conda")))
+    assert "vc14_runtime >=14.29" in pkg.index["depends"]
+    dlls = {Path(m.name).name.lower() for m in pkg.files() if m.name.lower().endswith(".dll")}
+    assert not {"msvcp140.dll", "vcruntime140_1.dll", "libiomp5md.dll"} & dlls
+    assert all(win_run.checks[code]["status"] == "passed" for code in ("TB105", "TB106", "TB107"))
+
+
 # --- bad input -------------------------------------------------------------------------------------------
 
 
@@ -185,17 +202,15 @@ def test_cuda_cell_vendors_the_cuda_runtime_from_its_provider_but_never_the_driv
     fixtures: PeFixtures, tmp_path: Path
 ) -> None:
     """PyPI has no CUDA win_amd64 torch wheel, so the CUDA path runs on a small wheel of real PE files: a DLL that
-    imports cudart64_12.dll and the driver's nvcuda.dll. The Plan of the real win-64 / CUDA 12.4 cell is narrowed
-    to the VC runtime and cudart (the full list would download ~2 GB of nvidia-* wheels); the repair takes cudart
-    from the nvidia-cuda-runtime-cu12 12.4 wheel, leaves nvcuda.dll to the driver, and the closure is complete."""
-    from dataclasses import replace
-
+    imports cudart64_12.dll and the driver's nvcuda.dll, and an extension that imports MSVCP140.dll. What is
+    vendored is derived from those imports: cudart from the nvidia-cuda-runtime-cu12 12.4 wheel, msvcp140.dll from
+    msvc-runtime and, because that msvcp140.dll imports it, vcruntime140_1.dll; nvcuda.dll is left to the driver,
+    and the closure is complete."""
     from torchbuild.results import Artifact
     from torchbuild.stages import Context, repair
 
     plan = torch_plan("win-64", "12.4", "3.11", "2.5.1")
-    assert "cudart64_12.dll" in plan.ship_dlls
-    plan = replace(plan, ship_dlls=("msvcp140.dll", "vcruntime140_1.dll", "cudart64_12.dll"))
+    assert "cudart64_12.dll" in plan.redistributable_dlls
     files = {"torch/lib/torch_cuda.dll": fixtures.cuda, "torch/_C.cp311-win_amd64.pyd": fixtures.ext}
     wheel = make_wheel(
         tmp_path, plan.wheel, {"torch/__init__.py": b"", **{rel: path.read_bytes() for rel, path in files.items()}}

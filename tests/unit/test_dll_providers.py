@@ -11,6 +11,7 @@ from tests.builders import torch_plan
 from tests.pe_fixtures import PeFixtures, build
 from torchbuild import dll_providers
 from torchbuild.dll_providers import Provider, ProviderData, ProviderError
+from torchbuild.errors import UserError
 from torchbuild.options import RunOptions
 
 
@@ -19,33 +20,76 @@ def fixtures(tmp_path_factory: pytest.TempPathFactory) -> PeFixtures:
     return build(tmp_path_factory.mktemp("pe"))
 
 
-def test_cpu_cell_ships_the_vc_runtime() -> None:
-    assert dll_providers.required_dlls("win-64", "2.5.1", "cpu", None) == ("msvcp140.dll", "vcruntime140_1.dll")
-    assert torch_plan("win-64", "cpu", "3.11", "2.5.1").ship_dlls == ("msvcp140.dll", "vcruntime140_1.dll")
-
-
-def test_cuda_cell_ships_the_cuda_runtime_but_never_driver_dlls() -> None:
-    plan = torch_plan("win-64", "12.4", "3.12", "2.5.1")
-    assert {"cudart64_12.dll", "cublasLt64_12.dll", "nvJitLink_120_0.dll", f"cudnn64_{plan.cudnn}.dll"} <= set(
-        plan.ship_dlls
+def test_the_vc_runtime_names_follow_the_toolset() -> None:
+    """MSVC 14.0/14.1x binaries (torch 1.0, 1.1) never import vcruntime140_1.dll; 14.40+ may import
+    vcruntime140_threads.dll (torch 2.14.1's torch_cpu.dll does)."""
+    old = torch_plan("win-64", "9.0", "3.6", "1.1.0")
+    assert old.toolchain.msvc_toolset == "14.11"
+    assert "msvcp140.dll" in old.redistributable_dlls and "vcruntime140_1.dll" not in old.redistributable_dlls
+    new = torch_plan("win-64", "cpu", "3.11", "2.14.1")
+    assert {"msvcp140.dll", "vcruntime140_1.dll", "msvcp140_atomic_wait.dll", "vcruntime140_threads.dll"} <= set(
+        new.redistributable_dlls
     )
-    assert not {"nvcuda.dll", "nvml.dll"} & {d.lower() for d in plan.ship_dlls}
 
 
-def test_linux_cells_ship_no_dlls() -> None:
-    assert torch_plan("linux-64", "cpu", "3.11", "2.13.0").ship_dlls == ()
+def test_cuda_13_cells_name_cuda_13_dlls() -> None:
+    plan = torch_plan("win-64", "13.0", "3.12", "2.14.1")
+    names = set(plan.redistributable_dlls)
+    assert {"cudart64_13.dll", "cublas64_13.dll", "cufft64_12.dll", "cusolver64_12.dll", "nvrtc64_130_0.dll"} <= names
+    assert {"nvrtc-builtins64_130.dll", "nvJitLink_130_0.dll", "cudnn64_9.dll"} <= names
+    # CUDA 12's names are gone, but for cuRAND and cuSPARSE (which kept theirs), CUPTI's and cuDNN's.
+    twelve = set(torch_plan("win-64", "12.6", "3.12", "2.14.1").redistributable_dlls)
+    shared = {n for n in names & twelve if not n.startswith(("msvcp", "vcruntime", "concrt", "vcomp"))}
+    assert shared == {"curand64_10.dll", "cusparse64_12.dll", "cupti64_*.dll", "cudnn64_9.dll", "cudnn_*64_9.dll"}
+    assert not {"nvcuda.dll", "nvml.dll"} & {d.lower() for d in names}
 
 
-def test_every_shipped_dll_has_a_provider() -> None:
+def test_cuda_11_0_and_11_1_name_their_own_nvrtc() -> None:
+    assert "nvrtc64_110_0.dll" in torch_plan("win-64", "11.0", "3.8", "1.7.1").redistributable_dlls
+    assert "cusolver64_10.dll" in torch_plan("win-64", "11.0", "3.8", "1.7.1").redistributable_dlls
+    eleven_one = torch_plan("win-64", "11.1", "3.8", "1.8.1").redistributable_dlls
+    assert "nvrtc64_111_0.dll" in eleven_one and "nvrtc64_112_0.dll" not in eleven_one
+
+
+def test_linux_cells_take_no_dlls() -> None:
+    plan = torch_plan("linux-64", "cpu", "3.11", "2.13.0")
+    assert (plan.redistributable_dlls, plan.loaded_by_name, plan.conda.provided_dlls) == ((), (), {})
+
+
+def test_every_redistributable_has_a_provider() -> None:
     data = dll_providers.load()
-    for cuda in ("cpu", "11.8", "12.4", "12.8"):
-        for pattern in dll_providers.required_dlls("win-64", "2.5.1", cuda, 9):
+    for cuda, cudnn in (("cpu", None), ("11.0", 8), ("11.8", 9), ("12.4", 9), ("12.8", 9), ("13.0", 9)):
+        for pattern in dll_providers.redistributable_dlls("win-64", "14.44", cuda, cudnn):
             assert data.provider_for(pattern) is not None, pattern
 
 
+def test_what_is_loaded_by_name_is_found_to_a_fixed_point() -> None:
+    rules = torch_plan("win-64", "12.4", "3.11", "2.5.1").loaded_by_name
+    present = ["torch_cuda.dll", "cudnn64_9.dll", "cublasLt64_12.dll"]
+    assert dll_providers.runtime_loaded(present, rules) == [
+        "cudnn_*64_9.dll",
+        "nvrtc64_120_0.dll",
+        "nvrtc-builtins64_124.dll",
+    ]
+    assert dll_providers.runtime_loaded(["c10.dll", "torch_cpu.dll"], rules) == []
+
+
+def test_conda_packages_provide_the_runtimes_of_a_cell() -> None:
+    plan = torch_plan("win-64", "cpu", "3.11", "2.14.1")
+    provided = dll_providers.provided_members(
+        ["torch/lib/libiomp5md.dll", "torch.libs/msvcp140.dll", "torch/lib/c10.dll", "torch/lib/uv.dll"],
+        plan.conda.provided_dlls,
+    )
+    assert provided == {"torch/lib/libiomp5md.dll": "intel-openmp", "torch.libs/msvcp140.dll": "vc14_runtime"}
+    cuda = torch_plan("win-64", "12.4", "3.11", "2.5.1")
+    assert dll_providers.provided_members(["torch/lib/cudart64_12.dll"], cuda.conda.provided_dlls) == {
+        "torch/lib/cudart64_12.dll": "cuda-cudart"
+    }
+
+
 def _windows_data(directory_template: str) -> ProviderData:
-    provider = Provider(name="vc", dlls=("msvcp140*.dll",), windows=(directory_template,), wheel=None)
-    return ProviderData(ship=(), providers=(provider,))
+    provider = Provider(name="vc", dlls=("msvcp140*.dll",), windows=(directory_template,), wheels={})
+    return ProviderData(providers=(provider,))
 
 
 def _locate_msvcp140_on_windows(
@@ -121,3 +165,11 @@ def test_msvc_runtime_wheel_provides_the_vc_runtime(tmp_path: Path) -> None:
         dll_providers.locate(
             ["msvcp140_nothere.dll"], cuda="cpu", cudnn=None, python="3.11", cache_dir=cache, log=tmp_path / "pip.log"
         )
+
+
+def test_a_cuda_version_without_dll_data_is_refused_with_what_is_known() -> None:
+    with pytest.raises(UserError) as info:
+        dll_providers.redistributable_dlls("win-64", "14.44", "14.0", 9)
+    message = str(info.value)
+    assert message.startswith("dll_providers.yaml has no CUDA DLL names for CUDA 14.0")
+    assert ">=13,<14" in message and "<11" in message

@@ -110,12 +110,14 @@ def test_build_env_and_names() -> None:
     assert plan.env["CMAKE_CUDA_COMPILER_LAUNCHER"] == "sccache"
     assert plan.wheel == "torch-2.5.1+cu124-cp311-cp311-win_amd64.whl"
     assert plan.conda.filename == "pytorch-2.5.1-py3.11_cuda12.4_cudnn9_0.conda"
-    assert "vc14_runtime >=14.29" in plan.conda.depends
+    # The VC runtime dependency is the conda stage's: at least this minimum, and the binaries' floor (vc_runtime.py).
+    assert plan.conda.vc_runtime is not None
+    assert (plan.conda.vc_runtime.package, plan.conda.vc_runtime.minimum) == ("vc14_runtime", "14.29")
     assert "cuda-version >=12.4,<12.5" in plan.conda.depends
     assert "python >=3.11,<3.12.0a0" in plan.conda.depends
     old = plan_of("win-64", "9.0", "3.6", "0.4.1")
     assert old.wheel == "torch-0.4.1+cu90-cp36-cp36m-win_amd64.whl"
-    assert "vc >=14,<15" in old.conda.depends
+    assert old.conda.vc_runtime is not None and old.conda.vc_runtime.package == "vc"
     assert "cudatoolkit >=9.0,<9.1" in old.conda.depends
     assert plan_of("linux-64", "cpu", "3.8", "1.10.0").wheel.endswith("manylinux1_x86_64.whl")
 

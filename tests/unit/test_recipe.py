@@ -29,7 +29,9 @@ def test_rendered_recipe(cell: tuple[str, str, str, str], tmp_path: Path) -> Non
     assert meta["build"]["number"] == plan.conda.build_number
     assert meta["build"]["script_env"] == [f"TORCHBUILD_WHEEL={plan.stage_dirs['repair']}/{plan.wheel}"]
     run = meta["requirements"]["run"]
-    assert run == [*plan.conda.depends, "filelock", "sympy >=1.13.3"]
+    # Before a wheel is read, the VC runtime dependency is the data's minimum (the conda stage raises it to the floor).
+    vc = ["vc14_runtime >=14.29"] if plan.platform == "win-64" else []
+    assert run == [*plan.conda.depends, "filelock", "sympy >=1.13.3", *vc]
     assert meta["requirements"]["host"] == [f"python {plan.python}", "pip"]
     whitelist = meta["build"]["missing_dso_whitelist"]
     commands = meta["test"]["commands"]

@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from torchbuild.checks import define
 from torchbuild.errors import UserError
+from torchbuild.pe import PeError, PeInfo, read_pe
 
 if sys.version_info >= (3, 14):
     from compression import zstd
@@ -67,6 +68,7 @@ class Member:
     sha256: str = ""
     target: str = ""  # link target
     head: bytes = b""  # first bytes of .exe/.dll/.pyd files
+    pe: PeInfo | None = None  # the import tables of a .exe/.dll/.pyd file that is a readable PE
 
 
 @dataclass(frozen=True)
@@ -135,14 +137,25 @@ def _read_tar(
                 else:
                     digest = hashlib.sha256()
                     head = b""
+                    blocks: list[bytes] | None = [] if ti.name.lower().endswith(PE_SUFFIXES) else None
                     while block := handle.read(1 << 20):
-                        if not head and ti.name.lower().endswith(PE_SUFFIXES):
+                        if blocks is not None:
+                            blocks.append(block)
+                        if not head and blocks is not None:
                             head = block[:HEAD_BYTES]
                         digest.update(block)
-                    member = Member(ti.name, "file", size=ti.size, sha256=digest.hexdigest(), head=head)
+                    imports = _imports(b"".join(blocks), ti.name) if blocks else None
+                    member = Member(ti.name, "file", size=ti.size, sha256=digest.hexdigest(), head=head, pe=imports)
             else:
                 member = Member(ti.name, "other")
             (infos if is_info else pkgs).append(member)
+
+
+def _imports(data: bytes, name: str) -> PeInfo | None:
+    try:
+        return read_pe(data, name)
+    except PeError:
+        return None  # C1145 names a file with a PE suffix that is no PE
 
 
 def read_package(path: Path) -> CondaArchive:

@@ -4,18 +4,27 @@ The package is made from the same wheel as the pip artifact, never from a second
 into the Plan's site-packages of a staging prefix (wheel_install.py), its Requires-Dist become conda run
 dependencies (wheel_to_conda.py), and the package is assembled with py-rattler-build (package_assembly.py) from the
 rendered recipe (``recipes/pytorch``), which also goes into ``info/recipe``.
+
+In a conda environment the runtimes come from the environment: the package leaves out every DLL one of its run
+dependencies provides (``plan.conda.provided_dlls``: the VC runtime from vc14_runtime, libiomp5md.dll from
+intel-openmp, the CUDA libraries from their packages), so that each is loaded once, and depends on a VC runtime at
+least as new as the floor the repair read from the binaries (``repair_report``). The wheel keeps its copies: pip has
+no such packages.
 """
 
 from __future__ import annotations
 
 import shutil
 import time
+import zipfile
 from pathlib import Path
 
-from torchbuild import recipe, wheelfile
+from torchbuild import dll_providers, recipe, vc_runtime, wheelfile
 from torchbuild.console import console
 from torchbuild.errors import StageFailed
 from torchbuild.package_assembly import assemble, build_timestamp, check_options
+from torchbuild.plan import Plan
+from torchbuild.repair_report import RepairReport
 from torchbuild.results import Artifact, StageResult
 from torchbuild.stages import Context, Stage
 from torchbuild.wheel_install import license_files, unpack_wheel
@@ -39,8 +48,17 @@ def run(ctx: Context) -> StageResult:
         raise StageFailed(NAME, "no wheel to package: the repair stage recorded no 'repaired_wheel' output")
     wheel = wheelfile.read_wheel(wheel_artifact.path, NAME)
     requires = wheel_requires(wheel, plan)
+    report = ctx.inputs.get("repair_report")
+    vc_spec = vc_runtime_spec(plan, RepairReport.read(report.path) if report else None)
+    with zipfile.ZipFile(wheel.path) as archive:
+        left_out = dll_providers.provided_members(archive.namelist(), plan.conda.provided_dlls)
     rendered = recipe.render(
-        plan, ctx.stage_dir("recipe"), wheel_path=_relative(wheel.path, ctx.root), wheel_requires=requires
+        plan,
+        ctx.stage_dir("recipe"),
+        wheel_path=_relative(wheel.path, ctx.root),
+        wheel_requires=requires,
+        vc_runtime=vc_spec,
+        left_out=sorted(left_out),
     )
 
     out_dir = ctx.stage_dir(NAME)
@@ -49,7 +67,7 @@ def run(ctx: Context) -> StageResult:
     staging = out_dir / "payload"
     shutil.rmtree(staging, ignore_errors=True)
     started = time.perf_counter()
-    payload = unpack_wheel(wheel, plan, staging)
+    payload = unpack_wheel(wheel, plan, staging, leave_out=left_out)
     unpacked = time.perf_counter() - started
 
     name = plan.conda.archives[ctx.options.conda_format]
@@ -81,15 +99,28 @@ def run(ctx: Context) -> StageResult:
         f"{name}: {artifact.size / 1e6:.1f} MB from {payload.files:,} files "
         f"(unpack {unpacked:.1f} s, assemble {assembled:.1f} s)"
     )
+    if vc_spec:
+        message += f"; depends on {vc_spec}"
+    if left_out:
+        shown = ", ".join(f"{member} ({package})" for member, package in sorted(left_out.items()))
+        message += f"; left out, provided by run dependencies: {shown}"
     if payload.scripts_not_made:
         message += f"; no {plan.platform} launchers for {', '.join(payload.scripts_not_made)}"
     return StageResult(outputs={"conda_package": artifact}, message=message)
 
 
+def vc_runtime_spec(plan: Plan, report: RepairReport | None) -> str | None:
+    """The package's VC runtime dependency: the Plan's rule, at least as new as the binaries' floor."""
+    rule = plan.conda.vc_runtime
+    if rule is None:
+        return None
+    return vc_runtime.conda_spec(rule, report.vc_runtime_floor if report else None)
+
+
 STAGE = Stage(
     name=NAME,
     run=run,
-    reads=("repaired_wheel",),
+    reads=("repaired_wheel", "repair_report"),
     writes=("conda_package",),
     shaped_by=("conda_format", "compression_level", "compression_threads"),
 )

@@ -5,18 +5,18 @@ sets that tag. What must never be vendored is excluded (see ``auditwheel_exclude
 finds nothing to vendor and the wheel already carries the Plan's name, the wheel is copied through: rewriting a
 1 GB archive only to get the same bytes back costs minutes. The closure check runs on the result either way.
 
-win-64: delvewheel vendors the DLLs the Plan says the cell ships (``plan.ship_dlls``: the VC runtime, and for CUDA
-cells the CUDA runtime DLLs) from their providers (torchbuild/dll_providers.py), keeping torch's own DLLs as they are
-(``--ignore-existing``) and every name unmangled (policy below). The PE import-closure check (torchbuild/pe.py) then
-proves every .dll/.pyd resolves each import, and that every DLL the Plan names is in the wheel.
+win-64: delvewheel vendors what the wheel's own import tables need and what is loaded by name at run time (derived in
+torchbuild/repair_windows.py, with the name-mangling policy), from their providers (torchbuild/dll_providers.py),
+keeping torch's own DLLs as they are. The PE import-closure check (torchbuild/pe.py) then proves every .dll/.pyd
+resolves each import, that what is loaded by name is there, and that every VC runtime DLL serves the binaries' MSVC.
 
-Reads ``built_wheel``; writes ``repaired_wheel`` (named ``plan.wheel``).
+Reads ``built_wheel``; writes ``repaired_wheel`` (named ``plan.wheel``) and ``repair_report`` (``repair.json``: what
+was vendored, from where, and the VC runtime floor the binaries set; torchbuild/repair_report.py).
 """
 
 from __future__ import annotations
 
-import fnmatch
-import os
+import hashlib
 import shutil
 import sys
 import tempfile
@@ -27,13 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchbuild import dll_providers, elf, pe
+from torchbuild import elf, pe, repair_windows
 from torchbuild.errors import StageFailed
 from torchbuild.proc import run_tool
-from torchbuild.results import Artifact, Check, StageResult
+from torchbuild.repair_report import RepairReport, Vendored
+from torchbuild.results import Artifact, StageResult
 from torchbuild.stages import Context, Stage
+from torchbuild.vc_runtime import Floor
 
 NAME = "repair"
+REPORT = "repair.json"
 AUDITWHEEL_TIMEOUT_S = 3600
 DELVEWHEEL_TIMEOUT_S = 3600
 
@@ -75,6 +78,7 @@ class Analysis:
     """What auditwheel's analysis says about a wheel for one target tag."""
 
     graft: tuple[str, ...]  # libraries it would vendor for the target
+    found_at: Mapping[str, str]  # of those, where this machine has each
     unlocated: tuple[str, ...]  # of those, the ones not found on this machine (nothing to vendor them from)
     eligible: bool  # the wheel's symbols/ISA allow the target tag
     consistent_with: str  # the best tag auditwheel finds the wheel consistent with
@@ -108,6 +112,7 @@ def analyse(wheel: Path, platform_tag: str, excludes: Mapping[str, str]) -> Anal
     libs = info.external_refs[wanted.name].libs
     return Analysis(
         graft=tuple(sorted(libs)),
+        found_at={name: str(path) for name, path in libs.items() if path is not None},
         unlocated=tuple(sorted(name for name, path in libs.items() if path is None)),
         eligible=not wanted > info.overall_policy,
         consistent_with=str(info.overall_policy.name),
@@ -158,7 +163,33 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
             + (" ..." if len(problems) > 10 else ""),
         )
     closure = f"closure checked in {time.monotonic() - started:.0f} s: {report.summary()}"
-    return StageResult(outputs={"repaired_wheel": Artifact.of(target)}, checks=checks, message=f"{how}; {closure}")
+    _write_report(ctx, target, _grafted(wheel, target, analysis))
+    return StageResult(outputs=_outputs(ctx, target), checks=checks, message=f"{how}; {closure}")
+
+
+def _grafted(wheel: Path, target: Path, analysis: Analysis) -> list[Vendored]:
+    """The libraries auditwheel put into the repaired wheel (renamed libfoo-<hash>.so.1), and where they came from."""
+    with zipfile.ZipFile(wheel) as archive:
+        before = set(archive.namelist())
+    found = []
+    with zipfile.ZipFile(target) as archive:
+        for info in archive.infolist():
+            if info.filename in before or not elf.SHARED_OBJECT.search(info.filename):
+                continue
+            base = Path(info.filename).name
+            soname = next((n for n in analysis.graft if base.split("-")[0] == n.split(".so")[0]), base)
+            data = archive.read(info)
+            found.append(
+                Vendored(
+                    path=info.filename,
+                    sha256=hashlib.sha256(data).hexdigest(),
+                    size=len(data),
+                    version=None,
+                    provider="system",
+                    origin=analysis.found_at.get(soname, soname),
+                )
+            )
+    return found
 
 
 def _auditwheel_repair(ctx: Context, wheel: Path, tag: str, excludes: Mapping[str, str], target: Path) -> None:
@@ -187,56 +218,6 @@ def _copy(src: Path, dest: Path) -> None:
 
 
 # --- win-64 ----------------------------------------------------------------------------------------------
-#
-# Name-mangling policy: none (--no-mangle-all). delvewheel can rename vendored DLLs (msvcp140-<hash>.dll) and
-# rewrite the import tables that name them, so that each package gets a private copy. We do not:
-# - torch's own DLLs (c10.dll, torch_cpu.dll, ...) keep their names (--ignore-existing): C++ extensions built
-#   against torch link c10.lib/torch_cpu.lib, whose import records name c10.dll and torch_cpu.dll;
-# - the VC runtime is meant to be one per process: an extension built against torch imports MSVCP140.dll by that
-#   name, and a renamed copy for torch would put two C++ runtimes in one process. The copy we ship is the newest
-#   (backward compatible), and Windows reuses an already loaded DLL of the same name, so whichever loads first
-#   serves all;
-# - CUDA DLLs are versioned by name already (cudart64_12.dll), and CUDA extensions import them by those names.
-# The cost: an older msvcp140.dll loaded into the process before torch (from another package that ships one)
-# wins over ours; the smoke stage on Windows runners is what catches that.
-
-
-def _in_wheel(wheel: Path) -> list[str]:
-    with zipfile.ZipFile(wheel) as archive:
-        return [n for n in archive.namelist() if n.lower().endswith((".dll", ".pyd", ".exe"))]
-
-
-def _matching(pattern: str, names: Sequence[str]) -> list[str]:
-    return [n for n in names if fnmatch.fnmatch(Path(n).name.lower(), pattern.lower())]
-
-
-def delvewheel_argv(wheel: Path, out_dir: Path, add_path: Sequence[Path], include: Sequence[str]) -> list[str]:
-    """The delvewheel command of the repair (also what bench/repair.py compares against)."""
-    system = pe.load_system_set()
-    argv = [sys.executable, "-m", "delvewheel", "repair", "--ignore-existing", "--no-mangle-all", "-w", str(out_dir)]
-    if add_path:
-        argv += ["--add-path", os.pathsep.join(str(p) for p in add_path)]
-    if include:
-        argv += ["--include", os.pathsep.join(include)]
-    # Driver DLLs never go into a wheel, even when a provider directory happens to hold one.
-    argv += ["--exclude", os.pathsep.join(sorted(system.driver))]
-    return [*argv, str(wheel)]
-
-
-def ship_checks(wheel_names: Sequence[str], patterns: Sequence[str]) -> list[Check]:
-    """P103: every DLL the Plan says the cell ships is in the repaired wheel."""
-    checks = []
-    for pattern in patterns:
-        found = _matching(pattern, wheel_names)
-        checks.append(
-            Check(
-                name=f"ships {pattern}",
-                status="passed" if found else "failed",
-                message=", ".join(found) if found else f"{pattern} is not in the repaired wheel",
-                code="P103",
-            )
-        )
-    return checks
 
 
 def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
@@ -246,19 +227,13 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
     log = ctx.stage_dir("logs") / f"{NAME}.log"
     machine = pe.TAG_MACHINES.get(plan.wheel_tags.platform, "AMD64")
     started = time.monotonic()
-    present = _in_wheel(wheel)
-    needed = [p for p in plan.ship_dlls if not _matching(p, present)]
-    try:
-        located = dll_providers.locate(
-            needed, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python, cache_dir=ctx.options.cache_dir, log=log
-        )
-    except dll_providers.ProviderError as exc:
-        raise StageFailed(NAME, f"cannot repair {wheel.name}: {exc}") from None
+    found = repair_windows.needs(plan, wheel, ctx.options.cache_dir, log)
+    located = found.located
     located_s = time.monotonic() - started
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="delvewheel-", dir=out_dir) as tmp:
-        argv = delvewheel_argv(
+        argv = repair_windows.delvewheel_argv(
             wheel, Path(tmp), sorted({hit.path.parent for hit in located}), sorted({hit.name for hit in located})
         )
         run_tool(argv, stage=NAME, log=log, timeout=DELVEWHEEL_TIMEOUT_S, what="delvewheel repair")
@@ -271,8 +246,7 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
 
     started = time.monotonic()
     report = pe.check_wheel(target, python=plan.python, machine=machine)
-    names = _in_wheel(target)
-    checks = [*report.checks(), *ship_checks(names, plan.ship_dlls)]
+    checks = [*report.checks(), *repair_windows.runtime_checks(target, plan, found.runtime_loaded, found.floor)]
     failed = [c for c in checks if c.status == "failed" and c.code != "P100"]
     if failed:
         target.unlink()
@@ -283,13 +257,36 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
             + (" ..." if len(failed) > 8 else ""),
             checks,
         )
-    vendored = ", ".join(f"{hit.name} ({hit.origin})" for hit in located) or "nothing"
+    vendored = repair_windows.vendored(target, located)
+    _write_report(ctx, target, vendored, found.floor, found.runtime_loaded)
+    names = ", ".join(f"{hit.name} ({hit.origin})" for hit in located) or "nothing"
+    floor = f"; VC runtime floor MSVC {found.floor.version} ({found.floor.set_by})" if found.floor else ""
     message = (
-        f"delvewheel --ignore-existing --no-mangle-all: vendored {vendored} into {Path(target.name).name} "
-        f"(providers {located_s:.1f} s, delvewheel {repaired_s:.0f} s); closure checked in "
+        f"delvewheel --ignore-existing --no-mangle-all: vendored {names} into {target.name} "
+        f"(providers {located_s:.1f} s, delvewheel {repaired_s:.0f} s){floor}; closure checked in "
         f"{time.monotonic() - started:.0f} s: {report.summary()}"
     )
-    return StageResult(outputs={"repaired_wheel": Artifact.of(target)}, checks=tuple(checks), message=message)
+    return StageResult(outputs=_outputs(ctx, target), checks=tuple(checks), message=message)
+
+
+def _write_report(
+    ctx: Context,
+    target: Path,
+    vendored: Sequence[Vendored],
+    floor: Floor | None = None,
+    runtime_loaded: Sequence[str] = (),
+) -> None:
+    RepairReport(
+        wheel=target.name,
+        platform=ctx.plan.platform,
+        vendored=tuple(vendored),
+        vc_runtime_floor=floor,
+        runtime_loaded=tuple(runtime_loaded),
+    ).write(ctx.stage_dir(NAME) / REPORT)
+
+
+def _outputs(ctx: Context, target: Path) -> dict[str, Artifact]:
+    return {"repaired_wheel": Artifact.of(target), "repair_report": Artifact.of(ctx.stage_dir(NAME) / REPORT)}
 
 
 # --- platforms -------------------------------------------------------------------------------------------
@@ -298,4 +295,4 @@ REPAIRERS: Mapping[str, Callable[[Context, Path], StageResult]] = {"linux-64": _
 UNSUPPORTED: Mapping[str, str] = {}
 
 
-STAGE = Stage(name=NAME, run=run, reads=("built_wheel",), writes=("repaired_wheel",))
+STAGE = Stage(name=NAME, run=run, reads=("built_wheel",), writes=("repaired_wheel", "repair_report"))

@@ -1,6 +1,7 @@
 """verify: static checks of the cell's artifacts, read back from disk, and a solve against real repodata.
 
-- the conda package: conda-verify's checks (C11xx) and torchbuild's (TB10x), and that it is the Plan's package;
+- the conda package: conda-verify's checks (C11xx) and torchbuild's (TB10x), that it is the Plan's package, and
+  (win-64) that it works in the environment it is installed into (TB105-TB107, checks/conda_environment.py);
 - the wheel: RECORD, tags, member paths (TB20x);
 - the solve (TB301): ``pytorch`` with the cell's Python, against a temporary channel holding only the new package
   plus the real repodata of the cell's era (conda-forge; `main` of 2018 for Python 3.5/3.6 win-64 cells), with the
@@ -20,11 +21,13 @@ from pathlib import Path
 from torchbuild import solve as solver
 from torchbuild.checks import define, failures, result, skipped, summary
 from torchbuild.checks.conda_archive import TB100, CondaArchive, PackageUnreadable, read_package
+from torchbuild.checks.conda_environment import environment_checks
 from torchbuild.checks.conda_package import run_checks
 from torchbuild.checks.wheel_record import check_wheel
 from torchbuild.errors import StageFailed
 from torchbuild.files import write_atomic
 from torchbuild.plan import Plan
+from torchbuild.repair_report import RepairReport
 from torchbuild.results import Artifact, Check, StageResult, sha256_of
 from torchbuild.stages import Context, Stage
 
@@ -132,7 +135,9 @@ def solve_check(pkg: CondaArchive, plan: Plan, repodata: Path | None, work: Path
     return result(TB301, pkg.path, [], note)
 
 
-def conda_checks(artifact: Artifact, plan: Plan, repodata: Path | None, work: Path) -> list[Check]:
+def conda_checks(
+    artifact: Artifact, plan: Plan, repodata: Path | None, work: Path, report: RepairReport | None = None
+) -> list[Check]:
     try:
         pkg = read_package(artifact.path)
     except PackageUnreadable as exc:
@@ -142,6 +147,7 @@ def conda_checks(artifact: Artifact, plan: Plan, repodata: Path | None, work: Pa
         result(TB100, pkg.path, [], f"{pkg.format}, {len(pkg.files()):,} payload files"),
         *run_checks(pkg),
         result(TB104, pkg.path, plan_problems(pkg, plan, artifact), f"{plan.conda.filename} as planned"),
+        *environment_checks(pkg, plan, report),
         solve_check(pkg, plan, repodata, work),
     ]
 
@@ -158,8 +164,10 @@ def run(ctx: Context) -> StageResult:
     if conda is None and wheel is None:
         raise StageFailed(NAME, "nothing to verify: no 'conda_package' or 'repaired_wheel' from the earlier stages")
     checks: list[Check] = []
+    repair = ctx.inputs.get("repair_report")
+    repaired = RepairReport.read(repair.path) if repair else None
     if conda is not None:
-        checks += conda_checks(conda, plan, ctx.options.repodata, work)
+        checks += conda_checks(conda, plan, ctx.options.repodata, work, repaired)
     if wheel is not None:
         checks += check_wheel(wheel.path, plan)
     report = work / "checks.json"
@@ -176,7 +184,7 @@ def run(ctx: Context) -> StageResult:
 STAGE = Stage(
     name=NAME,
     run=run,
-    reads=("repaired_wheel", "conda_package"),
+    reads=("repaired_wheel", "repair_report", "conda_package"),
     writes=("checks",),
     shaped_by=("repodata",),
 )

@@ -1,0 +1,134 @@
+"""The runtime DLLs of win-64 artifacts, read from the binaries (issue: the right runtime DLLs, once).
+
+On PyPI's torch 2.14.1 win_amd64 wheel: what the repair vendors is derived from its import tables (msvcp140.dll,
+vcruntime140_1.dll, and the two that 2.14.1 adds: msvcp140_atomic_wait.dll, vcruntime140_threads.dll), the VC runtime
+floor is the MSVC 14.42 that linked its DLLs, and the conda package depends on vc14_runtime >=14.42 and leaves out
+every runtime DLL its dependencies install (libiomp5md.dll, the VC runtime). On small wheels of real PE files: a
+runtime older than the floor is refused, and a package whose dependency is missing fails the environment closure."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.builders import make_wheel, torch_plan
+from tests.integration.test_windows import Run, pipeline
+from tests.pe_fixtures import PeFixtures, build, with_linker
+from torchbuild.checks.conda_archive import read_package
+from torchbuild.checks.conda_environment import environment_checks
+from torchbuild.errors import StageFailed
+from torchbuild.options import RunOptions
+from torchbuild.repair_report import RepairReport
+from torchbuild.results import Artifact
+from torchbuild.stages import Context, conda, repair
+from torchbuild.stages.source import fetch
+
+pytestmark = pytest.mark.slow
+CELL = "win-64-cpu-py3.11-torch2.14.1"
+
+
+@pytest.fixture(scope="module")
+def new_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    plan = torch_plan("win-64", "cpu", "3.11", "2.14.1")
+    wheel = fetch(plan, RunOptions().cache_dir, tmp_path_factory.mktemp("fetch") / "pip.log", version=plan.torch).path
+    workspace = tmp_path_factory.mktemp("win-2.14.1")
+    return Run(workspace, pipeline(workspace, "--wheel", str(wheel), "--torch", "2.14.1"))
+
+
+def _report(run: Run, cell: str) -> RepairReport:
+    return RepairReport.read(run.workspace / "build" / cell / "repair" / "repair.json")
+
+
+def test_torch_2_14_1_vendors_what_it_imports_and_sets_the_floor_14_42(new_run: Run) -> None:
+    assert new_run.result.returncode == 0, new_run.output[-3000:]
+    report = _report(new_run, CELL)
+    vendored = {Path(v.path).name: v for v in report.vendored}
+    assert set(vendored) == {
+        "msvcp140.dll", "vcruntime140_1.dll", "msvcp140_atomic_wait.dll", "vcruntime140_threads.dll"
+    }  # fmt: skip
+    assert all(v.path.startswith("torch.libs/") and v.provider == "msvc-runtime" for v in vendored.values())
+    assert vendored["msvcp140.dll"].version == "14.44.35211.0"  # the DLL's FileVersion, not the wheel's 14.44.35112
+    assert report.vc_runtime_floor is not None and report.vc_runtime_floor.version == "14.42"
+    assert report.vc_runtime_floor.set_by.startswith("torch/")
+    assert "VC runtime floor MSVC 14.42" in new_run.output
+
+
+def test_the_conda_package_shares_the_environments_runtimes(new_run: Run) -> None:
+    pkg = read_package(next((new_run.workspace / "build" / CELL / "conda").glob("*.conda")))
+    assert "vc14_runtime >=14.42" in pkg.index["depends"]
+    names = {m.name.removeprefix("Lib/site-packages/") for m in pkg.files()}
+    assert "torch/lib/libiomp5md.dll" not in names and not any(n.startswith("torch.libs/") for n in names)
+    assert {"torch/lib/c10.dll", "torch/lib/torch_cpu.dll", "torch/lib/uv.dll"} <= names
+    verified = new_run.workspace / "build" / CELL / "verify" / "checks.json"
+    checks = {c["code"]: c for c in json.loads(verified.read_text())}
+    for code in ("TB105", "TB106", "TB107"):
+        assert checks[code]["status"] == "passed", checks[code]
+    assert "from run dependencies" in checks["TB105"]["message"]
+    assert "left out, provided by run dependencies: torch.libs/msvcp140.dll (vc14_runtime)" in new_run.output
+    assert "torch/lib/libiomp5md.dll (intel-openmp)" in new_run.output
+    # The wheel keeps its copies: pip has no such packages.
+    with zipfile.ZipFile(next((new_run.workspace / "build" / CELL / "repair").glob("*.whl"))) as archive:
+        assert {"torch/lib/libiomp5md.dll", "torch.libs/msvcp140.dll"} <= set(archive.namelist())
+
+
+def test_the_rendered_recipe_states_the_packages_run_requirements(new_run: Run) -> None:
+    import yaml
+
+    from torchbuild.recipe import apply_selectors
+
+    plan = torch_plan("win-64", "cpu", "3.11", "2.14.1")
+    recipe = (new_run.workspace / "build" / CELL / "recipe" / "meta.yaml").read_text()
+    meta = yaml.safe_load(apply_selectors(recipe, plan.selectors))
+    pkg = read_package(next((new_run.workspace / "build" / CELL / "conda").glob("*.conda")))
+    assert sorted(meta["requirements"]["run"]) == sorted(pkg.index["depends"])
+    assert meta["extra"]["torchbuild"]["left_out"] == ["torch.libs/msvcp140.dll", "torch.libs/msvcp140_atomic_wait.dll",
+        "torch.libs/vcruntime140_1.dll", "torch.libs/vcruntime140_threads.dll", "torch/lib/libiomp5md.dll",
+        "torch/lib/libiompstubs5md.dll"]  # fmt: skip
+
+
+# --- small wheels of real PE files -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory: pytest.TempPathFactory) -> PeFixtures:
+    return build(tmp_path_factory.mktemp("pe"))
+
+
+def test_a_runtime_older_than_the_floor_is_refused(fixtures: PeFixtures, tmp_path: Path) -> None:
+    """An extension linked by MSVC 14.50 needs msvcp140.dll >= 14.50; the provider's is 14.44: nothing is written."""
+    plan = torch_plan("win-64", "cpu", "3.11", "2.5.1")
+    newer = with_linker(fixtures.ext, tmp_path / "ext.pyd", "14.50")
+    files = {"torch/__init__.py": b"", "torch/_C.cp311-win_amd64.pyd": newer.read_bytes()}
+    wheel = make_wheel(tmp_path, plan.wheel, files)
+    ctx = Context(plan=plan, root=tmp_path / "work", options=RunOptions(), inputs={"built_wheel": Artifact.of(wheel)})
+    with pytest.raises(StageFailed) as info:
+        repair.run(ctx)
+    message = str(info.value)
+    assert "refusing to vendor" in message and "msvcp140.dll is 14.44.35211.0" in message
+    assert "older than the MSVC 14.50 that linked torch/_C.cp311-win_amd64.pyd" in message
+    assert not list((tmp_path / "work").rglob("*.whl"))
+
+
+def test_a_dependency_the_package_counts_on_must_be_there(fixtures: PeFixtures, tmp_path: Path) -> None:
+    """The package leaves msvcp140.dll to vc14_runtime; verified against a cell that has no such dependency, the
+    environment closure names the DLL that nothing provides."""
+    plan = torch_plan("win-64", "cpu", "3.11", "2.5.1")
+    wheel = make_wheel(
+        tmp_path, plan.wheel, {"torch/__init__.py": b"", "torch/_C.cp311-win_amd64.pyd": fixtures.ext.read_bytes()}
+    )
+    ctx = Context(plan=plan, root=tmp_path, options=RunOptions(compression_level=1))
+    repaired = repair.run(replace(ctx, inputs={"built_wheel": Artifact.of(wheel)})).outputs
+    package = conda.run(replace(ctx, inputs=dict(repaired))).outputs["conda_package"]
+    report = RepairReport.read(repaired["repair_report"].path)
+    pkg = read_package(package.path)
+    ok = {c.code: c for c in environment_checks(pkg, plan, report)}
+    assert ok["TB105"].status == "passed", ok["TB105"].message
+    without = {k: v for k, v in plan.conda.provided_dlls.items() if v != "vc14_runtime"}
+    bare = replace(plan, conda=replace(plan.conda, provided_dlls=without))
+    failed = {c.code: c for c in environment_checks(pkg, bare, report)}
+    assert failed["TB105"].status == "failed"
+    assert "imports MSVCP140.dll, which is neither in the package" in failed["TB105"].message
