@@ -240,13 +240,17 @@ def test_repair_copies_a_wheel_that_needs_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # pip downloads the msvc-runtime wheel into a fresh cache
-def test_repair_on_win_64_ships_the_vc_runtime(tmp_path: Path) -> None:
-    """A wheel without DLLs still gets the DLLs its Plan says it ships (more in tests/integration/test_windows.py)."""
+def test_repair_on_win_64_vendors_what_the_wheel_imports(tmp_path: Path) -> None:
+    """What a win-64 wheel gets is derived from its own import tables: a wheel without DLLs needs nothing (the
+    vendoring of what real DLLs import is in tests/integration/test_windows.py and test_runtimes.py)."""
+    from torchbuild.repair_report import RepairReport
+
     plan = torch_plan(platform="win-64", torch="2.5.1")
     wheel = make_wheel(tmp_path, plan.wheel)
     result = _repair(tmp_path, wheel, plan)
-    shipped = {c.name: c.status for c in result.checks if c.code == "P103"}
-    assert shipped == {"ships msvcp140.dll": "passed", "ships vcruntime140_1.dll": "passed"}
+    assert "vendored nothing" in result.message
+    assert RepairReport.read(result.outputs["repair_report"].path).vendored == ()
+    assert {c.code: c.status for c in result.checks} == {"P100": "passed"}
 
 
 def test_repair_refuses_a_wheel_built_against_a_newer_glibc_than_the_tag(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchbuild import elf, pe, repair_windows
+from torchbuild import elf, manylinux, pe, repair_windows
 from torchbuild.errors import StageFailed
 from torchbuild.proc import run_tool
 from torchbuild.repair_report import RepairReport, Vendored
@@ -124,8 +124,40 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
     tag = plan.wheel_tags.platform
     out_dir = ctx.stage_dir(NAME)
     target = out_dir / plan.wheel
-    excludes = auditwheel_excludes(wheel)
 
+    started = time.monotonic()
+    closure = elf.check_wheel(wheel, tag, scratch=out_dir)
+    fast = manylinux.verdict(wheel, tag, closure, scratch=out_dir) if wheel.name == plan.wheel else None
+    if fast is not None and fast.compliant:
+        _copy(wheel, target)
+        how = (
+            f"already {tag}, nothing to vendor ({fast.reason}; {time.monotonic() - started:.0f} s, auditwheel's "
+            "full analysis not needed); copied through"
+        )
+        grafted: list[Vendored] = []
+    else:
+        how, analysis = _auditwheel(ctx, wheel, tag, target, fast)
+        closure = elf.check_wheel(target, tag, scratch=out_dir)
+        grafted = _grafted(wheel, target, analysis)
+
+    checks = closure.checks()
+    if not closure.ok:
+        problems = [f"{m.file} needs {m.needed}" for m in closure.missing] + [b.reason for b in closure.bad]
+        raise StageFailed(
+            NAME,
+            f"import closure of {target} is broken ({len(problems)} problems): "
+            + "; ".join(problems[:10])
+            + (" ..." if len(problems) > 10 else ""),
+        )
+    _write_report(ctx, target, grafted)
+    return StageResult(outputs=_outputs(ctx, target), checks=checks, message=f"{how}; closure: {closure.summary()}")
+
+
+def _auditwheel(
+    ctx: Context, wheel: Path, tag: str, target: Path, fast: manylinux.Verdict | None
+) -> tuple[str, Analysis]:
+    """auditwheel's analysis, and its repair where it finds something to do."""
+    excludes = auditwheel_excludes(wheel)
     started = time.monotonic()
     analysis = analyse(wheel, tag, excludes)
     analysed_s = time.monotonic() - started
@@ -143,28 +175,14 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
             "(versioned symbols from a newer glibc/libstdc++, or newer ISA extensions). Build it in the manylinux "
             "image of the Plan's tag.",
         )
-    if not analysis.graft and wheel.name == plan.wheel:
+    why = f" ({fast.reason})" if fast is not None else " (the wheel's name is not the Plan's)"
+    if not analysis.graft and wheel.name == ctx.plan.wheel:
         _copy(wheel, target)
-        how = f"auditwheel: nothing to vendor, already {tag} ({analysed_s:.0f} s analysis); copied through"
-    else:
-        _auditwheel_repair(ctx, wheel, tag, excludes, target)
-        vendored = ", ".join(analysis.graft) or "nothing"
-        how = f"auditwheel repair to {tag}: vendored {vendored} ({time.monotonic() - started:.0f} s)"
-
-    started = time.monotonic()
-    report = elf.check_wheel(target, tag, scratch=out_dir)
-    checks = report.checks()
-    if not report.ok:
-        problems = [f"{m.file} needs {m.needed}" for m in report.missing] + [b.reason for b in report.bad]
-        raise StageFailed(
-            NAME,
-            f"import closure of {target} is broken ({len(problems)} problems): "
-            + "; ".join(problems[:10])
-            + (" ..." if len(problems) > 10 else ""),
-        )
-    closure = f"closure checked in {time.monotonic() - started:.0f} s: {report.summary()}"
-    _write_report(ctx, target, _grafted(wheel, target, analysis))
-    return StageResult(outputs=_outputs(ctx, target), checks=checks, message=f"{how}; {closure}")
+        how = f"auditwheel{why}: nothing to vendor, already {tag} ({analysed_s:.0f} s analysis); copied through"
+        return how, analysis
+    _auditwheel_repair(ctx, wheel, tag, excludes, target)
+    vendored = ", ".join(analysis.graft) or "nothing"
+    return f"auditwheel repair to {tag}{why}: vendored {vendored} ({time.monotonic() - started:.0f} s)", analysis
 
 
 def _grafted(wheel: Path, target: Path, analysis: Analysis) -> list[Vendored]:
