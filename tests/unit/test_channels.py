@@ -18,7 +18,7 @@ from torchbuild import rattler_child, report
 from torchbuild.channels import open_channel, pep503
 from torchbuild.channels import repodata as rd
 from torchbuild.channels.local import LocalChannel
-from torchbuild.channels.s3 import Location, parse_url
+from torchbuild.channels.s3_client import Location, parse_url
 from torchbuild.channels.secrets import MASK, redact, register
 from torchbuild.errors import UserError
 from torchbuild.publish_cmd import collect, locate
