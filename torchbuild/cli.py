@@ -14,7 +14,8 @@ from rich.markup import escape
 
 from torchbuild import matrix as matrix_mod
 from torchbuild import pin, publish_cmd
-from torchbuild.channels import check_spec
+from torchbuild.channels import check_spec, local_path
+from torchbuild.channels.local import check_directory
 from torchbuild.compat import load
 from torchbuild.console import console, out
 from torchbuild.errors import UserError, one_of
@@ -306,6 +307,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     matrix = load_matrix(args)
     cells = select_cells(matrix, args)
     resolve_all(matrix, cells)  # every cell valid before any index is asked
+    channel_dir = local_path(matrix.channel, Path.cwd())
+    if channel_dir is not None:
+        check_directory(channel_dir)  # refused now, not by the publish stage after hours of build
     if options.wheel is not None and len(cells) != 1:
         raise UserError(f"--wheel gives the wheel of one cell, but {len(cells)} cells are selected: add --cuda/--py.")
     plans = pin.pin_all(cells, matrix, options)

@@ -153,6 +153,8 @@ def run_case(c: Case, artifacts: Mapping[str, Path], cwd: Path) -> None:
         case(*LINUX_CPU, "--channel", "s3:/bucket/prefix",
              message="--channel: The channel 's3:/bucket/prefix' looks like a URL with a missing '//'.",
              id="channel-missing-slash"),
+        case(*LINUX_CPU, "--channel", "a-file", files={"a-file": "x\n"},
+             message="a-file is not a directory: give a directory (it is made if missing).", id="channel-is-a-file"),
         case(*LINUX_CPU, "--format", "zip", message="argument --format: invalid choice: 'zip' (choose from 'conda', "
              "'tar.bz2')", id="format-unknown"),
         case(*LINUX_CPU, "--msvc", "14.29", message="--msvc 14.29 pins the MSVC toolset of win-64 cells, and no "

@@ -99,7 +99,20 @@ def check_spec(spec: str) -> str:
     raise UserError(f"Unknown channel scheme '{scheme}://' in '{spec}'. {valid}")
 
 
+def local_path(spec: str, root: Path) -> Path | None:
+    """The directory of a local channel (relative names are below ``root``); None for a remote one."""
+    if check_spec(spec) != "local":
+        return None
+    path = Path(spec.removeprefix("file://"))
+    return path if path.is_absolute() else root / path
+
+
 def open_channel(spec: str, root: Path) -> Channel:
+    directory = local_path(spec, root)
+    if directory is not None:
+        from torchbuild.channels.local import LocalChannel
+
+        return LocalChannel(directory)
     kind = check_spec(spec)
     if kind == "s3":
         from torchbuild.channels.s3 import S3Channel
@@ -109,7 +122,4 @@ def open_channel(spec: str, root: Path) -> Channel:
         from torchbuild.channels.anaconda import AnacondaChannel
 
         return AnacondaChannel(spec)
-    from torchbuild.channels.local import LocalChannel
-
-    path = Path(spec.removeprefix("file://"))
-    return LocalChannel(path if path.is_absolute() else root / path)
+    raise AssertionError(f"check_spec gave an unknown kind {kind!r}")

@@ -22,6 +22,12 @@ from torchbuild.files import copy_atomic, write_atomic
 from torchbuild.results import Artifact, sha256_of
 
 
+def check_directory(path: Path) -> None:
+    """A channel directory to publish into: there, or not yet made; not a file."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"channel {path} is not a directory: give a directory (it is made if missing).")
+
+
 class LocalChannel:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -45,8 +51,7 @@ class LocalChannel:
     def plan(
         self, conda: Sequence[tuple[Artifact, str]], wheels: Sequence[Artifact], replace: bool = False
     ) -> list[Upload]:
-        if self.path.exists() and not self.path.is_dir():
-            raise UserError(f"channel {self.path} is not a directory: give a directory (it is made if missing).")
+        check_directory(self.path)
         self._check_indexable()  # before the first file is copied: a publish must not stop half done
         uploads: list[Upload] = []
         conflicts: list[str] = []
