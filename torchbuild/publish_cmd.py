@@ -2,7 +2,9 @@
 
 PATH is a .conda/.tar.bz2/.whl file, or a directory: every ``report.json`` below it (torchbuild/report.py's) names
 its cells' artifacts, found again relative to that report (the paths in it are from the machine that built them)
-and checked against the sha256 and size it records. The layout a CI publish job downloads, one build/ per job:
+and checked against the sha256 and size it records. Every artifact then gets the verify stage's checks that need no
+Plan before anything is written: one bad file and nothing is published. The layout a CI publish job downloads, one
+build/ per job:
 
   artifacts/<job>/build/report.json
   artifacts/<job>/build/<cell-id>/...      (the files the report names, below build/ as on the build machine)
@@ -208,15 +210,13 @@ def publish(paths: Sequence[Path], spec: str, root: Path, replace: bool = False)
 
 def say_install(channel: Channel, uploads: Sequence[Upload], names: dict[Path, str]) -> None:
     """How to install what was published from this channel: the names and index URLs users need."""
+    conda = sorted({names[u.artifact.path] for u in uploads if u.kind == "conda"})
+    wheels = sorted({names[u.artifact.path] for u in uploads if u.kind == "wheel"})
     console.print(f"channel: {channel.url}", markup=False)
-    for kind in ("conda", "wheel"):
-        published = sorted({names[u.artifact.path] for u in uploads if u.kind == kind})
-        if not published:
-            continue
-        if kind == "conda":
-            console.print(f"  conda install -c {channel.url} {' '.join(published)}", markup=False)
-        else:
-            console.print(f"  pip install --index-url {channel.url}/whl/simple {' '.join(published)}", markup=False)
+    if conda:
+        console.print(f"  conda install -c {channel.url} {' '.join(conda)}", markup=False)
+    if wheels:
+        console.print(f"  pip install --index-url {channel.url}/whl/simple {' '.join(wheels)}", markup=False)
 
 
 def index(spec: str, root: Path) -> int:
