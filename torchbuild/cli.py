@@ -10,13 +10,18 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from rich.markup import escape
+
 from torchbuild import matrix as matrix_mod
 from torchbuild import pin, publish_cmd
+from torchbuild.channels import check_spec, local_path
+from torchbuild.channels.local import check_directory
 from torchbuild.compat import load
 from torchbuild.console import console, out
 from torchbuild.errors import UserError, one_of
 from torchbuild.matrix import Cell, Matrix
 from torchbuild.options import DEFAULT_GIT_URL, RunOptions
+from torchbuild.package_assembly import COMPRESSION_LEVELS, COMPRESSORS
 from torchbuild.plan import Plan, resolve
 from torchbuild.plan_view import print_plan, say_resolution
 
@@ -64,12 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--force", action="store_true", help="rerun stages that are already done")
     run.add_argument("--replace", action="store_true", help="publish: replace a different file under a published name")
     run.add_argument("--format", choices=("conda", "tar.bz2"), default="conda", help="conda package format")
-    run.add_argument("--compression-level", type=int, default=5, help="zstd/bzip2 level of the conda package")
+    run.add_argument(
+        "--compression-level", type=int, default=5, help="zstd (1-22) or bzip2 (1-9) level of the conda package"
+    )
     run.add_argument("--compression-threads", type=int, default=2, help="compression threads")
     run.add_argument(
         "--repodata",
         type=Path,
-        default=DEFAULT_REPODATA,
         help="real conda repodata to prove the package solvable against (default: ../shared/data/repodata)",
     )
     run.add_argument("--cache-dir", type=Path, default=None, help="download cache (default: ~/.cache/torchbuild)")
@@ -78,9 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument(
         "--git-ref", help="clone this tag, branch or full commit SHA (e.g. v2.5.1) with submodules, and compile it"
     )
-    source.add_argument(
-        "--git-url", default=DEFAULT_GIT_URL, help=f"repository for --git-ref (default {DEFAULT_GIT_URL})"
-    )
+    source.add_argument("--git-url", help=f"repository for --git-ref (default {DEFAULT_GIT_URL})")
     plan = sub.add_parser("plan", help="print the resolved plan; nothing is run")
     _selectors(plan)
     plan.add_argument("--json", action="store_true", help="machine-readable output")
@@ -103,18 +107,56 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+SELECTORS = (("--cuda", "cuda"), ("--py", "python"), ("--platform", "platform"), ("--torch", "torch"))
+
+
+def check_selection(args: argparse.Namespace) -> None:
+    """Selection flags that contradict each other are usage errors, before the matrix is read."""
+    if args.only is not None:
+        also = [flag for flag, dest in SELECTORS if getattr(args, dest) is not None]
+        if also:
+            raise UserError(
+                f"--only {args.only} names one cell of the matrix, with its platform, CUDA, Python and torch; "
+                f"{one_of(also)} would be ignored. Give --only alone, or {one_of(also)} without --only."
+            )
+
+
 def load_matrix(args: argparse.Namespace) -> Matrix:
+    check_selection(args)
     path = args.matrix or ROOT / "matrix.yaml"
     matrix = matrix_mod.load(path)
     if args.msvc:
         matrix = replace(matrix, build=replace(matrix.build, msvc_toolset=args.msvc))
-    if getattr(args, "channel", None):
+    if getattr(args, "channel", None) is not None:
+        try:
+            check_spec(args.channel)
+        except UserError as exc:
+            raise UserError(f"--channel: {exc}") from None
         matrix = replace(matrix, channel=args.channel)
     return matrix
 
 
+def check_msvc(args: argparse.Namespace, cells: Sequence[Cell]) -> None:
+    if args.msvc and not any(c.platform == "win-64" for c in cells):
+        raise UserError(
+            f"--msvc {args.msvc} pins the MSVC toolset of win-64 cells, and no selected cell is win-64 "
+            f"({one_of(sorted({c.platform for c in cells}))}): add --platform win-64, or leave --msvc out."
+        )
+
+
 def select_cells(matrix: Matrix, args: argparse.Namespace) -> list[Cell]:
+    cells = _select(matrix, args)
+    check_msvc(args, cells)
+    return cells
+
+
+def _select(matrix: Matrix, args: argparse.Namespace) -> list[Cell]:
     cells = matrix.cells()
+    if not cells and (args.cuda is None or args.python is None):
+        raise UserError(
+            f"{matrix.path} has no cells: its exclude rules remove every platform x cuda x python combination and "
+            "include adds none. Remove an exclude rule or add an include entry (or give --cuda and --py)."
+        )
     if args.only:
         chosen = [c for c in cells if c.id == args.only]
         if not chosen:
@@ -174,9 +216,8 @@ def github_matrix(plans: Sequence[Plan]) -> dict[str, object]:
 def cmd_plan(args: argparse.Namespace) -> int:
     matrix = load_matrix(args)
     plans = resolve_all(matrix, select_cells(matrix, args))
-    if args.json:
-        payload = [p.to_dict() for p in plans]
-        print(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2, sort_keys=True))
+    if args.json:  # always a list, one plan per cell, however many are selected
+        print(json.dumps([p.to_dict() for p in plans], indent=2, sort_keys=True))
         return 0
     say_resolution(plans)
     for plan in plans:
@@ -185,6 +226,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
+    if args.github and args.estimate:
+        raise UserError(
+            "--github and --estimate both choose what 'matrix' prints (the JSON for GitHub Actions, or the runner "
+            "hours): give one of them."
+        )
     matrix = load_matrix(args)
     plans = resolve_all(matrix, select_cells(matrix, args))
     if args.github:
@@ -200,11 +246,45 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_options(args: argparse.Namespace) -> RunOptions:
-    if args.compression_level < 1 or args.compression_level > 22:
-        raise UserError(f"--compression-level {args.compression_level} is out of range: 1-22 (zstd), 1-9 (bzip2).")
+def check_compression(args: argparse.Namespace) -> None:
+    if args.compression_level not in COMPRESSION_LEVELS[args.format]:
+        valid = "; ".join(
+            f"{r.start} to {r.stop - 1} with --format {f} ({COMPRESSORS[f]})" for f, r in COMPRESSION_LEVELS.items()
+        )
+        raise UserError(
+            f"--compression-level {args.compression_level} does not fit --format {args.format}. Valid levels: {valid}."
+        )
     if args.compression_threads < 1:
-        raise UserError("--compression-threads must be at least 1.")
+        raise UserError(f"--compression-threads {args.compression_threads}: give 1 or more.")
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """Paths the user gave must be there: a flag that names a missing file would do nothing, or fail later."""
+    if args.wheel is not None and not args.wheel.is_file():
+        what = "is a directory" if args.wheel.is_dir() else "no such file"
+        raise UserError(f"--wheel {args.wheel}: {what}; give the path of a torch .whl file.")
+    if args.source_dir and not args.source_dir.is_dir():
+        raise UserError(f"--source-dir {args.source_dir}: no such directory (give the root of a PyTorch checkout).")
+    if args.repodata is not None and not args.repodata.is_dir():
+        raise UserError(
+            f"--repodata {args.repodata}: no such directory; give a directory with <channel>/<subdir>/repodata.json "
+            f"(like {DEFAULT_REPODATA}), or leave --repodata out to use that one where it exists."
+        )
+
+
+def run_options(args: argparse.Namespace) -> RunOptions:
+    check_compression(args)
+    sources = (("--wheel", args.wheel), ("--source-dir", args.source_dir), ("--git-ref", args.git_ref))
+    given = [flag for flag, value in sources if value]
+    if len(given) > 1:
+        raise UserError(f"{' and '.join(given)} both name the source: give one of --wheel, --source-dir or --git-ref.")
+    if args.git_url is not None and not args.git_ref:
+        raise UserError(
+            f"--git-url {args.git_url} names the repository --git-ref is cloned from, and no --git-ref is given: "
+            "add --git-ref (a tag, branch or commit SHA, e.g. v2.5.1), or leave --git-url out."
+        )
+    check_paths(args)
+    repodata = args.repodata or (DEFAULT_REPODATA if DEFAULT_REPODATA.is_dir() else None)
     options = RunOptions(
         wheel=args.wheel.resolve() if args.wheel else None,
         force=args.force,
@@ -212,27 +292,24 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         conda_format=args.format,
         compression_level=args.compression_level,
         compression_threads=args.compression_threads,
-        repodata=args.repodata if args.repodata and args.repodata.is_dir() else None,
+        repodata=repodata,
         source_dir=args.source_dir.resolve() if args.source_dir else None,
         git_ref=args.git_ref,
-        git_url=args.git_url,
+        git_url=args.git_url or DEFAULT_GIT_URL,
     )
-    sources = (("--wheel", args.wheel), ("--source-dir", args.source_dir), ("--git-ref", args.git_ref))
-    given = [flag for flag, value in sources if value]
-    if len(given) > 1:
-        raise UserError(f"{' and '.join(given)} both name the source: give one of --wheel, --source-dir or --git-ref.")
-    if args.source_dir and not args.source_dir.is_dir():
-        raise UserError(f"--source-dir {args.source_dir}: no such directory (give the root of a PyTorch checkout).")
     return replace(options, cache_dir=args.cache_dir) if args.cache_dir else options
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from torchbuild import runner
 
+    options = run_options(args)
     matrix = load_matrix(args)
     cells = select_cells(matrix, args)
     resolve_all(matrix, cells)  # every cell valid before any index is asked
-    options = run_options(args)
+    channel_dir = local_path(matrix.channel, Path.cwd())
+    if channel_dir is not None:
+        check_directory(channel_dir)  # refused now, not by the publish stage after hours of build
     if options.wheel is not None and len(cells) != 1:
         raise UserError(f"--wheel gives the wheel of one cell, but {len(cells)} cells are selected: add --cuda/--py.")
     plans = pin.pin_all(cells, matrix, options)
@@ -258,6 +335,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     cells = select_cells(matrix, args)
     if not selected:  # the whole matrix, as far as this host can build it
         cells = [c for c in cells if c.platform == host_platform()]
+        if not cells:
+            raise UserError(
+                f"{matrix.path} has no {host_platform()} cell, and this host builds {host_platform()}: "
+                "select a cell with --only CELL_ID or --cuda/--py/--platform."
+            )
     return doctor.report(resolve_all(matrix, cells), args.cache_dir or RunOptions().cache_dir)
 
 
@@ -272,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handlers[args.command](args)
     except UserError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return exc.exit_code
     except BrokenPipeError:  # e.g. piped into `head`
         return 0

@@ -42,6 +42,20 @@ class Range:
 
 
 @dataclass(frozen=True)
+class Note:
+    """An ``uncertain`` note of a table row: what was inferred rather than read, and from where. ``platforms``
+    empty: it concerns every platform; else only the plans of those."""
+
+    text: str
+    platforms: tuple[str, ...] = ()
+
+
+def notes_for(notes: tuple[Note, ...], platform: str) -> str:
+    """The notes that concern ``platform``, as one text."""
+    return " ".join(n.text for n in notes if not n.platforms or platform in n.platforms)
+
+
+@dataclass(frozen=True)
 class VisualStudio:
     year: int
     version: str
@@ -67,7 +81,7 @@ class CudaRelease:
     arch_list: str
     wheel_tag: str
     nvtx: str
-    uncertain: str = ""
+    uncertain: tuple[Note, ...] = ()
 
     @property
     def major(self) -> int:
@@ -92,7 +106,7 @@ class TorchRelease:
     build: str
     platforms: Mapping[str, PlatformSupport]
     cudnn: Mapping[str, int] = field(default_factory=dict)
-    uncertain: str = ""
+    uncertain: tuple[Note, ...] = ()
 
     def supports(self, platform: str, cuda: str, python: str) -> bool:
         support = self.platforms.get(platform)
@@ -224,6 +238,25 @@ def _range(raw: Mapping[str, Any]) -> Range:
     return Range(min=str(raw["min"]), max=str(raw["max"]))
 
 
+def _notes(raw: Any) -> tuple[Note, ...]:
+    """``uncertain:`` is one text (every platform), or a list of texts and {platform, note} mappings."""
+    if not raw:
+        return ()
+    items = [raw] if isinstance(raw, str) else list(raw)
+    notes = []
+    for item in items:
+        if isinstance(item, str):
+            notes.append(Note(item.strip()))
+            continue
+        unknown = set(item) - {"note", "platform"}
+        platforms = item.get("platform", ())
+        platforms = (platforms,) if isinstance(platforms, str) else tuple(platforms)
+        if unknown or "note" not in item or not set(platforms) <= set(PLATFORMS):
+            raise ValueError(f"an uncertain note must be a text or {{platform: win-64|linux-64, note: ...}}: {item}")
+        notes.append(Note(str(item["note"]).strip(), platforms))
+    return tuple(notes)
+
+
 def _rules(raw: list[Mapping[str, Any]], value_key: str) -> tuple[Rule, ...]:
     return tuple(
         Rule(value=str(row[value_key]), when=row.get("when") or {}, why=str(row.get("why", ""))) for row in raw
@@ -248,7 +281,7 @@ def load() -> Compat:
                         for name, support in r["platforms"].items()
                     },
                     cudnn={str(k): int(v) for k, v in (r.get("cudnn") or {}).items()},
-                    uncertain=str(r.get("uncertain", "")),
+                    uncertain=_notes(r.get("uncertain")),
                 )
                 for r in releases_raw
             ),
@@ -265,7 +298,7 @@ def load() -> Compat:
             arch_list=str(row["arch_list"]),
             wheel_tag=str(row["wheel_tag"]),
             nvtx=str(row["nvtx"]),
-            uncertain=str(row.get("uncertain", "")),
+            uncertain=_notes(row.get("uncertain")),
         )
         for version, row in toolchains["cuda"].items()
     }

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -11,10 +13,27 @@ from pathlib import Path
 from torchbuild.results import Artifact
 
 
+@functools.cache
+def umask() -> int:
+    """This process's umask. Linux shows it in /proc; elsewhere it can only be read by setting it, once, here."""
+    try:
+        found = re.search(r"^Umask:\s*([0-7]+)$", Path("/proc/self/status").read_text(), re.MULTILINE)
+    except OSError:
+        found = None
+    if found:
+        return int(found.group(1), 8)
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
 def _temporary_beside(path: Path) -> Path:
+    """An empty temporary file in ``path``'s directory, with the mode a plain ``open(path, "w")`` would give
+    (mkstemp makes it 0600, which would keep a web server or another user from reading a channel)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~umask())
     return Path(tmp)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from torchbuild.channels import check_spec
 from torchbuild.compat import CPU, PLATFORMS
 from torchbuild.errors import UserError, one_of
 
@@ -108,6 +109,25 @@ CHOICES = {
     "compiler_cache": ("sccache", "clcache", "none"),
     "generator": ("ninja", "visual-studio"),
 }
+# What a valid value of each key looks like, shown with a wrong type.
+EXAMPLES = {
+    "the matrix": "torch: latest",
+    "torch": 'torch: "2.5.1"',
+    "platforms": "platforms: [win-64, linux-64]",
+    "cuda": 'cuda: [cpu, "12.6"]',
+    "python": 'python: ["3.11", "3.12"]',
+    "exclude": 'exclude: [{platform: linux-64, cuda: "12.6"}]',
+    "include": 'include: [{platform: win-64, cuda: "9.0", python: "3.6"}]',
+    "channel": "channel: s3://bucket/prefix",
+    "build_number": "build_number: 0",
+    "build": "build: {max_jobs: auto, timeout_hours: 6}",
+    "platform": "platform: linux-64",
+    "max_jobs": "max_jobs: 4",
+    "compiler_cache": "compiler_cache: sccache",
+    "generator": "generator: ninja",
+    "msvc_toolset": 'msvc_toolset: "14.29"',
+    "timeout_hours": "timeout_hours: 6",
+}
 
 
 class MatrixError(UserError):
@@ -124,12 +144,17 @@ def _unknown_key(path: str, node: yaml.Node, key: str, valid: list[str] | tuple[
     return MatrixError(f"{_where(path, node)}: unknown key '{key}'.{hint} Valid keys: {one_of(valid)}.")
 
 
-def _scalar(path: str, key: str, node: yaml.Node) -> str:
+def _example(key: str) -> str:
+    return f", e.g. {EXAMPLES[key]}" if key in EXAMPLES else ""
+
+
+def _scalar(path: str, key: str, node: yaml.Node, what: str | None = None) -> str:
+    what = what or f"'{key}'"
     if not isinstance(node, yaml.ScalarNode):
         kind = "a list" if isinstance(node, yaml.SequenceNode) else "a mapping"
-        raise MatrixError(f"{_where(path, node)}: '{key}' must be a single value, not {kind}.")
+        raise MatrixError(f"{_where(path, node)}: {what} must be a single value, not {kind}{_example(key)}.")
     if node.value == "" or node.tag == "tag:yaml.org,2002:null":
-        raise MatrixError(f"{_where(path, node)}: '{key}' is empty.")
+        raise MatrixError(f"{_where(path, node)}: {what} is empty{_example(key)}.")
     return str(node.value)
 
 
@@ -137,8 +162,8 @@ def _list(path: str, key: str, node: yaml.Node) -> tuple[str, ...]:
     if isinstance(node, yaml.ScalarNode) and node.tag != "tag:yaml.org,2002:null":
         raise MatrixError(f"{_where(path, node)}: '{key}' must be a list, e.g. {key}: [{node.value}].")
     if not isinstance(node, yaml.SequenceNode) or not node.value:
-        raise MatrixError(f"{_where(path, node)}: '{key}' is an empty list; give at least one value.")
-    return tuple(_scalar(path, key, item) for item in node.value)
+        raise MatrixError(f"{_where(path, node)}: '{key}' is an empty list; give at least one value{_example(key)}.")
+    return tuple(_scalar(path, key, item, f"each '{key}' entry") for item in node.value)
 
 
 def _int(path: str, key: str, node: yaml.Node) -> int:
@@ -146,9 +171,9 @@ def _int(path: str, key: str, node: yaml.Node) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise MatrixError(f"{_where(path, node)}: '{key}' must be an integer, not '{text}'.") from None
+        raise MatrixError(f"{_where(path, node)}: '{key}' must be an integer, not '{text}'{_example(key)}.") from None
     if value < 0:
-        raise MatrixError(f"{_where(path, node)}: '{key}' must not be negative.")
+        raise MatrixError(f"{_where(path, node)}: '{key}' must not be negative{_example(key)}.")
     return value
 
 
@@ -157,12 +182,33 @@ def _float(path: str, key: str, node: yaml.Node) -> float:
     try:
         return float(text)
     except ValueError:
-        raise MatrixError(f"{_where(path, node)}: '{key}' must be a number, not '{text}'.") from None
+        raise MatrixError(f"{_where(path, node)}: '{key}' must be a number, not '{text}'{_example(key)}.") from None
+
+
+def _channel(path: str, node: yaml.Node) -> str:
+    """The channel, checked as --channel is (its form only: nothing is opened or asked at load time)."""
+    spec = _scalar(path, "channel", node)
+    try:
+        check_spec(spec)
+    except UserError as exc:
+        raise MatrixError(f"{_where(path, node)}: channel: {exc}") from None
+    return spec
 
 
 def _pairs(path: str, key: str, node: yaml.Node) -> Iterator[tuple[yaml.ScalarNode, yaml.Node]]:
+    """A mapping's (key, value) nodes; a key given twice is an error (YAML loaders keep the last, silently)."""
     if not isinstance(node, yaml.MappingNode):
-        raise MatrixError(f"{_where(path, node)}: '{key}' must be a mapping of key: value.")
+        raise MatrixError(f"{_where(path, node)}: '{key}' must be a mapping of key: value{_example(key)}.")
+    seen: dict[str, yaml.Node] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise MatrixError(f"{_where(path, key_node)}: a key of '{key}' must be a plain name{_example(key)}.")
+        first = seen.setdefault(key_node.value, key_node)
+        if first is not key_node:
+            raise MatrixError(
+                f"{_where(path, key_node)}: '{key_node.value}' is given twice, on line {first.start_mark.line + 1} "
+                f"and on line {key_node.start_mark.line + 1}; keep one (YAML would silently use the last)."
+            )
     yield from node.value
 
 
@@ -177,7 +223,7 @@ def _rules(path: str, key: str, node: yaml.Node) -> tuple[dict[str, str], ...]:
         for key_node, value_node in _pairs(path, f"{key} entry", item):
             if key_node.value not in RULE_KEYS:
                 raise _unknown_key(path, key_node, key_node.value, RULE_KEYS)
-            rule[key_node.value] = _scalar(path, key_node.value, value_node)
+            rule[key_node.value] = _scalar(path, key, value_node, f"'{key_node.value}' in an {key} entry")
         if not rule:
             raise MatrixError(f"{_where(path, item)}: an empty '{key}' entry would match every cell.")
         if key == "include":
@@ -222,7 +268,9 @@ def parse(text: str, path: str = "matrix.yaml") -> Matrix:
         kind = TOP_LEVEL.get(key)
         if kind is None:
             raise _unknown_key(path, key_node, key, list(TOP_LEVEL))
-        if kind == "str":
+        if key == "channel":
+            values[key] = _channel(path, value_node)
+        elif kind == "str":
             values[key] = _scalar(path, key, value_node)
         elif kind == "list":
             values[key] = _list(path, key, value_node)

@@ -15,6 +15,7 @@ from torchbuild.options import RunOptions
 ARCHIVE_SUFFIX = {"conda": ".conda", "tar.bz2": ".tar.bz2"}
 # Levels each archive type accepts: zstd for .conda (rattler passes the level through), bzip2 for .tar.bz2.
 COMPRESSION_LEVELS = {"conda": range(1, 23), "tar.bz2": range(1, 10)}
+COMPRESSORS = {"conda": "zstd", "tar.bz2": "bzip2"}
 
 
 def build_timestamp() -> datetime.datetime:

@@ -15,7 +15,7 @@ from typing import Any
 
 from torchbuild import deps as build_deps
 from torchbuild import dll_providers, platforms, solve, wheel_to_conda
-from torchbuild.compat import CPU, Compat, CudaRelease, TorchRelease, VcRuntimeRule, load, version_key
+from torchbuild.compat import CPU, Compat, CudaRelease, TorchRelease, VcRuntimeRule, load, notes_for, version_key
 from torchbuild.deps import Dependency
 from torchbuild.errors import UserError, one_of, some_of
 from torchbuild.matrix import LATEST, BuildOptions, Cell, Matrix
@@ -306,10 +306,10 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
 
     work_dir = f"build/{cell.id}"
     notes = []
-    if release.uncertain:
-        notes.append(f"torch {release.version}: {release.uncertain}")
-    if cuda is not None and cuda.uncertain:
-        notes.append(f"CUDA {cuda.version}: {cuda.uncertain}")
+    if release_note := notes_for(release.uncertain, cell.platform):
+        notes.append(f"torch {release.version}: {release_note}")
+    if cuda is not None and (cuda_note := notes_for(cuda.uncertain, cell.platform)):
+        notes.append(f"CUDA {cuda.version}: {cuda_note}")
     return Plan(
         cell_id=cell.id,
         platform=cell.platform,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.markup import escape
+
 from torchbuild.console import console, out
 from torchbuild.matrix import LATEST
 from torchbuild.plan import Plan
@@ -37,7 +39,7 @@ def print_plan(plan: Plan) -> None:
     width = max(len(key) for key, _ in rows)
     out.print(f"[bold]plan {plan.cell_id}[/]")
     for key, value in rows:
-        out.print(f"  {key:<{width}}  {value}")
+        out.print(f"  {key:<{width}}  {escape(value)}")  # values are text, never Rich markup
     out.print()
 
 

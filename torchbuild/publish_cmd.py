@@ -2,7 +2,9 @@
 
 PATH is a .conda/.tar.bz2/.whl file, or a directory: every ``report.json`` below it (torchbuild/report.py's) names
 its cells' artifacts, found again relative to that report (the paths in it are from the machine that built them)
-and checked against the sha256 and size it records. The layout a CI publish job downloads, one build/ per job:
+and checked against the sha256 and size it records. Every artifact then gets the verify stage's checks that need no
+Plan before anything is written: one bad file and nothing is published. The layout a CI publish job downloads, one
+build/ per job:
 
   artifacts/<job>/build/report.json
   artifacts/<job>/build/<cell-id>/...      (the files the report names, below build/ as on the build machine)
@@ -18,8 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Literal
 
-from torchbuild.channels import Channel, open_channel
+from torchbuild.channels import Channel, Upload, check_spec, open_channel, project_of
 from torchbuild.channels import repodata as rd
+from torchbuild.checks import failures
+from torchbuild.checks.conda_package import check_package
+from torchbuild.checks.wheel_record import check_wheel
 from torchbuild.console import console, out
 from torchbuild.errors import UserError
 from torchbuild.results import Artifact
@@ -34,6 +39,7 @@ class Found:
     kind: Kind
     subdir: str  # the conda subdir from the package's own info/index.json; "whl" for a wheel
     source: str  # the report (and cell) or the file it came from
+    name: str  # what users install: the conda package's name, or the wheel's project
 
 
 def add_parsers(sub: Any) -> None:
@@ -133,9 +139,26 @@ def _entry(entry: Any, report: Path, cell_id: str, name: str) -> tuple[str, str,
     )
 
 
+def validate(path: Path, kind: Kind) -> None:
+    """The verify stage's checks of a package or wheel that need no Plan; UserError naming the file and every failed
+    check. A wheel's tags are checked against its own file name, a conda package's index.json against its file
+    name."""
+    failed = failures(check_wheel(path) if kind == "wheel" else check_package(path))
+    if failed:
+        problems: dict[str, list[str]] = {}  # one line per problem, with every check it fails
+        for check in failed:
+            problems.setdefault(check.message, []).append(check.code)
+        lines = "\n".join(f"  {', '.join(codes)}: {message}" for message, codes in problems.items())
+        raise UserError(f"{path} is not a valid {'wheel' if kind == 'wheel' else 'conda package'}; nothing was "
+                        f"published:\n{lines}")  # fmt: skip
+
+
 def _found(artifact: Artifact, kind: Kind, source: str) -> Found:
-    subdir = rd.record_of(artifact.path, artifact.sha256).subdir if kind == "conda" else "whl"
-    return Found(artifact=artifact, kind=kind, subdir=subdir, source=source)
+    validate(artifact.path, kind)
+    if kind == "wheel":
+        return Found(artifact, kind, "whl", source, project_of(artifact.path.name))
+    record = rd.record_of(artifact.path, artifact.sha256)
+    return Found(artifact, kind, record.subdir, source, str(record.fields["name"]))
 
 
 def collect(paths: Sequence[Path]) -> tuple[list[Found], list[str]]:
@@ -168,7 +191,7 @@ def collect(paths: Sequence[Path]) -> tuple[list[Found], list[str]]:
 
 def publish(paths: Sequence[Path], spec: str, root: Path, replace: bool = False) -> int:
     channel = open_channel(spec, root)  # a bad channel URL is named before any artifact is read
-    found, failed = collect(paths)
+    found, failed = collect(paths)  # every artifact checked before anything is written
     for cell in failed:
         console.print(f"[yellow]not published[/]: cell {cell} did not pass")
     if not found:
@@ -180,20 +203,26 @@ def publish(paths: Sequence[Path], spec: str, root: Path, replace: bool = False)
     )
     channel.apply(uploads)
     for upload in uploads:
-        out.print(f"{upload.action:9} {upload.subdir}/{upload.artifact.path.name}  sha256 {upload.artifact.sha256}")
-    say_install(channel, uploads)
+        out.print(f"{upload.action:9} {upload.channel_path}  sha256 {upload.artifact.sha256}", markup=False)
+    say_install(channel, uploads, {f.artifact.path: f.name for f in found})
     return 1 if failed else 0
 
 
-def say_install(channel: Channel, uploads: Sequence[Any]) -> None:
-    console.print(f"channel: {channel.url}")
-    if any(u.kind == "conda" for u in uploads):
-        console.print(f"  conda install -c {channel.url} pytorch")
-    if any(u.kind == "wheel" for u in uploads):
-        console.print(f"  pip install torch --index-url {channel.url}/whl/simple")
+def say_install(channel: Channel, uploads: Sequence[Upload], names: dict[Path, str]) -> None:
+    """How to install what was published from this channel: the names and index URLs users need."""
+    conda = sorted({names[u.artifact.path] for u in uploads if u.kind == "conda"})
+    wheels = sorted({names[u.artifact.path] for u in uploads if u.kind == "wheel"})
+    console.print(f"channel: {channel.url}", markup=False)
+    if conda:
+        console.print(f"  conda install -c {channel.url} {' '.join(conda)}", markup=False)
+    if wheels:
+        console.print(f"  pip install --index-url {channel.url}/whl/simple {' '.join(wheels)}", markup=False)
 
 
 def index(spec: str, root: Path) -> int:
+    if check_spec(spec) == "anaconda":
+        raise UserError(f"index: {spec} is an anaconda.org channel, which indexes what it receives; index rebuilds "
+                        "the indexes of a directory or s3://bucket/prefix channel.")  # fmt: skip
     channel = open_channel(spec, root)
     out.print(f"{channel.url}: {channel.index()}")
     return 0

@@ -227,8 +227,13 @@ def test_bad_wheels_leave_the_channel_as_it_was(first_run: Run, tmp_path: Path) 
     truncated.write_bytes(source.read_bytes()[: 1 << 20])
     small = tmp_path / "small"
     escaping = make_wheel(small / "escape", truncated.name, extra_members={"../evil.py": b"import os\n"})
+    missing = tmp_path / "missing.whl"  # a usage error (exit 2) before any stage runs
+    result = pipeline(workspace, "--cuda", "cpu", "--py", "3.11", "--matrix", str(ROOT / "matrix.yaml"),
+                      "--wheel", str(missing))  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert f"--wheel {missing}: no such file" in result.stderr and "Traceback" not in result.stderr
+    assert snapshot(workspace / "channel") == before
     cases = {
-        str(tmp_path / "missing.whl"): "not found",
         str(truncated): "not a wheel",
         str(make_wheel(small, "numpy-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl")): "numpy",
         str(make_wheel(small, "torch-2.13.0+cpu-cp311-cp311-win_amd64.whl")): "win_amd64",

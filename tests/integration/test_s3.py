@@ -170,7 +170,7 @@ def test_publish_republish_and_reindex(bucket: Bucket, jobs: Jobs, tmp_path: Pat
     assert first.returncode == 0, first.stderr
     conda, wheel = jobs.py311.conda.path.name, jobs.py311.wheel.path.name
     assert f"new       linux-64/{conda}  sha256 {jobs.py311.conda.sha256}" in first.stdout
-    assert f"new       whl/{wheel}" in first.stdout
+    assert f"new       whl/simple/torch/{wheel}" in first.stdout
     publisher_endpoint = bucket.env["AWS_ENDPOINT_URL_S3"]
     assert f"conda install -c {publisher_endpoint}/{bucket.name}/{PREFIX} pytorch" in first.stderr
     head = bucket.client.head_object(Bucket=bucket.name, Key=f"{PREFIX}/linux-64/{conda}")

@@ -34,7 +34,7 @@ def test_plan_says_what_latest_resolves_to() -> None:
 
 
 def test_plan_json_for_one_cell_and_for_the_matrix() -> None:
-    one = json.loads(pipeline("plan", "--json", "--cuda", "cpu", "--py", "3.11", "--platform", "linux-64").stdout)
+    (one,) = json.loads(pipeline("plan", "--json", "--cuda", "cpu", "--py", "3.11", "--platform", "linux-64").stdout)
     assert one["cell_id"] == "linux-64-cpu-py3.11"
     assert one["conda"]["build_string"] == "py3.11_cpu_0"
     every = json.loads(pipeline("plan", "--json").stdout)
@@ -54,7 +54,7 @@ def test_github_matrix_is_one_entry_per_cell() -> None:
     # --only selects the same cell everywhere a cell can be selected.
     only = json.loads(pipeline("matrix", "--github", "--only", first["cell"]).stdout)
     assert only["include"] == [first]
-    plan = json.loads(pipeline("plan", "--json", "--only", first["cell"]).stdout)
+    (plan,) = json.loads(pipeline("plan", "--json", "--only", first["cell"]).stdout)
     assert plan["cell_id"] == first["cell"]
 
 

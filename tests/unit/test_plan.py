@@ -179,3 +179,25 @@ def test_msvc_that_nvcc_refuses() -> None:
     assert plan_of("win-64", "12.4", "3.11", "2.5.1", msvc_toolset='"14.40"').toolchain.msvc_toolset == "14.40"
     with pytest.raises(UserError, match=r"Unknown MSVC toolset '15\.3'"):
         plan_of("win-64", "12.4", "3.11", "2.5.1", msvc_toolset='"15.3"')
+
+
+def test_notes_concern_the_plans_platform() -> None:
+    """NvToolsExt and MSVC guards are Windows matters, upstream's Linux arch lists and gcc bounds Linux ones."""
+    win, linux = plan_of("win-64", "12.4", "3.12", "2.5.1"), plan_of("linux-64", "12.4", "3.12", "2.5.1")
+    assert any("NvToolsExt" in n for n in win.notes)
+    assert not any("NvToolsExt" in n or "guard" in n for n in linux.notes)
+    win, linux = plan_of("win-64", "12.8", "3.12", "2.7.1"), plan_of("linux-64", "12.8", "3.12", "2.7.1")
+    assert any("Linux cu128 wheels differ" in n for n in linux.notes)
+    assert not any("Linux cu128" in n for n in win.notes)
+
+
+def test_no_note_speaks_of_how_it_was_written() -> None:
+    from torchbuild.compat import PLATFORMS, load, notes_for
+
+    compat = load()
+    rows = [*compat.releases, *compat.cuda.values()]
+    texts = [notes_for(row.uncertain, platform) for row in rows for platform in PLATFORMS]
+    assert len([t for t in texts if t]) > 40
+    for text in texts:
+        for phrase in ("my own", "my knowledge", "from memory", "remembered", "the author"):
+            assert phrase not in text.lower(), text

@@ -13,13 +13,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
-
 from torchbuild import rattler_child
-from torchbuild.channels import Upload, pep503
+from torchbuild.channels import Upload, pep503, wheel_path
+from torchbuild.channels.repodata import PACKAGE_SUFFIXES
+from torchbuild.checks.conda_archive import PackageUnreadable, read_package
 from torchbuild.errors import UserError
 from torchbuild.files import copy_atomic, write_atomic
 from torchbuild.results import Artifact, sha256_of
+
+
+def check_directory(path: Path) -> None:
+    """A channel directory to publish into: there, or not yet made; not a file."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"channel {path} is not a directory: give a directory (it is made if missing).")
 
 
 class LocalChannel:
@@ -27,17 +33,30 @@ class LocalChannel:
         self.path = path
         self.url = path.resolve().as_uri()
 
-    def _wheel_dir(self, wheel_name: str) -> Path:
-        project = canonicalize_name(parse_wheel_filename(wheel_name)[0])
-        return self.path / "whl" / "simple" / project
+    def _packages(self) -> list[Path]:
+        return sorted(p for p in self.path.glob("*/*") if p.name.endswith(PACKAGE_SUFFIXES))
+
+    def _check_indexable(self) -> None:
+        """Every package in the channel can be indexed. py-rattler's index, given one it cannot open, panics without
+        naming it, after it may have rewritten other subdirs' repodata; so each is opened here first."""
+        for package in self._packages():
+            try:
+                read_package(package, payload=False)
+            except PackageUnreadable as exc:
+                raise UserError(
+                    f"{exc}. The channel's index was left as it was: replace or remove that file, then run "
+                    f"'pipeline.py index --channel {self.path}'."
+                ) from None
 
     def plan(
         self, conda: Sequence[tuple[Artifact, str]], wheels: Sequence[Artifact], replace: bool = False
     ) -> list[Upload]:
+        check_directory(self.path)
+        self._check_indexable()  # before the first file is copied: a publish must not stop half done
         uploads: list[Upload] = []
         conflicts: list[str] = []
         wanted = [(a, "conda", subdir, self.path / subdir / a.path.name) for a, subdir in conda]
-        wanted += [(a, "wheel", "whl", self._wheel_dir(a.path.name) / a.path.name) for a in wheels]
+        wanted += [(a, "wheel", "whl", self.path / wheel_path(a.path.name)) for a in wheels]
         for artifact, kind, subdir, destination in wanted:
             action = "new"
             if destination.exists():
@@ -72,7 +91,11 @@ class LocalChannel:
         return published
 
     def index(self) -> str:
-        packages = [p for p in self.path.glob("*/*") if p.name.endswith((".conda", ".tar.bz2"))]
+        if not self.path.is_dir():
+            what = "is not a directory" if self.path.exists() else "does not exist"
+            raise UserError(f"channel {self.path} {what}: give the directory a publish wrote (e.g. --channel channel).")
+        self._check_indexable()
+        packages = self._packages()
         if packages:
             (self.path / "noarch").mkdir(parents=True, exist_ok=True)
             rattler_child.call("index", directory=str(self.path), write_zst=True)

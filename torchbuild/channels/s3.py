@@ -31,9 +31,7 @@ from tempfile import TemporaryDirectory
 from typing import Any
 from urllib.parse import urlsplit
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
-
-from torchbuild.channels import Upload, pep503
+from torchbuild.channels import Upload, pep503, project_of, wheel_path
 from torchbuild.channels import repodata as rd
 from torchbuild.channels.s3_client import (
     CONFLICT,
@@ -126,8 +124,7 @@ class S3Channel:
     # --- plan -----------------------------------------------------------------------------------------
 
     def _wheel_key(self, wheel_name: str) -> str:
-        project = canonicalize_name(parse_wheel_filename(wheel_name)[0])
-        return self.location.key("whl", "simple", project, wheel_name)
+        return self.location.key(*wheel_path(wheel_name).split("/"))
 
     def plan(
         self, conda: Sequence[tuple[Artifact, str]], wheels: Sequence[Artifact], replace: bool = False
@@ -193,7 +190,7 @@ class S3Channel:
         if wheels:
             projects: dict[str, dict[str, str]] = {}
             for u in wheels:
-                project = str(canonicalize_name(parse_wheel_filename(u.artifact.path.name)[0]))
+                project = project_of(u.artifact.path.name)
                 projects.setdefault(project, {})[u.artifact.path.name] = u.artifact.sha256
             for project, links in sorted(projects.items()):
                 self._merge_project_page(project, links, published)

@@ -116,11 +116,15 @@ def _read_tar(
     info: dict[str, bytes],
     infos: list[Member],
     pkgs: list[Member],
+    payload: bool = True,
 ) -> None:
-    """Stream one tar; ``into_info`` None sorts members by their info/ prefix (a .tar.bz2 holds both)."""
+    """Stream one tar; ``into_info`` None sorts members by their info/ prefix (a .tar.bz2 holds both). Without
+    ``payload``, payload members are passed over (listed, not hashed)."""
     with tarfile.open(fileobj=stream, mode="r|") as tar:
         for ti in tar:
             is_info = ti.name.startswith("info/") if into_info is None else into_info
+            if not is_info and not payload:
+                continue
             if ti.isdir():
                 member = Member(ti.name, "dir")
             elif ti.issym():
@@ -158,8 +162,11 @@ def _imports(data: bytes, name: str) -> PeInfo | None:
         return None  # C1145 names a file with a PE suffix that is no PE
 
 
-def read_package(path: Path) -> CondaArchive:
-    """Read ``path`` (.conda or .tar.bz2). Raises PackageUnreadable naming the file and what is wrong."""
+def read_package(path: Path, payload: bool = True) -> CondaArchive:
+    """Read ``path`` (.conda or .tar.bz2). Raises PackageUnreadable naming the file and what is wrong.
+
+    ``payload=False`` reads what an indexer reads, the container and info/, and leaves out the payload (a .conda's
+    pkg-*.tar.zst is only required to be there): a quick check that the channel's index can be built."""
     info: dict[str, bytes] = {}
     infos: list[Member] = []
     pkgs: list[Member] = []
@@ -180,12 +187,13 @@ def read_package(path: Path) -> CondaArchive:
                     inner = f"{component}-{stem}.tar.zst"
                     if inner not in names:
                         raise PackageUnreadable(f"{path}: the .conda has no {inner}")
-                    with zf.open(inner) as raw, zstd.open(raw, "rb") as stream:
-                        _read_tar(stream, into_info, info, infos, pkgs)
+                    if into_info or payload:
+                        with zf.open(inner) as raw, zstd.open(raw, "rb") as stream:
+                            _read_tar(stream, into_info, info, infos, pkgs)
         elif name.endswith(".tar.bz2"):
             fmt = "tar.bz2"
             with bz2.open(path, "rb") as stream:
-                _read_tar(stream, None, info, infos, pkgs)
+                _read_tar(stream, None, info, infos, pkgs, payload)
         else:
             raise PackageUnreadable(f"{path}: not a conda package (the name must end in .conda or .tar.bz2)")
     except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError, zstd.ZstdError) as exc:

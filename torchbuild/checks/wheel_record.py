@@ -1,5 +1,6 @@
 """Checks of a wheel read back from disk: RECORD against the content (TB201), tags against the Plan (TB202),
-member paths (TB203)."""
+member paths (TB203); without a Plan (``publish`` of a wheel built elsewhere), WHEEL's tags against the file
+name's (TB204)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 TB201 = define("TB201", "wheel RECORD matches every file (sha256, size)")
 TB202 = define("TB202", "wheel tags match the Plan")
 TB203 = define("TB203", "no wheel member escapes the install root")
+TB204 = define("TB204", "WHEEL's tags equal the file name's")
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # signature files RECORD cannot list (they sign it)
 HASHES = ("sha256", "sha384", "sha512")  # the wheel spec forbids weaker ones
 
@@ -73,6 +75,18 @@ def record_problems(zf: zipfile.ZipFile, dist_info: str) -> list[str]:
     return problems
 
 
+def own_tag_problems(wheel: wheelfile.WheelName, zf: zipfile.ZipFile) -> list[str]:
+    """WHEEL's Tag lines must equal the file name's tags."""
+    try:
+        inside = wheelfile.wheel_file_tags(zf, wheel)
+    except (wheelfile.WheelError, ValueError) as exc:
+        return [str(exc)]
+    if inside != wheel.tags:
+        shown = ", ".join(sorted(str(t) for t in inside)) or "none"
+        return [f"WHEEL's Tag lines ({shown}) differ from the file name's"]
+    return []
+
+
 def tag_problems(path: Path, zf: zipfile.ZipFile, plan: Plan) -> list[str]:
     """The file name's tags must include the Plan's, and WHEEL's Tag lines must equal the file name's."""
     try:
@@ -86,19 +100,13 @@ def tag_problems(path: Path, zf: zipfile.ZipFile, plan: Plan) -> list[str]:
     missing = sorted(str(t) for t in planned.tags - wheel.tags)
     if missing:
         problems.append(f"the file name lacks the Plan's tag(s) {', '.join(missing)} (Plan's wheel: {plan.wheel})")
-    try:
-        inside = wheelfile.wheel_file_tags(zf, wheel)
-    except (wheelfile.WheelError, ValueError) as exc:
-        return [*problems, str(exc)]
-    if inside != wheel.tags:
-        shown = ", ".join(sorted(str(t) for t in inside)) or "none"
-        problems.append(f"WHEEL's Tag lines ({shown}) differ from the file name's")
-    return problems
+    return problems + own_tag_problems(wheel, zf)
 
 
-def check_wheel(path: Path, plan: Plan) -> list[Check]:
-    """TB201-TB203 for the wheel at ``path``, against ``plan``."""
-    codes = (TB201, TB202, TB203)
+def check_wheel(path: Path, plan: Plan | None = None) -> list[Check]:
+    """TB201-TB203 for the wheel at ``path``, against ``plan``; without one, TB204 instead of TB202."""
+    tags = TB202 if plan is not None else TB204
+    codes = (TB201, tags, TB203)
     try:
         name = wheelfile.parse_name(path)
         zf = wheelfile.open_wheel(path)
@@ -109,14 +117,14 @@ def check_wheel(path: Path, plan: Plan) -> list[Check]:
         try:
             dist_info = wheelfile.dist_info_dir(zf, name)
         except wheelfile.WheelError as exc:
-            return [
-                result(TB201, path, [str(exc)]),
-                result(TB202, path, [str(exc)]),
-                result(TB203, path, escaping),
-            ]
+            return [result(TB201, path, [str(exc)]), result(tags, path, [str(exc)]), result(TB203, path, escaping)]
         files = sum(1 for m in zf.infolist() if not m.is_dir())
+        if plan is not None:
+            tag_check = result(TB202, path, tag_problems(path, zf, plan), f"tags include the Plan's ({plan.wheel})")
+        else:
+            tag_check = result(TB204, path, own_tag_problems(name, zf), ", ".join(sorted(map(str, name.tags))))
         return [
             result(TB201, path, record_problems(zf, dist_info), f"{files:,} files match RECORD"),
-            result(TB202, path, tag_problems(path, zf, plan), f"tags include the Plan's ({plan.wheel})"),
+            tag_check,
             result(TB203, path, escaping),
         ]

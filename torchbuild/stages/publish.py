@@ -23,7 +23,7 @@ def run(ctx: Context) -> StageResult:
         published = channel.apply(uploads)
     except UserError as exc:
         raise StageFailed(NAME, str(exc).removeprefix("publish: ")) from None
-    summary = ", ".join(f"{u.subdir}/{u.artifact.path.name} ({u.action})" for u in uploads)
+    summary = ", ".join(f"{u.channel_path} ({u.action})" for u in uploads)
     # A local channel's files are artifacts of the run; a remote channel's are named in the message (its URL).
     outputs = {f"published_{u.kind}": a for u, a in zip(uploads, published, strict=True) if a.path.is_file()}
     return StageResult(outputs=outputs, message=f"{channel.url}: {summary}")
