@@ -431,13 +431,15 @@ def test_the_publish_stage_of_a_run(
         monkeypatch.setenv(key, value)
     # The job's artifacts were moved after its report was written: take them from the artifacts directory.
     handed = {k: Artifact.of(next(jobs.artifacts.rglob(a.path.name))) for k, a in
-              (("wheel", jobs.py311.wheel), ("conda", jobs.py311.conda))}  # fmt: skip
+              (("source_wheel", jobs.py311.wheel), ("built_wheel", jobs.py311.wheel),
+               ("repaired_wheel", jobs.py311.wheel), ("conda_package", jobs.py311.conda))}  # fmt: skip
 
     def hand_over(name: str) -> runner.StageFunction:
         return lambda _ctx: StageResult(outputs={name: handed[name]} if name in handed else {})
 
-    stand_ins = {stage: hand_over(name) for stage, name in (("source", "wheel"), ("build", ""), ("repair", "wheel"),
-                                                             ("conda", "conda"), ("verify", ""), ("smoke", ""))}
+    stand_ins = {stage: hand_over(name) for stage, name in (("source", "source_wheel"), ("build", "built_wheel"),
+                                                             ("repair", "repaired_wheel"), ("conda", "conda_package"),
+                                                             ("verify", ""), ("smoke", ""))}
     plan = replace(torch_plan(), channel=bucket.channel)
     workspace = tmp_path / "run"
     code = runner.run([plan], root=workspace, options=RunOptions(), stages=stand_ins)
@@ -449,7 +451,7 @@ def test_the_publish_stage_of_a_run(
     assert_installable(bucket, tmp_path)
     # Someone else's file under the name: the stage fails, the report says why, the channel is unchanged.
     other = job_build(tmp_path / "other", "3.11", padding=1)
-    handed = {"wheel": other.wheel, "conda": other.conda}
+    handed = {"repaired_wheel": other.wheel, "conda_package": other.conda}
     before = bucket.state()
     assert runner.run([plan], root=workspace, options=RunOptions(force=True), stages=stand_ins) == 1
     (cell,) = json.loads((workspace / "build" / "report.json").read_text())["cells"]
