@@ -46,7 +46,7 @@ def main() -> int:
         print(f"input: {wheel.name} ({wheel.stat().st_size / 1e6:.1f} MB); providers: {', '.join(map(str, providers))}")
 
         started = time.perf_counter()
-        inputs = {"built_wheel": Artifact.of(wheel)}
+        inputs = {"built_wheel": Artifact.of(wheel), "source_info": source.outputs["source_info"]}
         result = repair_stage.run(Context(plan=plan, root=work, options=options, inputs=inputs))
         pipeline_s = time.perf_counter() - started
         ours = result.outputs["repaired_wheel"].path

@@ -13,6 +13,7 @@ from torchbuild import matrix
 from torchbuild import plan as plan_mod
 from torchbuild.matrix import Cell
 from torchbuild.plan import Plan
+from torchbuild.results import Artifact
 
 
 def torch_plan(platform: str = "linux-64", cuda: str = "cpu", python: str = "3.11", torch: str = "2.13.0") -> Plan:
@@ -79,3 +80,31 @@ def real_torch_wheel() -> Path:
     if not TORCH_WHEEL.is_file():
         pytest.skip(f"skipped: the real torch 2.13.0 CPU wheel is not at {TORCH_WHEEL} on this machine")
     return TORCH_WHEEL
+
+
+def source_info(directory: Path, wheel: Path, epoch: int = 1_700_000_000) -> Artifact:
+    """The source stage's ``source_info`` for a wheel handed to later stages directly: where it came from, and the
+    time the artifacts carry."""
+    from torchbuild.provenance import SourceInfo
+    from torchbuild.results import sha256_of
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "source.json"
+    SourceInfo("wheel", str(wheel), sha256_of(wheel), "", epoch, "the test").write(path)
+    return Artifact.of(path)
+
+
+def with_sbom(wheel: Path) -> Path:
+    """``wheel`` as the repair stage leaves a wheel that needs nothing vendored: with its SBOM (torch only) in the
+    .dist-info and RECORD. Rewritten in place."""
+    from torchbuild import sbom
+    from torchbuild.provenance import SourceInfo
+    from torchbuild.wheel_rewrite import dist_info_of, rewrite
+
+    name, version = wheel.name.split("-")[:2]
+    source = SourceInfo("wheel", str(wheel), "", "", 1_700_000_000, "the test")
+    document = sbom.build(sbom.Subject(wheel.name, name, version, source), [], source.epoch).encode("utf-8")
+    with zipfile.ZipFile(wheel) as archive:
+        member = sbom.wheel_member(dist_info_of(archive))
+    rewrite(wheel, wheel.with_name(wheel.name + ".sbom"), files={member: document}).replace(wheel)
+    return wheel

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from torchbuild import matrix as matrix_mod
-from torchbuild import pin, publish_cmd
+from torchbuild import pin, provenance, publish_cmd, sbom_cmd
 from torchbuild.channels import check_spec, local_path
 from torchbuild.channels.local import check_directory
 from torchbuild.compat import load
@@ -25,7 +25,7 @@ from torchbuild.package_assembly import COMPRESSION_LEVELS, COMPRESSORS
 from torchbuild.plan import Plan, resolve
 from torchbuild.plan_view import print_plan, say_resolution
 
-COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor")
+COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor", "sbom")
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_REPODATA = ROOT.parent / "shared" / "data" / "repodata"
 
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Build, repair, package, verify and publish PyTorch for each cell of matrix.yaml.",
         epilog="Without a command, 'run' is meant: python pipeline.py --cuda cpu --py 3.11",
     )
-    sub = parser.add_subparsers(dest="command", metavar="{run,plan,matrix,smoke,publish,index,doctor}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,plan,matrix,smoke,publish,index,doctor,sbom}")
     run = sub.add_parser("run", help="run the stages for the selected cells (the default command)")
     _selectors(run)
     run.add_argument("--channel", help="publish to this channel (default: the matrix's, a local 'channel/')")
@@ -99,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _selectors(smoke)
     publish_cmd.add_parsers(sub)
+    sbom_cmd.add_parser(sub)
     doctor = sub.add_parser(
         "doctor", help="what compiling the selected cells needs on this host: found or missing, with fixes"
     )
@@ -304,6 +305,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from torchbuild import runner
 
     options = run_options(args)
+    provenance.environment_epoch()  # a SOURCE_DATE_EPOCH that is no time is refused before anything runs
     matrix = load_matrix(args)
     cells = select_cells(matrix, args)
     resolve_all(matrix, cells)  # every cell valid before any index is asked
@@ -350,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {"run": cmd_run, "plan": cmd_plan, "matrix": cmd_matrix, "smoke": cmd_smoke, "doctor": cmd_doctor}
-    handlers.update(publish=publish_cmd.cmd_publish, index=publish_cmd.cmd_index)
+    handlers.update(publish=publish_cmd.cmd_publish, index=publish_cmd.cmd_index, sbom=sbom_cmd.cmd_sbom)
     try:
         return handlers[args.command](args)
     except UserError as exc:

@@ -4,7 +4,6 @@ that tool): archive type, compression, and index.json/about.json from the render
 from __future__ import annotations
 
 import datetime
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,15 +17,9 @@ COMPRESSION_LEVELS = {"conda": range(1, 23), "tar.bz2": range(1, 10)}
 COMPRESSORS = {"conda": "zstd", "tar.bz2": "bzip2"}
 
 
-def build_timestamp() -> datetime.datetime:
-    """The build timestamp: SOURCE_DATE_EPOCH when set (reproducible builds), else now."""
-    raw = os.environ.get("SOURCE_DATE_EPOCH")
-    if raw is None or raw == "":
-        return datetime.datetime.now(tz=datetime.timezone.utc)
-    try:
-        return datetime.datetime.fromtimestamp(int(raw), tz=datetime.timezone.utc)
-    except (ValueError, OverflowError, OSError):
-        raise UserError(f"SOURCE_DATE_EPOCH='{raw}' is not a number of seconds since 1970-01-01.") from None
+def build_timestamp(epoch: int) -> datetime.datetime:
+    """The package's timestamp: the cell's epoch (provenance.py), never the clock."""
+    return datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc)
 
 
 def check_options(options: RunOptions) -> None:
@@ -58,12 +51,14 @@ def assemble(
     options: RunOptions,
     recipe_dir: Path | None = None,
     licenses: Sequence[Path] = (),
+    info_files: Sequence[Path] = (),
     timestamp: datetime.datetime | None = None,
     stage: str = "conda",
 ) -> Path:
     """Assemble the staged prefix ``payload_dir`` into a package in ``out_dir``; return its path.
 
-    Everything in index.json and about.json comes from the rendered recipe ``meta`` (selectors applied).
+    Everything in index.json and about.json comes from the rendered recipe ``meta`` (selectors applied);
+    ``info_files`` go into ``info/`` as they are named.
     """
     from rattler_build import ArchiveType, RattlerBuildError, assemble_package
 
@@ -87,6 +82,7 @@ def assemble(
             summary=about.get("summary"),
             description=about.get("description"),
             license_files=[str(p) for p in licenses] or None,
+            test_files=[str(p) for p in info_files] or None,  # rattler-build puts these into info/
             recipe_dir=recipe_dir,
             compression_level=options.compression_level,
             compression_threads=options.compression_threads,

@@ -25,6 +25,10 @@ class Vendored:
     origin: str  # the provider wheel's file name, or the directory it was copied from
     origin_sha256: str = ""  # of the provider wheel, when it came from one
     origin_url: str = ""  # where pip found the provider wheel
+    origin_name: str = ""  # the provider wheel's distribution name and version
+    origin_version: str = ""
+    license: str = ""  # as the provider wheel declares it
+    signer: str = ""  # the Authenticode signer (CN, O; root), or why there is none
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,12 @@ import hashlib
 import os
 import sys
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from torchbuild import dll_providers, pe, vc_runtime
+from torchbuild import authenticode, dll_providers, pe, provider_dlls, vc_runtime
 from torchbuild.errors import StageFailed
 from torchbuild.repair_report import Vendored
 from torchbuild.results import Check
@@ -46,10 +46,11 @@ MAX_ROUNDS = 8  # of "what the vendored DLLs need in turn": CUDA's chains are th
 class Needs:
     """What the repair will vendor, and why."""
 
-    located: tuple[dll_providers.Located, ...]
+    located: tuple[provider_dlls.Located, ...]
     imported_by: dict[str, list[str]]  # DLL name (lower) -> the files that import it
     runtime_loaded: tuple[str, ...]  # patterns shipped because something loads them by name
     floor: vc_runtime.Floor | None
+    signers: dict[Path, str]  # each located file -> its verified signer, or why it has none
 
 
 def pe_members(wheel: Path) -> list[str]:
@@ -93,14 +94,14 @@ def needs(plan: Plan, wheel: Path, cache_dir: Path, log: Path) -> Needs:
     wanted = list(imported_by)
     loaded = dll_providers.runtime_loaded([*present, *wanted], plan.loaded_by_name)
     wanted += loaded
-    located: list[dll_providers.Located] = []
+    located: list[provider_dlls.Located] = []
     for _round in range(MAX_ROUNDS):
         todo = [w for w in wanted if not any(hit.pattern == w for hit in located)]
         if not todo:
             break
         _refuse_unknown(plan, todo, imported_by)
         try:
-            located += dll_providers.locate(
+            located += provider_dlls.locate(
                 todo, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python, cache_dir=cache_dir, log=log
             )
         except dll_providers.ProviderError as exc:
@@ -118,7 +119,25 @@ def needs(plan: Plan, wheel: Path, cache_dir: Path, log: Path) -> Needs:
         problem = vc_runtime.too_old(floor, hit.name, pe.file_version(hit.path.read_bytes(), str(hit.path)))
         if problem:
             raise StageFailed(STAGE, f"refusing to vendor {hit.path} ({hit.origin}): {problem}")
-    return Needs(tuple(located), imported_by, tuple(loaded), floor)
+    signers = {hit.path: signer_of(hit) for hit in located}
+    return Needs(tuple(located), imported_by, tuple(loaded), floor, signers)
+
+
+def signer_of(hit: provider_dlls.Located) -> str:
+    """The vendor signature ``hit`` carries, verified; StageFailed naming the file, the signer found and the one
+    expected. A file the data knows as unsigned may lack one (the reason is returned), but not carry a broken one."""
+    try:
+        if hit.unsigned is not None:
+            try:
+                return str(authenticode.verify(hit.path)[0])
+            except authenticode.NotSigned:
+                return f"not signed ({hit.unsigned})"
+        if not hit.signer:
+            raise authenticode.SignatureError(f"{dll_providers.DATA_FILE} names no signer for provider {hit.provider}")
+        return str(authenticode.check_vendor(hit.path, hit.signer))
+    except authenticode.SignatureError as exc:
+        expected = f"a valid signature by {hit.signer}" if hit.signer else "a signer in the data"
+        raise StageFailed(STAGE, f"refusing to vendor {hit.path} ({hit.origin}): {exc}; expected {expected}") from None
 
 
 def delvewheel_argv(wheel: Path, out_dir: Path, add_path: Sequence[Path], include: Sequence[str]) -> list[str]:
@@ -134,7 +153,7 @@ def delvewheel_argv(wheel: Path, out_dir: Path, add_path: Sequence[Path], includ
     return [*argv, str(wheel)]
 
 
-def vendored(repaired: Path, located: Sequence[dll_providers.Located]) -> list[Vendored]:
+def vendored(repaired: Path, located: Sequence[provider_dlls.Located], signers: Mapping[Path, str]) -> list[Vendored]:
     """What the repaired wheel holds of each located DLL (delvewheel copies them unchanged into torch.libs)."""
     by_name = {hit.name.lower(): hit for hit in located}
     found: list[Vendored] = []
@@ -155,6 +174,10 @@ def vendored(repaired: Path, located: Sequence[dll_providers.Located]) -> list[V
                     origin=hit.origin,
                     origin_sha256=wheel.sha256 if wheel else "",
                     origin_url=wheel.url if wheel else "",
+                    origin_name=wheel.name if wheel else "",
+                    origin_version=wheel.version if wheel else "",
+                    license=wheel.license if wheel else "",
+                    signer=signers.get(hit.path, ""),
                 )
             )
     return found
@@ -191,4 +214,3 @@ def runtime_checks(repaired: Path, plan: Plan, loaded: Sequence[str], floor: vc_
                 )
             )
     return checks
-

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from torchbuild import report
+from torchbuild import report, repro
 from torchbuild.console import console, step_done, step_start
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.files import write_atomic
@@ -30,6 +30,8 @@ from torchbuild.plan import STAGES, Plan
 from torchbuild.records import CellRun, StageRecord
 from torchbuild.results import Artifact, StageResult, sha256_of
 from torchbuild.stages import Context, Stage
+
+ARCHIVES = (".whl", ".conda", ".tar.bz2")  # outputs whose members a rebuild of the same inputs must reproduce
 
 StageFunction = Callable[[Context], StageResult]
 
@@ -140,6 +142,18 @@ def _run_stage(stage: Stage, function: StageFunction, ctx: Context, key: str) ->
     )
 
 
+def _reproduced(record: StageRecord, previous: StageRecord, before: Mapping[str, dict[str, str]]) -> str:
+    """The stage's message, with what differs from its last build of the same inputs (the members of the archives
+    it makes: their bytes must not depend on when or where they were made)."""
+    notes = []
+    for name, artifact in record.outputs.items():
+        old = previous.outputs.get(name)
+        if old is not None and old.sha256 != artifact.sha256 and name in before:
+            changed = repro.differences(before[name], repro.fingerprint(artifact.path))
+            notes.append(repro.describe(artifact.path.name, changed))
+    return "; ".join(part for part in (record.message, *notes) if part)
+
+
 def run_cell(
     plan: Plan,
     root: Path,
@@ -172,7 +186,14 @@ def run_cell(
             continue
         function = (stages or {}).get(stage.name) or stage.run
         ctx = Context(plan=plan, root=root, options=options, inputs=inputs)
+        same_inputs = previous if previous is not None and previous.key == key and previous.status == "passed" else None
+        archives = (
+            {n: a for n, a in same_inputs.outputs.items() if a.path.name.endswith(ARCHIVES)} if same_inputs else {}
+        )
+        before = {name: repro.fingerprint(artifact.path) for name, artifact in archives.items()}
         record = _run_stage(stage, function, ctx, key)
+        if same_inputs is not None and record.status == "passed":
+            record.message = _reproduced(record, same_inputs, before)
         failed = record.status == "failed"
         available.update(record.outputs)
         cell.records.append(record)

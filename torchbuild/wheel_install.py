@@ -96,14 +96,22 @@ def _fix_shebang(path: Path, member: str) -> dict[str, list[str]]:
     return {member: [_record_hash(data), str(len(data))]}
 
 
-def unpack_wheel(wheel: WheelInfo, plan: Plan, dest: Path, leave_out: Collection[str] = ()) -> Payload:
+def unpack_wheel(
+    wheel: WheelInfo,
+    plan: Plan,
+    dest: Path,
+    leave_out: Collection[str] = (),
+    replace: Mapping[str, bytes] | None = None,
+) -> Payload:
     """Install ``wheel`` into the empty staging prefix ``dest`` the way pip would into a conda environment.
 
     Keeps the .dist-info (INSTALLER says "conda"; RECORD lists what is installed, relative to site-packages),
     moves .data/ parts to their scheme directories, and writes console scripts on platforms where a plain script
     runs (linux-64). Every member path is checked before anything is written. The members ``leave_out`` names are
-    not installed, and RECORD does not list them (a run dependency of the package provides them).
+    not installed, and RECORD does not list them (a run dependency of the package provides them). The members
+    ``replace`` names (added when absent) are installed with its content instead, and RECORD says so.
     """
+    replace = dict(replace or {})
     scheme = _scheme(plan, wheel)
     site = PurePosixPath(plan.conda.site_packages)
     moved: dict[str, PurePosixPath] = {}
@@ -121,8 +129,13 @@ def unpack_wheel(wheel: WheelInfo, plan: Plan, dest: Path, leave_out: Collection
                 moved[info.filename] = target
             out = dest / target
             out.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(info) as src, out.open("wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
+            if info.filename in replace:
+                data = replace.pop(info.filename)
+                out.write_bytes(data)
+                rewritten[info.filename] = [_record_hash(data), str(len(data))]
+            else:
+                with zf.open(info) as src, out.open("wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
             mode = (info.external_attr >> 16) & 0o777
             out.chmod(0o755 if mode & 0o111 else 0o644)
             if target.parent == PurePosixPath(scheme["scripts"]) and not plan.platform.startswith("win-"):
@@ -138,6 +151,7 @@ def unpack_wheel(wheel: WheelInfo, plan: Plan, dest: Path, leave_out: Collection
         if row[0] in moved:
             row[0] = os.path.relpath(moved[row[0]], site).replace(os.sep, "/")
     added: dict[PurePosixPath, bytes] = {PurePosixPath(site, wheel.dist_info, "INSTALLER"): b"conda\n"}
+    added.update({_target(member, wheel, scheme): data for member, data in replace.items()})
     scripts: list[str] = []
     not_made: list[str] = []
     for group in ("console_scripts", "gui_scripts"):

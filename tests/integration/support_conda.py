@@ -12,7 +12,7 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tests.builders import make_wheel
+from tests.builders import make_wheel, with_sbom
 from torchbuild.plan import Plan
 
 if sys.version_info >= (3, 14):
@@ -25,18 +25,20 @@ FIXED_TIME = datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 def tiny_torch_wheel(directory: Path, plan: Plan, requires: Sequence[str] = ()) -> Path:
-    """A small wheel with the Plan's torch wheel name: torch/__init__.py, a console script, Requires-Dist."""
+    """A small wheel with the Plan's torch wheel name: torch/__init__.py, a console script, Requires-Dist, and the
+    SBOM the repair stage adds."""
     files = {
         "torch/__init__.py": f"__version__ = '{plan.version}'\n".encode(),
         "torch/distributed/run.py": b"def main():\n    return 0\n",
     }
-    return make_wheel(
+    wheel = make_wheel(
         directory,
         plan.wheel,
         files,
         requires=requires,
         entry_points="[console_scripts]\ntorchrun = torch.distributed.run:main\n",
     )
+    return with_sbom(wheel)
 
 
 def assemble_small(

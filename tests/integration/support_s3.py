@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
-from tests.builders import torch_plan
+from tests.builders import source_info, torch_plan
 from tests.integration.support_conda import tiny_torch_wheel
 from torchbuild import report
 from torchbuild.options import RunOptions
@@ -245,7 +245,8 @@ def job_build(workspace: Path, python: str, padding: int = 0) -> JobBuild:
         files["torch/lib/blob.bin"] = os.urandom(padding)
     wheel_path = tiny_torch_wheel(wheel_dir, plan) if not padding else _padded_wheel(wheel_dir, plan, files)
     wheel = Artifact.of(wheel_path)
-    ctx = Context(plan=plan, root=workspace, options=RunOptions(), inputs={"repaired_wheel": wheel})
+    inputs = {"repaired_wheel": wheel, "source_info": source_info(workspace / "source", wheel_path)}
+    ctx = Context(plan=plan, root=workspace, options=RunOptions(), inputs=inputs)
     conda = conda_stage.run(ctx).outputs["conda_package"]
     cell = CellRun(plan=plan)
     cell.records = [

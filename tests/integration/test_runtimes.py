@@ -8,22 +8,27 @@ runtime older than the floor is refused, and a package whose dependency is missi
 
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
+import sys
 import zipfile
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from tests.builders import make_wheel, torch_plan
+from tests.builders import make_wheel, source_info, torch_plan
+from tests.conftest import ROOT
 from tests.integration.test_windows import Run, pipeline
 from tests.pe_fixtures import PeFixtures, build, with_linker
+from torchbuild import sbom
 from torchbuild.checks.conda_archive import read_package
 from torchbuild.checks.conda_environment import environment_checks
 from torchbuild.errors import StageFailed
 from torchbuild.options import RunOptions
 from torchbuild.repair_report import RepairReport
-from torchbuild.results import Artifact
+from torchbuild.results import Artifact, sha256_of
 from torchbuild.stages import Context, conda, repair
 from torchbuild.stages.source import fetch
 
@@ -32,11 +37,15 @@ CELL = "win-64-cpu-py3.11-torch2.14.1"
 
 
 @pytest.fixture(scope="module")
-def new_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+def wheel_2_14_1(tmp_path_factory: pytest.TempPathFactory) -> Path:
     plan = torch_plan("win-64", "cpu", "3.11", "2.14.1")
-    wheel = fetch(plan, RunOptions().cache_dir, tmp_path_factory.mktemp("fetch") / "pip.log", version=plan.torch).path
+    return fetch(plan, RunOptions().cache_dir, tmp_path_factory.mktemp("fetch") / "pip.log", version=plan.torch).path
+
+
+@pytest.fixture(scope="module")
+def new_run(wheel_2_14_1: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     workspace = tmp_path_factory.mktemp("win-2.14.1")
-    return Run(workspace, pipeline(workspace, "--wheel", str(wheel), "--torch", "2.14.1"))
+    return Run(workspace, pipeline(workspace, "--wheel", str(wheel_2_14_1), "--torch", "2.14.1"))
 
 
 def _report(run: Run, cell: str) -> RepairReport:
@@ -55,6 +64,42 @@ def test_torch_2_14_1_vendors_what_it_imports_and_sets_the_floor_14_42(new_run: 
     assert report.vc_runtime_floor is not None and report.vc_runtime_floor.version == "14.42"
     assert report.vc_runtime_floor.set_by.startswith("torch/")
     assert "VC runtime floor MSVC 14.42" in new_run.output
+
+
+def test_the_sbom_of_the_real_wheel_is_valid_cyclonedx_and_names_each_vendored_file(new_run: Run) -> None:
+    repaired = next((new_run.workspace / "build" / CELL / "repair").glob("*.whl"))
+    with zipfile.ZipFile(repaired) as archive:
+        text = archive.read(f"torch-2.14.1+cpu.dist-info/sboms/{sbom.FILE_NAME}").decode("utf-8")
+        libs = [n for n in archive.namelist() if n.startswith("torch.libs/")]
+        digests = {n: hashlib.sha256(archive.read(n)).hexdigest() for n in libs}
+        record = archive.read("torch-2.14.1+cpu.dist-info/RECORD").decode("utf-8")
+    assert f"torch-2.14.1+cpu.dist-info/sboms/{sbom.FILE_NAME}," in record
+    assert sbom.schema_problem(text) is None
+    rows = sbom.rows(json.loads(text))
+    files = {row.component: row for row in rows if row.is_file}
+    assert set(files) == set(digests)  # every vendored file, and only those
+    for path, row in files.items():
+        assert row.sha256 == digests[path], path
+        assert row.origin.startswith("pkg:pypi/msvc-runtime@14.44.35112") and row.version.startswith("14.44.")
+        assert "(Microsoft Corporation; root Microsoft Root Certificate Authority 2011)" in row.signer
+    torch = rows[0]
+    assert (torch.component, torch.version) == ("torch", "2.14.1+cpu")
+    assert torch.origin.endswith("/torch-2.14.1-cp311-cp311-win_amd64.whl") and len(torch.sha256) == 64
+    shown = subprocess.run([sys.executable, str(ROOT / "pipeline.py"), "sbom", str(repaired)], capture_output=True,
+                           text=True, check=False)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "torch.libs/msvcp140.dll" in shown.stdout and "pkg:pypi/msvc-runtime@14.44.35112" in shown.stdout
+    assert "4 vendored files; CycloneDX 1.6" in shown.stdout
+
+
+def test_a_forced_rebuild_gives_the_same_bytes(new_run: Run, wheel_2_14_1: Path) -> None:
+    made = [next((new_run.workspace / "build" / CELL / stage).glob(glob)) for stage, glob in
+            (("repair", "*.whl"), ("conda", "*.conda"))]  # fmt: skip
+    before = [sha256_of(path) for path in made]
+    again = pipeline(new_run.workspace, "--wheel", str(wheel_2_14_1), "--torch", "2.14.1", "--force")
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    assert [sha256_of(path) for path in made] == before
+    assert "not reproducible" not in again.stdout + again.stderr
 
 
 def test_the_conda_package_shares_the_environments_runtimes(new_run: Run) -> None:
@@ -104,7 +149,8 @@ def test_a_runtime_older_than_the_floor_is_refused(fixtures: PeFixtures, tmp_pat
     newer = with_linker(fixtures.ext, tmp_path / "ext.pyd", "14.50")
     files = {"torch/__init__.py": b"", "torch/_C.cp311-win_amd64.pyd": newer.read_bytes()}
     wheel = make_wheel(tmp_path, plan.wheel, files)
-    ctx = Context(plan=plan, root=tmp_path / "work", options=RunOptions(), inputs={"built_wheel": Artifact.of(wheel)})
+    inputs = {"built_wheel": Artifact.of(wheel), "source_info": source_info(tmp_path, wheel)}
+    ctx = Context(plan=plan, root=tmp_path / "work", options=RunOptions(), inputs=inputs)
     with pytest.raises(StageFailed) as info:
         repair.run(ctx)
     message = str(info.value)
@@ -121,8 +167,9 @@ def test_a_dependency_the_package_counts_on_must_be_there(fixtures: PeFixtures, 
         tmp_path, plan.wheel, {"torch/__init__.py": b"", "torch/_C.cp311-win_amd64.pyd": fixtures.ext.read_bytes()}
     )
     ctx = Context(plan=plan, root=tmp_path, options=RunOptions(compression_level=1))
-    repaired = repair.run(replace(ctx, inputs={"built_wheel": Artifact.of(wheel)})).outputs
-    package = conda.run(replace(ctx, inputs=dict(repaired))).outputs["conda_package"]
+    info = source_info(tmp_path / "source", wheel)
+    repaired = repair.run(replace(ctx, inputs={"built_wheel": Artifact.of(wheel), "source_info": info})).outputs
+    package = conda.run(replace(ctx, inputs={**repaired, "source_info": info})).outputs["conda_package"]
     report = RepairReport.read(repaired["repair_report"].path)
     pkg = read_package(package.path)
     ok = {c.code: c for c in environment_checks(pkg, plan, report)}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import torch_plan
+from tests.builders import source_info, torch_plan
 from tests.conftest import REPODATA
 from tests.integration.support_conda import tiny_torch_wheel
 from torchbuild import solve
@@ -35,7 +35,7 @@ class Channel:
 
 def _package(root: Path, plan: Plan) -> Path:
     wheel = tiny_torch_wheel(root / "wheels", plan, ("filelock",))
-    inputs = {"repaired_wheel": Artifact.of(wheel)}
+    inputs = {"repaired_wheel": Artifact.of(wheel), "source_info": source_info(root / "source", wheel)}
     ctx = Context(plan=plan, root=root, options=RunOptions(compression_level=1), inputs=inputs)
     return conda.run(ctx).outputs["conda_package"].path
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import torch_plan
+from tests.builders import source_info, torch_plan
 from tests.conftest import REPODATA
 from tests.integration.support_conda import tiny_torch_wheel
 from torchbuild import solve as solver
@@ -29,7 +29,8 @@ def old_cell(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     tmp = tmp_path_factory.mktemp("old-cell")
     wheel = tiny_torch_wheel(tmp, plan)
     options = RunOptions(repodata=REPODATA, compression_level=3)
-    ctx = Context(plan=plan, root=tmp / "work", options=options, inputs={"repaired_wheel": Artifact.of(wheel)})
+    inputs = {"repaired_wheel": Artifact.of(wheel), "source_info": source_info(tmp / "source", wheel)}
+    ctx = Context(plan=plan, root=tmp / "work", options=options, inputs=inputs)
     package = conda.run(ctx).outputs["conda_package"].path
     return package, solver.make_local_channel([package], tmp / "channel")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import make_wheel, real_torch_wheel, torch_plan
+from tests.builders import make_wheel, real_torch_wheel, source_info, torch_plan
 from tests.integration.support_source_repair import (
     Index,
     build_so,
@@ -145,7 +145,7 @@ def repaired_real(tmp_path_factory: pytest.TempPathFactory) -> tuple[Artifact, S
     cache = root / "cache"
     got = source.run(_ctx(root, cache, wheel=given)).outputs
     built = build.run(_ctx(root, cache, inputs=dict(got))).outputs
-    return built["built_wheel"], repair.run(_ctx(root, cache, inputs=dict(built)))
+    return built["built_wheel"], repair.run(_ctx(root, cache, inputs={**got, **built}))
 
 
 @pytest.mark.slow
@@ -156,8 +156,17 @@ def test_repair_of_the_real_wheel_keeps_its_name_and_passes_the_closure(
     out = result.outputs["repaired_wheel"]
     assert out.path.name == PLAN.wheel
     assert out.path.parent.name == "repair"
-    # auditwheel finds nothing to vendor and the tag is already right: the same bytes, not a rewritten archive
-    assert out.sha256 == given.sha256 == TORCH_SHA256
+    # Nothing to vendor and the tag is already right: every member as it was (its compressed bytes copied, not
+    # recompressed), with the SBOM added to the .dist-info and RECORD.
+    assert given.sha256 == TORCH_SHA256
+    with zipfile.ZipFile(given.path) as before, zipfile.ZipFile(out.path) as after:
+        old = {i.filename: (i.CRC, i.compress_size) for i in before.infolist() if not i.is_dir()}
+        new = {i.filename: (i.CRC, i.compress_size) for i in after.infolist()}
+    dist_info = "torch-2.13.0+cpu.dist-info"
+    assert set(new) - set(old) == {f"{dist_info}/sboms/torchbuild.cdx.json"}
+    assert {k: v for k, v in new.items() if k in old and k != f"{dist_info}/RECORD"} == {
+        k: v for k, v in old.items() if k != f"{dist_info}/RECORD"
+    }
     assert "nothing to vendor" in result.message
     summary = result.checks[-1]
     assert (summary.code, summary.status) == ("E100", "passed")
@@ -183,7 +192,8 @@ PYINIT = "void PyInit__C(void) {}\n"
 
 
 def _repair(tmp_path: Path, wheel: Path, plan: Plan = PLAN) -> StageResult:
-    return repair.run(_ctx(tmp_path / "ws", tmp_path / "cache", plan=plan, inputs={"built_wheel": Artifact.of(wheel)}))
+    inputs = {"built_wheel": Artifact.of(wheel), "source_info": source_info(tmp_path / "source", wheel)}
+    return repair.run(_ctx(tmp_path / "ws", tmp_path / "cache", plan=plan, inputs=inputs))
 
 
 def test_repair_vendors_an_outside_library_and_retags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -235,7 +245,11 @@ def test_repair_copies_a_wheel_that_needs_nothing(tmp_path: Path) -> None:
     build_so(tree / EXT, code=PYINIT, libs=["m"])
     given = wheel_from_tree(tmp_path / "dist", PLAN.wheel, tree)
     result = _repair(tmp_path, given)
-    assert result.outputs["repaired_wheel"].sha256 == Artifact.of(given).sha256
+    with zipfile.ZipFile(given) as before, zipfile.ZipFile(result.outputs["repaired_wheel"].path) as after:
+        assert after.read(EXT) == before.read(EXT)
+        assert set(after.namelist()) - set(before.namelist()) == {
+            "torch-2.13.0+cpu.dist-info/sboms/torchbuild.cdx.json"
+        }
     assert "copied through" in result.message
 
 

@@ -206,6 +206,7 @@ def test_cuda_cell_vendors_the_cuda_runtime_from_its_provider_but_never_the_driv
     vendored is derived from those imports: cudart from the nvidia-cuda-runtime-cu12 12.4 wheel, msvcp140.dll from
     msvc-runtime and, because that msvcp140.dll imports it, vcruntime140_1.dll; nvcuda.dll is left to the driver,
     and the closure is complete."""
+    from torchbuild.provenance import SourceInfo
     from torchbuild.results import Artifact
     from torchbuild.stages import Context, repair
 
@@ -215,7 +216,10 @@ def test_cuda_cell_vendors_the_cuda_runtime_from_its_provider_but_never_the_driv
     wheel = make_wheel(
         tmp_path, plan.wheel, {"torch/__init__.py": b"", **{rel: path.read_bytes() for rel, path in files.items()}}
     )
-    ctx = Context(plan=plan, root=tmp_path / "work", options=RunOptions(), inputs={"built_wheel": Artifact.of(wheel)})
+    info = tmp_path / "source.json"
+    SourceInfo("wheel", str(wheel), "", "", 1_700_000_000, "the test").write(info)
+    inputs = {"built_wheel": Artifact.of(wheel), "source_info": Artifact.of(info)}
+    ctx = Context(plan=plan, root=tmp_path / "work", options=RunOptions(), inputs=inputs)
     result = repair.run(ctx)
 
     with zipfile.ZipFile(result.outputs["repaired_wheel"].path) as archive:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import make_wheel, torch_plan
+from tests.builders import make_wheel, torch_plan, with_sbom
 from tests.integration.support_conda import assemble_small, repack
 from torchbuild import solve
 from torchbuild.checks import CODES
@@ -209,12 +209,16 @@ def _info(pkg: Path, member: str) -> bytes:
 def test_wheel_checks(tmp_path: Path) -> None:
     plan = torch_plan()
     files = {"torch/__init__.py": b"x = 1\n"}
-    good = make_wheel(tmp_path, plan.wheel, files)
+    good = with_sbom(make_wheel(tmp_path, plan.wheel, files))
     assert failed_codes(check_wheel(good, plan)) == set()
+    (tmp_path / "plain").mkdir()
+    plain = by_code(check_wheel(make_wheel(tmp_path / "plain", plan.wheel, files), plan))
+    assert plain["TB206"].status == "failed"
+    assert plain["TB206"].message == "no torch-2.13.0+cpu.dist-info/sboms/torchbuild.cdx.json"
 
     (tmp_path / "bad").mkdir()
-    bad_record = make_wheel(
-        tmp_path / "bad", plan.wheel, files, record_overrides={"torch/__init__.py": "sha256=AAAA,6"}
+    bad_record = with_sbom(
+        make_wheel(tmp_path / "bad", plan.wheel, files, record_overrides={"torch/__init__.py": "sha256=AAAA,6"})
     )
     codes = by_code(check_wheel(bad_record, plan))
     assert failed_codes(list(codes.values())) == {"TB201"}

@@ -9,7 +9,7 @@ import pytest
 
 from tests.builders import torch_plan
 from tests.pe_fixtures import PeFixtures, build
-from torchbuild import dll_providers
+from torchbuild import dll_providers, provider_dlls
 from torchbuild.dll_providers import Provider, ProviderData, ProviderError
 from torchbuild.errors import UserError
 from torchbuild.options import RunOptions
@@ -94,9 +94,9 @@ def _windows_data(directory_template: str) -> ProviderData:
 
 def _locate_msvcp140_on_windows(
     tmp_path: Path, directory_template: str, env: dict[str, str], cuda: str = "cpu", cudnn: int | None = None
-) -> list[dll_providers.Located]:
+) -> list[provider_dlls.Located]:
     """msvcp140.dll from one provider that looks only in ``directory_template`` (Windows rules, this ``env``)."""
-    return dll_providers.locate(
+    return provider_dlls.locate(
         ["msvcp140.dll"],
         cuda=cuda,
         cudnn=cudnn,
@@ -140,7 +140,7 @@ def test_a_32_bit_dll_from_a_provider_is_refused(fixtures: PeFixtures, tmp_path:
 
 def test_no_provider_for_a_dll(tmp_path: Path) -> None:
     with pytest.raises(ProviderError, match=r"no DLL provider in dll_providers\.yaml gives nothere64_1\.dll"):
-        dll_providers.locate(
+        provider_dlls.locate(
             ["nothere64_1.dll"], cuda="cpu", cudnn=None, python="3.11", cache_dir=tmp_path, log=tmp_path / "log"
         )
 
@@ -149,7 +149,7 @@ def test_no_provider_for_a_dll(tmp_path: Path) -> None:
 def test_msvc_runtime_wheel_provides_the_vc_runtime(tmp_path: Path) -> None:
     """The real msvc-runtime win_amd64 wheel from the package index (downloaded once into the pipeline's cache)."""
     cache = RunOptions().cache_dir
-    located = dll_providers.locate(
+    located = provider_dlls.locate(
         ["msvcp140.dll", "vcruntime140_1.dll"],
         cuda="cpu",
         cudnn=None,
@@ -162,7 +162,7 @@ def test_msvc_runtime_wheel_provides_the_vc_runtime(tmp_path: Path) -> None:
     assert all(hit.origin.startswith("wheel msvc_runtime-") for hit in located)
     lacking = r"msvcp140_nothere\.dll is needed in the wheel but provider 'msvc-runtime'"
     with pytest.raises(ProviderError, match=lacking):
-        dll_providers.locate(
+        provider_dlls.locate(
             ["msvcp140_nothere.dll"], cuda="cpu", cudnn=None, python="3.11", cache_dir=cache, log=tmp_path / "pip.log"
         )
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torchbuild.checks import conda_content, conda_metadata, result, skipped
+from torchbuild.checks import conda_content, conda_metadata, result, sbom_match, skipped
 from torchbuild.checks.conda_archive import PACKAGE_CHECKS, TB100, CondaArchive, PackageUnreadable, read_package
 from torchbuild.results import Check
 
-# Importing these two modules is what registers their checks.
-MODULES = (conda_metadata, conda_content)
+# Importing these modules is what registers their checks.
+MODULES = (conda_metadata, conda_content, sbom_match)
 
 
 def run_checks(pkg: CondaArchive) -> list[Check]:

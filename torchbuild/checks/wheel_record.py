@@ -13,8 +13,9 @@ from collections import Counter
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from torchbuild import wheelfile
-from torchbuild.checks import define, result
+from torchbuild import sbom, wheelfile
+from torchbuild.checks import define, result, skipped
+from torchbuild.checks.sbom_match import TB206, wheel_problems
 from torchbuild.results import Check
 
 if TYPE_CHECKING:
@@ -127,4 +128,20 @@ def check_wheel(path: Path, plan: Plan | None = None) -> list[Check]:
             result(TB201, path, record_problems(zf, dist_info), f"{files:,} files match RECORD"),
             tag_check,
             result(TB203, path, escaping),
+            _sbom_check(path, zf, dist_info, required=plan is not None),
         ]
+
+
+def _sbom_check(path: Path, zf: zipfile.ZipFile, dist_info: str, required: bool) -> Check:
+    problems = wheel_problems(zf, dist_info)
+    if problems is None:
+        missing = f"no {sbom.wheel_member(dist_info)}"
+        return (
+            result(TB206, path, [missing]) if required else skipped(TB206, path, f"{missing} (not made by torchbuild)")
+        )
+    return result(
+        TB206,
+        path,
+        problems,
+        f"{len(sbom.listed_files(zf.read(sbom.wheel_member(dist_info)).decode()))} vendored files listed",
+    )

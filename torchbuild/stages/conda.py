@@ -17,13 +17,15 @@ from __future__ import annotations
 import shutil
 import time
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
-from torchbuild import dll_providers, recipe, vc_runtime, wheelfile
+from torchbuild import dll_providers, recipe, sbom, vc_runtime, wheelfile
 from torchbuild.console import console
 from torchbuild.errors import StageFailed
 from torchbuild.package_assembly import assemble, build_timestamp, check_options
 from torchbuild.plan import Plan
+from torchbuild.provenance import SourceInfo
 from torchbuild.repair_report import RepairReport
 from torchbuild.results import Artifact, StageResult
 from torchbuild.stages import Context, Stage
@@ -48,8 +50,13 @@ def run(ctx: Context) -> StageResult:
         raise StageFailed(NAME, "no wheel to package: the repair stage recorded no 'repaired_wheel' output")
     wheel = wheelfile.read_wheel(wheel_artifact.path, NAME)
     requires = wheel_requires(wheel, plan)
-    report = ctx.inputs.get("repair_report")
-    vc_spec = vc_runtime_spec(plan, RepairReport.read(report.path) if report else None)
+    report_artifact = ctx.inputs.get("repair_report")
+    report = RepairReport.read(report_artifact.path) if report_artifact else None
+    source_artifact = ctx.inputs.get("source_info")
+    if source_artifact is None:
+        raise StageFailed(NAME, "no source_info from the source stage: the package's time and origin are not known")
+    source = SourceInfo.read(source_artifact.path)
+    vc_spec = vc_runtime_spec(plan, report)
     with zipfile.ZipFile(wheel.path) as archive:
         left_out = dll_providers.provided_members(archive.namelist(), plan.conda.provided_dlls)
     rendered = recipe.render(
@@ -66,8 +73,12 @@ def run(ctx: Context) -> StageResult:
         stale.unlink()
     staging = out_dir / "payload"
     shutil.rmtree(staging, ignore_errors=True)
+    document = package_sbom(plan, wheel.path.name, source, report, left_out)
+    info_sbom = out_dir / sbom.FILE_NAME
+    info_sbom.write_text(document, encoding="utf-8")
     started = time.perf_counter()
-    payload = unpack_wheel(wheel, plan, staging, leave_out=left_out)
+    member = sbom.wheel_member(wheel.dist_info)
+    payload = unpack_wheel(wheel, plan, staging, leave_out=left_out, replace={member: document.encode("utf-8")})
     unpacked = time.perf_counter() - started
 
     name = plan.conda.archives[ctx.options.conda_format]
@@ -87,10 +98,12 @@ def run(ctx: Context) -> StageResult:
             options=ctx.options,
             recipe_dir=rendered.directory,
             licenses=license_files(wheel, payload, plan),
-            timestamp=build_timestamp(),
+            info_files=[info_sbom],
+            timestamp=build_timestamp(source.epoch),
         )
     assembled = time.perf_counter() - started
     shutil.rmtree(staging, ignore_errors=True)
+    info_sbom.unlink()
     if path.name != name:
         raise StageFailed(NAME, f"assembled {path} but the Plan names the package {name}")
 
@@ -109,6 +122,17 @@ def run(ctx: Context) -> StageResult:
     return StageResult(outputs={"conda_package": artifact}, message=message)
 
 
+def package_sbom(
+    plan: Plan, wheel_name: str, source: SourceInfo, report: RepairReport | None, left_out: Mapping[str, str]
+) -> str:
+    """The SBOM of what the package holds: the wheel's vendored files less those left to run dependencies, at
+    their paths in the package."""
+    vendored = [row for row in (report.vendored if report else ()) if row.path not in left_out]
+    name, version = wheel_name.split("-")[:2]
+    subject = sbom.Subject(artifact=plan.conda.filename, name=name, version=version, source=source)
+    return sbom.build(subject, vendored, source.epoch, path_prefix=plan.conda.site_packages + "/")
+
+
 def vc_runtime_spec(plan: Plan, report: RepairReport | None) -> str | None:
     """The package's VC runtime dependency: the Plan's rule, at least as new as the binaries' floor."""
     rule = plan.conda.vc_runtime
@@ -120,7 +144,7 @@ def vc_runtime_spec(plan: Plan, report: RepairReport | None) -> str | None:
 STAGE = Stage(
     name=NAME,
     run=run,
-    reads=("repaired_wheel", "repair_report"),
+    reads=("repaired_wheel", "repair_report", "source_info"),
     writes=("conda_package",),
     shaped_by=("conda_format", "compression_level", "compression_threads"),
 )

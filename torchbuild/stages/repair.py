@@ -2,16 +2,24 @@
 
 linux-64: auditwheel (with patchelf) vendors what the wheel needs beyond the manylinux policy of the Plan's tag and
 sets that tag. What must never be vendored is excluded (see ``auditwheel_excludes``). When auditwheel's analysis
-finds nothing to vendor and the wheel already carries the Plan's name, the wheel is copied through: rewriting a
-1 GB archive only to get the same bytes back costs minutes. The closure check runs on the result either way.
+finds nothing to vendor and the wheel already carries the Plan's name, the wheel is copied through: running
+auditwheel's repair on a 1 GB archive only to get the same bytes back costs minutes. The closure check runs on the
+result either way.
 
 win-64: delvewheel vendors what the wheel's own import tables need and what is loaded by name at run time (derived in
 torchbuild/repair_windows.py, with the name-mangling policy), from their providers (torchbuild/dll_providers.py),
 keeping torch's own DLLs as they are. The PE import-closure check (torchbuild/pe.py) then proves every .dll/.pyd
 resolves each import, that what is loaded by name is there, and that every VC runtime DLL serves the binaries' MSVC.
+Every DLL taken from a provider must carry its vendor's valid Authenticode signature (repair_windows.signer_of).
 
-Reads ``built_wheel``; writes ``repaired_wheel`` (named ``plan.wheel``) and ``repair_report`` (``repair.json``: what
-was vendored, from where, and the VC runtime floor the binaries set; torchbuild/repair_report.py).
+Both: the result gets the SBOM of what was vendored (<dist-info>/sboms/torchbuild.cdx.json, torchbuild/sbom.py) and
+is written in a deterministic form dated the cell's epoch (torchbuild/wheel_rewrite.py, provenance.py), without
+recompressing a member; auditwheel and delvewheel run with SOURCE_DATE_EPOCH set to it. The same inputs give the
+same bytes.
+
+Reads ``built_wheel`` and ``source_info``; writes ``repaired_wheel`` (named ``plan.wheel``) and ``repair_report``
+(``repair.json``: what was vendored, from where, signed by whom, and the VC runtime floor the binaries set;
+torchbuild/repair_report.py).
 """
 
 from __future__ import annotations
@@ -27,13 +35,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchbuild import elf, manylinux, pe, repair_windows
+from torchbuild import elf, manylinux, pe, repair_windows, sbom
 from torchbuild.errors import StageFailed
 from torchbuild.proc import run_tool
+from torchbuild.provenance import ENV as EPOCH_ENV
+from torchbuild.provenance import SourceInfo
 from torchbuild.repair_report import RepairReport, Vendored
 from torchbuild.results import Artifact, StageResult
 from torchbuild.stages import Context, Stage
 from torchbuild.vc_runtime import Floor
+from torchbuild.wheel_rewrite import dist_info_of, rewrite
 
 NAME = "repair"
 REPORT = "repair.json"
@@ -49,6 +60,31 @@ def run(ctx: Context) -> StageResult:
     if wheel is None:
         raise StageFailed(NAME, "no wheel from the build stage (its output 'built_wheel' is missing)")
     return repair(ctx, wheel.path)
+
+
+def source_of(ctx: Context) -> SourceInfo:
+    info = ctx.inputs.get("source_info")
+    if info is None:
+        raise StageFailed(NAME, "no source_info from the source stage: where the wheel came from is not known")
+    return SourceInfo.read(info.path)
+
+
+def finish(ctx: Context, made: Path, target: Path, vendored: Sequence[Vendored]) -> None:
+    """``made`` as ``target``: with the SBOM of what was vendored added (<dist-info>/sboms/, PEP 770), and in the
+    deterministic form dated the cell's epoch, so that the same inputs give the same bytes."""
+    source = source_of(ctx)
+    name, version = target.name.split("-")[:2]
+    subject = sbom.Subject(artifact=target.name, name=name, version=version.replace("_", "-"), source=source)
+    with zipfile.ZipFile(made) as archive:
+        member = sbom.wheel_member(dist_info_of(archive))
+    document = sbom.build(subject, vendored, source.epoch).encode("utf-8")
+    rewrite(made, target, files={member: document}, epoch=source.epoch)
+
+
+def tool_env(ctx: Context) -> dict[str, str]:
+    """What auditwheel and delvewheel run with: the epoch, which also keeps delvewheel's command line (with this
+    machine's paths) out of the wheel."""
+    return {EPOCH_ENV: str(source_of(ctx).epoch)}
 
 
 # --- linux-64 --------------------------------------------------------------------------------------------
@@ -129,16 +165,18 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
     closure = elf.check_wheel(wheel, tag, scratch=out_dir)
     fast = manylinux.verdict(wheel, tag, closure, scratch=out_dir) if wheel.name == plan.wheel else None
     if fast is not None and fast.compliant:
-        _copy(wheel, target)
+        finish(ctx, wheel, target, [])
         how = (
             f"already {tag}, nothing to vendor ({fast.reason}; {time.monotonic() - started:.0f} s, auditwheel's "
-            "full analysis not needed); copied through"
+            "full analysis not needed); copied through (SBOM added)"
         )
         grafted: list[Vendored] = []
     else:
-        how, analysis = _auditwheel(ctx, wheel, tag, target, fast)
+        how, analysis, made = _auditwheel(ctx, wheel, tag, out_dir / "auditwheel" / target.name, fast)
+        grafted = _grafted(wheel, made, analysis) if made != wheel else []
+        finish(ctx, made, target, grafted)
+        shutil.rmtree(out_dir / "auditwheel", ignore_errors=True)
         closure = elf.check_wheel(target, tag, scratch=out_dir)
-        grafted = _grafted(wheel, target, analysis)
 
     checks = closure.checks()
     if not closure.ok:
@@ -155,8 +193,9 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
 
 def _auditwheel(
     ctx: Context, wheel: Path, tag: str, target: Path, fast: manylinux.Verdict | None
-) -> tuple[str, Analysis]:
-    """auditwheel's analysis, and its repair where it finds something to do."""
+) -> tuple[str, Analysis, Path]:
+    """auditwheel's analysis, and its repair (into ``target``) where it finds something to do; returns what it did,
+    the analysis and the wheel to finish from."""
     excludes = auditwheel_excludes(wheel)
     started = time.monotonic()
     analysis = analyse(wheel, tag, excludes)
@@ -177,12 +216,13 @@ def _auditwheel(
         )
     why = f" ({fast.reason})" if fast is not None else " (the wheel's name is not the Plan's)"
     if not analysis.graft and wheel.name == ctx.plan.wheel:
-        _copy(wheel, target)
-        how = f"auditwheel{why}: nothing to vendor, already {tag} ({analysed_s:.0f} s analysis); copied through"
-        return how, analysis
+        how = f"auditwheel{why}: nothing to vendor, already {tag} ({analysed_s:.0f} s analysis)"
+        how += "; copied through (SBOM added)"
+        return how, analysis, wheel
     _auditwheel_repair(ctx, wheel, tag, excludes, target)
     vendored = ", ".join(analysis.graft) or "nothing"
-    return f"auditwheel repair to {tag}{why}: vendored {vendored} ({time.monotonic() - started:.0f} s)", analysis
+    how = f"auditwheel repair to {tag}{why}: vendored {vendored} ({time.monotonic() - started:.0f} s)"
+    return how, analysis, target
 
 
 def _grafted(wheel: Path, target: Path, analysis: Analysis) -> list[Vendored]:
@@ -214,11 +254,13 @@ def _auditwheel_repair(ctx: Context, wheel: Path, tag: str, excludes: Mapping[st
     argv: list[str] = [sys.executable, "-m", "auditwheel", "repair", "--plat", tag, "--only-plat"]
     for pattern in excludes:
         argv += ["--exclude", pattern]
+    target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="auditwheel-", dir=target.parent) as tmp:
         run_tool(
             [*argv, "--wheel-dir", tmp, str(wheel)],
             stage=NAME,
             log=ctx.stage_dir("logs") / f"{NAME}.log",
+            env=tool_env(ctx),
             timeout=AUDITWHEEL_TIMEOUT_S,
             what="auditwheel repair",
         )
@@ -227,12 +269,6 @@ def _auditwheel_repair(ctx: Context, wheel: Path, tag: str, excludes: Mapping[st
             names = ", ".join(p.name for p in made) or "no wheel"
             raise StageFailed(NAME, f"auditwheel repair of {wheel} made {names}; expected {target.name}")
         shutil.move(str(made[0]), target)
-
-
-def _copy(src: Path, dest: Path) -> None:
-    part = dest.with_name(dest.name + ".part")
-    shutil.copyfile(src, part)
-    part.replace(dest)
 
 
 # --- win-64 ----------------------------------------------------------------------------------------------
@@ -254,12 +290,13 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
         argv = repair_windows.delvewheel_argv(
             wheel, Path(tmp), sorted({hit.path.parent for hit in located}), sorted({hit.name for hit in located})
         )
-        run_tool(argv, stage=NAME, log=log, timeout=DELVEWHEEL_TIMEOUT_S, what="delvewheel repair")
+        run_tool(argv, stage=NAME, log=log, env=tool_env(ctx), timeout=DELVEWHEEL_TIMEOUT_S, what="delvewheel repair")
         made = sorted(Path(tmp).glob("*.whl"))
         if [p.name for p in made] != [wheel.name]:
             got = ", ".join(p.name for p in made) or "no wheel"
             raise StageFailed(NAME, f"delvewheel repair of {wheel} made {got}; expected {wheel.name}")
-        shutil.move(str(made[0]), target)
+        vendored = repair_windows.vendored(made[0], located, found.signers)
+        finish(ctx, made[0], target, vendored)
     repaired_s = time.monotonic() - started
 
     started = time.monotonic()
@@ -275,7 +312,6 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
             + (" ..." if len(failed) > 8 else ""),
             checks,
         )
-    vendored = repair_windows.vendored(target, located)
     _write_report(ctx, target, vendored, found.floor, found.runtime_loaded)
     names = ", ".join(f"{hit.name} ({hit.origin})" for hit in located) or "nothing"
     floor = f"; VC runtime floor MSVC {found.floor.version} ({found.floor.set_by})" if found.floor else ""
@@ -313,4 +349,4 @@ REPAIRERS: Mapping[str, Callable[[Context, Path], StageResult]] = {"linux-64": _
 UNSUPPORTED: Mapping[str, str] = {}
 
 
-STAGE = Stage(name=NAME, run=run, reads=("built_wheel",), writes=("repaired_wheel", "repair_report"))
+STAGE = Stage(name=NAME, run=run, reads=("built_wheel", "source_info"), writes=("repaired_wheel", "repair_report"))

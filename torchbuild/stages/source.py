@@ -15,7 +15,8 @@ unlabelled wheel of the release is taken when the labelled one is not offered, a
 Compile mode (``--source-dir`` or ``--git-ref``): the checkout, given or cloned, validated and described in
 ``checkout.json``.
 
-Writes ``source_wheel`` or ``checkout``.
+Writes ``source_wheel`` or ``checkout``, and ``source_info`` (source.json, torchbuild/provenance.py: the origin,
+its sha256 or commit, and the time the cell's archives carry).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from torchbuild import checkout, pip, wheel_version, wheelfile
+from torchbuild import checkout, pip, provenance, wheel_version, wheelfile
 from torchbuild.console import console
 from torchbuild.errors import StageFailed
 from torchbuild.files import copy_atomic, link, link_atomic
@@ -34,6 +35,7 @@ from torchbuild.results import Artifact, StageResult
 from torchbuild.stages import Context, Stage
 
 NAME = "source"
+SOURCE_JSON = "source.json"  # where the wheel or checkout came from, and the time the artifacts carry
 
 
 def run(ctx: Context) -> StageResult:
@@ -61,9 +63,22 @@ def _checkout(ctx: Context) -> StageResult:
     found = checkout.describe(path, options.source_kind, ctx.plan.torch, origin)
     manifest = ctx.stage_dir(NAME) / "checkout.json"
     checkout.write(found, manifest)
+    info = provenance.source_info("checkout", origin, "", found.commit, provenance.checkout_epoch(path, found.commit))
     what = f"PyTorch {found.version}" if found.kind == "pytorch" else f"{found.kind} (not checked as PyTorch)"
     commit = f" at {found.commit[:12]}" if found.commit else ""
-    return StageResult(outputs={"checkout": Artifact.of(manifest)}, message=f"{what}{commit}: {found.path} ({origin})")
+    outputs = {"checkout": Artifact.of(manifest), "source_info": _write_info(ctx, info)}
+    return StageResult(outputs=outputs, message=f"{what}{commit}: {found.path} ({origin})")
+
+
+def _write_info(ctx: Context, info: provenance.SourceInfo) -> Artifact:
+    path = ctx.stage_dir(NAME) / SOURCE_JSON
+    info.write(path)
+    return Artifact.of(path)
+
+
+def _wheel_info(ctx: Context, original: Path, origin: str, sha256: str | None = None) -> Artifact:
+    sha = sha256 or Artifact.of(original).sha256
+    return _write_info(ctx, provenance.source_info("wheel", origin, sha, "", provenance.wheel_epoch(original)))
 
 
 # --- --wheel PATH ----------------------------------------------------------------------------------------
@@ -73,12 +88,12 @@ def _given(ctx: Context, path: Path) -> StageResult:
     plan = ctx.plan
     if plan.prebuilt_unlabelled and path.is_file() and _fits(path, plan, plan.torch):
         artifact, note = _relabel(path, plan, ctx.stage_dir(NAME))
-        return StageResult(
-            outputs={"source_wheel": artifact}, message=f"given wheel {path} ({_mb(artifact.size)}; {note})"
-        )
+        outputs = {"source_wheel": artifact, "source_info": _wheel_info(ctx, path, str(path))}
+        return StageResult(outputs=outputs, message=f"given wheel {path} ({_mb(artifact.size)}; {note})")
     wheelfile.validate_for_plan(path, plan, stage=NAME)
     artifact = copy_atomic(path, ctx.stage_dir(NAME) / path.name)
-    return StageResult(outputs={"source_wheel": artifact}, message=f"given wheel {path} ({_mb(artifact.size)})")
+    outputs = {"source_wheel": artifact, "source_info": _wheel_info(ctx, path, str(path), artifact.sha256)}
+    return StageResult(outputs=outputs, message=f"given wheel {path} ({_mb(artifact.size)})")
 
 
 def _relabel(path: Path, plan: Plan, out_dir: Path) -> tuple[Artifact, str]:
@@ -196,9 +211,10 @@ def _automatic(ctx: Context) -> StageResult:
         dest = out_dir / fetched.path.name
         artifact = copy_atomic(fetched.path, dest) if local else link_atomic(fetched.path, dest)
         wheelfile.validate_for_plan(dest, plan, stage=NAME)
-    return StageResult(
-        outputs={"source_wheel": artifact}, message=f"{artifact.path.name} ({_mb(artifact.size)}; {how})"
-    )
+    origin = fetched.url.split("#", 1)[0]
+    sha = fetched.path.parent.name if not local else None  # a cache entry's folder is its sha256
+    outputs = {"source_wheel": artifact, "source_info": _wheel_info(ctx, fetched.path, origin, sha)}
+    return StageResult(outputs=outputs, message=f"{artifact.path.name} ({_mb(artifact.size)}; {how})")
 
 
 # --- files -----------------------------------------------------------------------------------------------
@@ -211,7 +227,7 @@ def _mb(size: int) -> str:
 STAGE = Stage(
     name=NAME,
     run=run,
-    writes=("source_wheel", "checkout"),
+    writes=("source_wheel", "checkout", "source_info"),
     shaped_by=("wheel", "source_dir", "git_ref", "git_url", "source_kind"),
     always_runs=lambda options: options.compiles,  # a checkout can change without its path changing
 )
