@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 # The keys of an include entry that the nightly's jobs read (matrix.<key>).
-KEYS = ("cell", "platform", "cuda", "python", "torch", "runs-on")
+KEYS = ("cell", "platform", "cuda", "python", "torch", "runs-on", "conda-builder")
 
 
 class Invalid(Exception):

@@ -197,7 +197,9 @@ def resolve_all(matrix: Matrix, cells: Sequence[Cell]) -> list[Plan]:
     return plans
 
 
-def github_matrix(plans: Sequence[Plan]) -> dict[str, object]:
+def github_matrix(plans: Sequence[Plan], conda_builder: str = "rattler-build") -> dict[str, object]:
+    """The nightly's strategy.matrix; ``conda-builder`` says which tool the win-64 build jobs also package with
+    (matrix.yaml build.conda_builder: conda-build runs the rendered recipe on the runner's Miniconda)."""
     runners = load().packaging.github_runners
     return {
         "include": [
@@ -208,6 +210,7 @@ def github_matrix(plans: Sequence[Plan]) -> dict[str, object]:
                 "python": p.python,
                 "torch": p.torch,
                 "runs-on": runners[p.platform],
+                "conda-builder": conda_builder,
             }
             for p in plans
         ]
@@ -235,7 +238,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     matrix = load_matrix(args)
     plans = resolve_all(matrix, select_cells(matrix, args))
     if args.github:
-        print(json.dumps(github_matrix(plans), separators=(",", ":"), sort_keys=True))
+        payload = github_matrix(plans, matrix.build.conda_builder)
+        print(json.dumps(payload, separators=(",", ":"), sort_keys=True))
         return 0
     if args.estimate:
         from torchbuild import estimate

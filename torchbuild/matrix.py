@@ -44,6 +44,7 @@ class BuildOptions:
     generator: str = "ninja"  # ninja | visual-studio (win-64 only)
     msvc_toolset: str = "auto"  # auto = newest toolset nvcc accepts, else e.g. "14.29"
     timeout_hours: float = 6.0
+    conda_builder: str = "rattler-build"  # rattler-build (py-rattler-build, every cell) | conda-build (win-64, nightly)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,10 +105,12 @@ BUILD_KEYS = {
     "generator": "str",
     "msvc_toolset": "str",
     "timeout_hours": "float",
+    "conda_builder": "str",
 }
 CHOICES = {
     "compiler_cache": ("sccache", "clcache", "none"),
     "generator": ("ninja", "visual-studio"),
+    "conda_builder": ("rattler-build", "conda-build"),
 }
 # What a valid value of each key looks like, shown with a wrong type.
 EXAMPLES = {
@@ -127,6 +130,7 @@ EXAMPLES = {
     "generator": "generator: ninja",
     "msvc_toolset": 'msvc_toolset: "14.29"',
     "timeout_hours": "timeout_hours: 6",
+    "conda_builder": "conda_builder: rattler-build",
 }
 
 

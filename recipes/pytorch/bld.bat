@@ -5,6 +5,8 @@ if not defined TORCHBUILD_WHEEL (
     echo TORCHBUILD_WHEEL is not set: render the recipe with "python pipeline.py plan" first. 1>&2
     exit /b 1
 )
+rem The path is relative to the pipeline's working directory; conda-build runs this script elsewhere.
+if defined TORCHBUILD_ROOT set "TORCHBUILD_WHEEL=%TORCHBUILD_ROOT%\%TORCHBUILD_WHEEL%"
 "%PYTHON%" -m pip install --no-deps --no-index --no-build-isolation --no-compile "%TORCHBUILD_WHEEL%"
 if errorlevel 1 exit /b 1
 rem Leave out the DLLs a run dependency provides (TORCHBUILD_LEAVE_OUT: ';'-separated paths in site-packages), and

@@ -48,7 +48,8 @@ def test_github_matrix_is_one_entry_per_cell() -> None:
     cells = matrix.load(ROOT / "matrix.yaml").cells()
     assert [e["cell"] for e in payload["include"]] == [c.id for c in cells]
     first = payload["include"][0]
-    assert set(first) == {"cell", "platform", "cuda", "python", "torch", "runs-on"}
+    assert set(first) == {"cell", "platform", "cuda", "python", "torch", "runs-on", "conda-builder"}
+    assert {e["conda-builder"] for e in payload["include"]} == {"rattler-build"}  # matrix.yaml's build.conda_builder
     runs_on = {e["platform"]: e["runs-on"] for e in payload["include"]}
     assert runs_on == {"win-64": "windows-2022", "linux-64": "ubuntu-latest"}
     # --only selects the same cell everywhere a cell can be selected.

@@ -27,7 +27,8 @@ def test_rendered_recipe(cell: tuple[str, str, str, str], tmp_path: Path) -> Non
     assert meta["package"] == {"name": "pytorch", "version": plan.torch}
     assert meta["build"]["string"] == plan.conda.build_string
     assert meta["build"]["number"] == plan.conda.build_number
-    assert meta["build"]["script_env"] == [f"TORCHBUILD_WHEEL={plan.stage_dirs['repair']}/{plan.wheel}"]
+    wheel = f"TORCHBUILD_WHEEL={plan.stage_dirs['repair']}/{plan.wheel}"
+    assert meta["build"]["script_env"] == [wheel, "TORCHBUILD_ROOT"]
     run = meta["requirements"]["run"]
     # Before a wheel is read, the VC runtime dependency is the data's minimum (the conda stage raises it to the floor).
     vc = ["vc14_runtime >=14.29"] if plan.platform == "win-64" else []
