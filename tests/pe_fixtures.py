@@ -36,6 +36,8 @@ class PeFixtures:
     tool: Path  # tool.exe: imports base.dll
     base32: Path  # base.dll built for I386
     cuda: Path  # cuda.dll: imports cudart64_12.dll (CUDA runtime) and nvcuda.dll (driver)
+    old: Path  # old.dll: exports foo
+    newer: Path  # newer.dll: imports foo and bar from old.dll (bar is missing there)
 
 
 def _run(argv: list[str], cwd: Path) -> None:
@@ -69,7 +71,8 @@ def build(dest: Path) -> PeFixtures:
         tools = ", ".join(missing)
         pytest.skip(f"skipped: mingw-w64 is not installed ({tools} not on PATH; apt-get install mingw-w64)")
     dest.mkdir(parents=True, exist_ok=True)
-    src = {name: str(SOURCES / name) for name in ("base.c", "lazy.c", "user.c", "ext.c", "main.c", "cuda.c")}
+    names = ("base.c", "lazy.c", "user.c", "ext.c", "main.c", "cuda.c", "old.c", "newer.c")
+    src = {name: str(SOURCES / name) for name in names}
     _run([GCC64, "-shared", "-o", "base.dll", src["base.c"], "-Wl,--out-implib,libbase.a"], dest)
     _run([GCC64, "-shared", "-o", "lazy.dll", src["lazy.c"]], dest)
     _implib(SOURCES / "missing.def", "nothere.dll", "libmissing.a", dest)
@@ -90,6 +93,9 @@ def build(dest: Path) -> PeFixtures:
     _implib(SOURCES / "cudart.def", "cudart64_12.dll", "libcudart.a", dest)
     _implib(SOURCES / "nvcuda.def", "nvcuda.dll", "libnvcuda.a", dest)
     _run([GCC64, "-shared", "-o", "cuda.dll", src["cuda.c"], "-L.", "-lcudart", "-lnvcuda"], dest)
+    _run([GCC64, "-shared", "-o", "old.dll", src["old.c"]], dest)
+    _implib(SOURCES / "old.def", "old.dll", "libold.a", dest)
+    _run([GCC64, "-shared", "-o", "newer.dll", src["newer.c"], "-L.", "-lold"], dest)
     (dest / "x86").mkdir(exist_ok=True)
     _run([GCC32, "-shared", "-o", "x86/base.dll", src["base.c"]], dest)
     return PeFixtures(
@@ -101,6 +107,8 @@ def build(dest: Path) -> PeFixtures:
         tool=dest / "tool.exe",
         base32=dest / "x86" / "base.dll",
         cuda=dest / "cuda.dll",
+        old=dest / "old.dll",
+        newer=dest / "newer.dll",
     )
 
 

@@ -88,8 +88,16 @@ def declared(platform: str, torch: str, cuda: str) -> tuple[Dependency, ...]:
 # --- download ---------------------------------------------------------------------------------------------
 
 
-def download(url: str, dest: Path, sha256: str, retries: int = RETRIES, show_progress: bool = True) -> Path:
-    """Download ``url`` to ``dest`` (atomically), retrying transient failures; refuse a wrong sha256."""
+def download(
+    url: str,
+    dest: Path,
+    sha256: str,
+    retries: int = RETRIES,
+    show_progress: bool = True,
+    pinned_in: str = "torchbuild/data/build_deps.yaml",
+) -> Path:
+    """Download ``url`` to ``dest`` (atomically), retrying transient failures; refuse a wrong sha256 (``pinned_in``:
+    the data file that pins it, named in the error)."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
     from torchbuild.console import console
@@ -118,7 +126,7 @@ def download(url: str, dest: Path, sha256: str, retries: int = RETRIES, show_pro
                 raise DependencyError(
                     f"{url}: checksum mismatch: expected sha256 {sha256}, got {got}. The file changed upstream or "
                     "the download was tampered with; nothing was unpacked. If the new file is trusted, update its "
-                    "sha256 in torchbuild/data/build_deps.yaml."
+                    f"sha256 in {pinned_in}."
                 )
             os.replace(tmp, dest)
             return dest

@@ -133,11 +133,20 @@ async def _install_archive(archive: str, prefix: str, cache_dir: str) -> dict[st
     return {"record": str(record), "depends": [str(d) for d in record.depends]}
 
 
+async def _extract(archive: str, dest: str) -> str:
+    """Unpack a package file's contents (its payload and info/) into ``dest``, as conda lays them out in a prefix."""
+    from rattler.package_streaming import extract
+
+    extract(Path(archive), Path(dest))
+    return dest
+
+
 OPERATIONS: dict[str, Callable[..., Coroutine[Any, Any, Any]]] = {
     "solve": _solve,
     "index": _index,
     "package_subdir": _package_subdir,
     "install_archive": _install_archive,
+    "extract": _extract,
 }
 
 

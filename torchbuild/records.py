@@ -26,6 +26,7 @@ class StageRecord:
     # st_mtime_ns of each output when it was recorded: a rerun trusts the recorded sha256 only while the file's
     # size and mtime are unchanged (state.json only; the reports leave it out).
     mtimes: dict[str, int] = field(default_factory=dict)
+    ran_on: str = ""  # where its checks ran ("under Wine 8.0, CPython 3.11.9 embeddable"); "" when not said
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -36,6 +37,7 @@ class StageRecord:
             "key": self.key,
             "outputs": {name: a.to_dict() for name, a in self.outputs.items()},
             "checks": [c.to_dict() for c in self.checks],
+            "ran_on": self.ran_on,
         }
 
     def to_state(self) -> dict[str, Any]:
@@ -55,6 +57,7 @@ class StageRecord:
             },
             checks=[Check(**c) for c in raw.get("checks", [])],
             mtimes={str(k): int(v) for k, v in (raw.get("mtimes") or {}).items()},
+            ran_on=str(raw.get("ran_on", "")),
         )
 
 

@@ -70,6 +70,10 @@ def markdown(cells: Sequence[CellRun]) -> str:
         row += [f"{icon(s['status'])} {s['duration']:.0f}s" for s in cell["stages"]]
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", *artifact_table((c["cell_id"], a) for c in data["cells"] for a in c["artifacts"].values())]
+    ran_on = [(c["cell_id"], s) for c in data["cells"] for s in c["stages"] if s.get("ran_on")]
+    if ran_on:
+        lines += ["", "### Where the checks ran", ""]
+        lines += [f"- {cell_id} / {s['stage']}: {s['status']} {s['ran_on']}" for cell_id, s in ran_on]
     problems = [(c["cell_id"], s) for c in data["cells"] for s in c["stages"] if s["status"] == "failed"]
     if problems:
         lines += ["", "### Failures", ""]
@@ -107,6 +111,10 @@ def junit(cells: Sequence[CellRun]) -> str:
                 ).text = record.message
             elif record.status in ("skipped", "not run"):
                 ET.SubElement(case, "skipped", message=record.message or record.status)
+            if record.ran_on:
+                properties = ET.SubElement(case, "properties")
+                ET.SubElement(properties, "property", name="ran_on", value=record.ran_on)
+                ET.SubElement(case, "system-out").text = record.message
             for check in record.checks:
                 sub = ET.SubElement(suite, "testcase", classname=f"{cell.plan.cell_id}.{stage}", name=check.name)
                 if check.status == "failed":

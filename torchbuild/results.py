@@ -56,3 +56,4 @@ class StageResult:
     outputs: Mapping[str, Artifact] = field(default_factory=dict)  # by the names the stage declares it writes
     checks: tuple[Check, ...] = ()
     message: str = ""  # one line for the step log, e.g. "skipped: needs a win-64 host"
+    ran_on: str = ""  # where its checks ran, e.g. "under Wine 8.0, CPython 3.11.9 embeddable" (smoke)

@@ -139,6 +139,7 @@ def _run_stage(stage: Stage, function: StageFunction, ctx: Context, key: str) ->
         outputs=dict(result.outputs),
         checks=list(result.checks),
         mtimes=_mtimes(result.outputs),
+        ran_on=result.ran_on,
     )
 
 

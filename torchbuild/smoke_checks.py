@@ -327,8 +327,14 @@ CHECKS: dict[str, Callable[[Expect], Outcome]] = {
 # --- running ---------------------------------------------------------------------------------------------
 
 
+# Lines that tell nothing about the check: Wine (win-64 artifacts run under Wine on Linux) logs one for every native
+# DLL it loads (``warn:module:find_builtin_dll cannot find builtin library``), 30 and more for an import of torch.
+NOISE = ("find_builtin_dll cannot find builtin",)
+
+
 def _tail(text: str, lines: int = TAIL_LINES) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
+    kept = [line for line in text.strip().splitlines() if not any(n in line for n in NOISE)]
+    return "\n".join(kept[-lines:])
 
 
 def clean_env(base: dict[str, str] | None = None) -> dict[str, str]:

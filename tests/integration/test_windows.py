@@ -1,7 +1,8 @@
 """win-64 on this Linux host, with real Windows binaries: `python pipeline.py --platform win-64 --cuda cpu --py 3.11
 --torch 2.5.1` takes PyPI's torch 2.5.1 win_amd64 wheel (downloaded once into the pipeline's cache), repairs it with
 delvewheel, checks its DLL import closure, packages it for conda and solves it against the real conda-forge
-repodata; smoke is skipped (it needs a win-64 host). Bad inputs are small wheels of real PE files (mingw-w64)."""
+repodata; the loader check and smoke need Wine and are skipped here (tests/integration/test_wine.py runs them). Bad
+inputs are small wheels of real PE files (mingw-w64)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 from tests.builders import make_wheel, torch_plan
 from tests.conftest import REPODATA, ROOT
 from tests.pe_fixtures import PeFixtures, build
-from torchbuild import pe
+from torchbuild import pe, wine
 from torchbuild.options import RunOptions
 from torchbuild.stages.source import fetch
 
@@ -26,12 +27,17 @@ CELL = "win-64-cpu-py3.11-torch2.5.1"
 ARGS = ("--platform", "win-64", "--cuda", "cpu", "--py", "3.11", "--torch", "2.5.1")
 
 
-def pipeline(workspace: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def pipeline(workspace: Path, *args: str, with_wine: bool = False) -> subprocess.CompletedProcess[str]:
+    """The pipeline as a user runs it. Without ``with_wine`` it runs as on a Linux host without Wine (PATH holds only
+    Python's folder): the loader check and the smoke are skipped, as these tests are about the other stages and
+    tests/integration/test_wine.py runs the Wine ones."""
+    env = {**os.environ, "COLUMNS": "200", "SOURCE_DATE_EPOCH": "1700000000", "PYTHONPATH": str(ROOT)}
+    if not with_wine:
+        env["PATH"] = str(Path(sys.executable).parent)
     return subprocess.run(
         [sys.executable, str(ROOT / "pipeline.py"), *ARGS, "--matrix", str(ROOT / "matrix.yaml"), *args,
          "--repodata", str(REPODATA), "--compression-level", "1"],
-        cwd=workspace, capture_output=True, text=True, check=False,
-        env={**os.environ, "COLUMNS": "200", "SOURCE_DATE_EPOCH": "1700000000", "PYTHONPATH": str(ROOT)},
+        cwd=workspace, capture_output=True, text=True, check=False, env=env,
     )  # fmt: skip
 
 
@@ -79,12 +85,12 @@ def test_upstream_wheel_fails_the_closure_check_naming_msvcp140(torch_win_wheel:
 
 
 @pytest.mark.slow
-def test_pipeline_runs_every_stage_but_smoke(win_run: Run) -> None:
+def test_pipeline_runs_every_stage_but_smoke_without_wine(win_run: Run) -> None:
     assert win_run.result.returncode == 0, win_run.output[-3000:]
     out = win_run.output
     for stage in ("source", "repair", "conda", "verify", "publish"):
         assert f"✓ {stage}" in out
-    assert "skipped: needs a win-64 host" in out
+    assert "skipped: needs a win-64 host or Wine (apt-get install wine64)" in out
     assert (win_run.workspace / "channel" / "win-64" / "pytorch-2.5.1-py3.11_cpu_0.conda").is_file()
     assert list((win_run.workspace / "channel").rglob("torch-2.5.1+cpu-cp311-cp311-win_amd64.whl"))
 
@@ -156,9 +162,9 @@ def _small_wheel(directory: Path, files: dict[str, Path]) -> Path:
     )
 
 
-def _fails_untouched(workspace: Path, wheel: Path) -> str:
+def _fails_untouched(workspace: Path, wheel: Path, with_wine: bool = False) -> str:
     channel = workspace / "channel"
-    result = pipeline(workspace, "--wheel", str(wheel))
+    result = pipeline(workspace, "--wheel", str(wheel), with_wine=with_wine)
     assert result.returncode == 1, result.stdout[-2000:]
     assert not channel.exists()
     return result.stdout + result.stderr
@@ -186,6 +192,21 @@ def test_a_32_bit_dll_in_the_wheel(fixtures: PeFixtures, tmp_path: Path) -> None
     wheel = _small_wheel(tmp_path, files)
     out = _fails_untouched(tmp_path, wheel)
     assert "torch/lib/base.dll is built for I386; the wheel's platform needs AMD64" in out
+
+
+@pytest.mark.slow
+def test_a_dll_that_does_not_load_under_wine_stops_the_cell_in_verify(fixtures: PeFixtures, tmp_path: Path) -> None:
+    if wine.find() is None:
+        pytest.skip("skipped: needs Wine (apt-get install wine64)")
+    files = {"torch/lib/old.dll": fixtures.old, "torch/lib/newer.dll": fixtures.newer,
+             "torch/_C.cp311-win_amd64.pyd": fixtures.ext}  # fmt: skip
+    out = _fails_untouched(tmp_path, _small_wheel(tmp_path / "w", files), with_wine=True)
+    assert "✗ verify" in out
+    assert (
+        "TB205 " + str(tmp_path / "build" / CELL / "repair" / "torch-2.5.1+cpu-cp311-cp311-win_amd64.whl")
+        + ": every DLL and extension of the wheel loads (LoadLibraryExW): "
+    ) in out
+    assert "torch/lib/newer.dll: error 127 (The specified procedure could not be found): missing old.dll.bar" in out
 
 
 @pytest.mark.slow

@@ -3,6 +3,8 @@
 - the conda package: conda-verify's checks (C11xx) and torchbuild's (TB10x), that it is the Plan's package, and
   (win-64) that it works in the environment it is installed into (TB105-TB107, checks/conda_environment.py);
 - the wheel: RECORD, tags, member paths (TB20x);
+- (win-64) the loader check (TB205 wheel, TB108 conda layout, checks/loader.py): every DLL and extension loaded
+  with LoadLibraryExW under Wine, so a DLL that would not load stops the cell before smoke and publish;
 - the solve (TB301): ``pytorch`` with the cell's Python, against a temporary channel holding only the new package
   plus the real repodata of the cell's era (conda-forge; `main` of 2018 for Python 3.5/3.6 win-64 cells), with the
   virtual packages of a typical machine, must pick this very build.
@@ -23,6 +25,7 @@ from torchbuild.checks import define, failures, result, skipped, summary
 from torchbuild.checks.conda_archive import TB100, CondaArchive, PackageUnreadable, read_package
 from torchbuild.checks.conda_environment import environment_checks
 from torchbuild.checks.conda_package import run_checks
+from torchbuild.checks.loader import loader_checks
 from torchbuild.checks.wheel_record import check_wheel
 from torchbuild.errors import StageFailed
 from torchbuild.files import write_atomic
@@ -170,6 +173,10 @@ def run(ctx: Context) -> StageResult:
         checks += conda_checks(conda, plan, ctx.options.repodata, work, repaired)
     if wheel is not None:
         checks += check_wheel(wheel.path, plan)
+    log = ctx.stage_dir("logs") / "verify-loadcheck.log"
+    checks += loader_checks(
+        plan, wheel.path if wheel else None, conda.path if conda else None, work, ctx.options.cache_dir, log
+    )
     report = work / "checks.json"
     _write(checks, report)
 
