@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import importlib
 import json
 import os
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 CHILD_FLAG = "--child"
+JOBS = 2
 TAIL_LINES = 40
 CHECK_TIMEOUT_S = 300.0
 MATMUL_N = 512
@@ -411,6 +413,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--expect-cudnn", type=int, default=None)
     parser.add_argument("--expect-torch-file", default=None)
     parser.add_argument("--only", action="append", choices=list(CHECKS), default=None)
+    parser.add_argument("--jobs", type=int, default=JOBS, help="checks run at the same time (default %(default)s)")
     parser.add_argument(CHILD_FLAG, choices=list(CHECKS), default=None, help=argparse.SUPPRESS)
     return parser
 
@@ -421,12 +424,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.child:
         print(json.dumps(run_one(args.child, expect)), flush=True)
         return 0
-    failed = False
-    for name in args.only or list(CHECKS):
-        result = _run_child(name, expect)
-        failed = failed or result["status"] == "failed"
+    names = args.only or list(CHECKS)
+    # Each check is a child process of its own, independent of the others: two at a time on two cores. The
+    # results are printed in the checks' order.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(lambda name: _run_child(name, expect), names))
+    for result in results:
         print(json.dumps(result), flush=True)
-    return 1 if failed else 0
+    return 1 if any(result["status"] == "failed" for result in results) else 0
 
 
 if __name__ == "__main__":

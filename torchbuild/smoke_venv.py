@@ -1,9 +1,10 @@
 """The smoke environments on the host itself (a linux-64 cell on Linux, a win-64 cell on Windows):
 
-- wheel: ``python -m venv`` from the host's Python of the Plan's version, then one ``pip install <repaired wheel>
-  numpy`` (its dependencies from the configured package indexes; numpy pinned as smoke_envs.yaml says).
+- wheel: a fresh venv (``uv venv``) from the host's Python of the Plan's version, then one ``uv pip install
+  <repaired wheel> numpy`` (its dependencies from pip's configured package indexes; numpy pinned as smoke_envs.yaml
+  says). uv does in seconds what ``python -m venv`` and pip take a minute for (torchbuild/uv.py).
 - conda: a venv as the prefix (its python is the venv's), the conda package linked into it by py-rattler's
-  ``install``, then the wheel's own requirements and numpy pip-installed beside it.
+  ``install``, then the wheel's own requirements and numpy installed beside it the same way.
 
 In each, smoke_checks.py runs from an empty working directory with the environment's python.
 """
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from torchbuild import pip, rattler_child, smoke_checks, smoke_requirements
+from torchbuild import rattler_child, smoke_checks, smoke_requirements, uv
 from torchbuild.errors import StageFailed
 from torchbuild.proc import run_tool
 from torchbuild.results import Check, sha256_of
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from torchbuild.plan import Plan
 
 STAGE = "smoke"
-PIP_TIMEOUT_S = 1800.0
 INSTALL_TIMEOUT_S = 900.0
 KINDS = {"wheel": "a fresh venv", "conda": "a fresh conda prefix"}
 
@@ -113,10 +113,13 @@ class VenvBackend:
 
     def setup(self, env: Env) -> str:
         env.fresh()
-        run_tool([self.python, "-m", "venv", prefix(env)], stage=STAGE, log=env.log, what=f"python -m venv {env.root}")
+        try:
+            uv.venv(prefix(env), self.python, env.log)
+        except uv.UvError as exc:
+            raise StageFailed(STAGE, f"cannot make the venv {prefix(env)}: {exc}") from None
         if env.kind == "wheel":
             _pip_install(env, [str(env.artifact), *self.extras()])
-            return f"fresh venv + pip install {env.artifact.name} {' '.join(self.extras())}"
+            return f"fresh venv + uv pip install {env.artifact.name} {' '.join(self.extras())}"
         return self._conda(env)
 
     def _conda(self, env: Env) -> str:
@@ -151,7 +154,7 @@ class VenvBackend:
         from_pip = {canonicalize_name(Requirement(r).name) for r in requirements}
         not_from_pip = [d for d in installed["depends"] if canonicalize_name(d.split()[0]) not in from_pip]
         return (
-            f"venv prefix + rattler install {env.artifact.name} ({origin}) + pip install of the wheel's "
+            f"venv prefix + rattler install {env.artifact.name} ({origin}) + uv pip install of the wheel's "
             f"requirements and numpy; conda-only dependencies not installed: {', '.join(not_from_pip) or 'none'}"
         )
 
@@ -182,7 +185,10 @@ class VenvBackend:
 
 
 def _pip_install(env: Env, args: list[str]) -> None:
-    pip.install(python_of(env), args, log=env.log, timeout=PIP_TIMEOUT_S)
+    try:
+        uv.install(python_of(env), args, log=env.log)
+    except uv.UvError as exc:
+        raise StageFailed(STAGE, f"installing {' '.join(args)} into {prefix(env)} failed: {exc}") from None
 
 
 def _purelib(env: Env) -> Path:

@@ -156,21 +156,32 @@ class WineBackend:
         stderr = ran.stderr if ran.returncode is not None else f"{ran.stderr}\n[timed out after {CHECKS_TIMEOUT_S} s]"
         log_run(env, ["wine", *argv], ran.stdout, stderr)
         checks = parse_results(env.kind, ran.stdout, env.artifact.name)
-        return loader_verdicts(checks, result_lines(ran.stdout), prefix(env)) + leftovers(env)
+        return loader_verdicts(checks, result_lines(ran.stdout), prefix(env), ran.stderr) + leftovers(env)
 
 
 def prefix(env: Env) -> Path:
     return env.root / "env"
 
 
-def loader_verdicts(checks: Sequence[Check], results: Mapping[str, Mapping[str, object]], root: Path) -> list[Check]:
-    """Each check with what Wine's loader said in its process: a passed check whose process imported a missing
-    export fails (error 127 on Windows); a failed one names what was not found."""
+def loader_verdicts(
+    checks: Sequence[Check], results: Mapping[str, Mapping[str, object]], root: Path, shared: str = ""
+) -> list[Check]:
+    """Each check with what Wine's loader said: a passed check whose process imported a missing export fails (error
+    127 on Windows); a failed one names what was not found. Wine writes the loader lines of the check processes
+    (started by the checks script, two at a time) to the stderr of the Wine session, ``shared``, where they cannot
+    be told apart: a check without lines of its own takes those, and a missing export there fails the import check."""
     out: list[Check] = []
     for check in checks:
         name = check.name.split(": ", 1)[1]
         output = str((results.get(name) or {}).get("output", ""))
-        problems = [p for p in wine.loader_problems(output) if not p.known]
+        own = [p for p in wine.loader_problems(output) if not p.known]
+        common = [p for p in wine.loader_problems(shared) if not p.known]
+        if own or check.status == "failed":
+            problems = own or list({p.describe(root): p for p in common}.values())
+        elif name == "import":
+            problems = [p for p in common if p.kind in ("missing export", "unimplemented call")]
+        else:
+            problems = []
         exports = [p for p in problems if p.kind in ("missing export", "unimplemented call")]
         if check.status == "passed" and exports:
             said = "; ".join(p.describe(root) for p in exports)

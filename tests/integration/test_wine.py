@@ -5,7 +5,7 @@ the VC runtime native-only (a wheel without it fails as on a clean Windows machi
 - PyPI's torch wheel as PyPI ships it (no VC runtime): the smoke stage fails with torch's own message (WinError 126)
   and Wine's loader names msvcp140.dll; the loader check names msvcp140.dll too;
 - two (release, Python) pairs end to end, `python pipeline.py --platform win-64 ...`, the smoke under Wine included:
-  one 1.x release (1.7.1, the oldest on PyPI for Python 3.8) and the newest 2.x here on Python 3.13.
+  one 1.x release (1.13.1, the last 1.x, on Python 3.10) and the newest 2.x here on Python 3.13.
 """
 
 from __future__ import annotations
@@ -96,15 +96,18 @@ def test_the_loader_check_names_msvcp140_in_a_wheel_without_the_vc_runtime(
     (check,) = loader_checks(plan, upstream_wheel, None, tmp_path, CACHE, tmp_path / "loadcheck.log")
     assert check.status == "failed"
     assert check.message.startswith(
+        "torch/lib/c10.dll: error 126 (The specified module could not be found): missing msvcp140.dll (needed by "
+        "torch/lib/c10.dll)"
+    ), check.message
+    assert (
         "torch/_C.cp311-win_amd64.pyd: error 126 (The specified module could not be found): missing msvcp140.dll "
         "(needed by torch/lib/c10.dll, torch/lib/torch_cpu.dll"
-    ), check.message
-    assert "torch/lib/c10.dll: error 126 (The specified module could not be found): missing msvcp140.dll " in (
-        check.message
-    )
+    ) in check.message
 
 
-PAIRS = [("1.7.1", "3.8", "3.8.10"), ("2.14.1", "3.13", "3.13.2")]
+# 1.7.1/3.8 passes every stage but verify's solve: the stored conda-forge repodata has no numpy for Python 3.8 (an
+# input of the solve check, not a fault of the package; the corpus table shows it).
+PAIRS = [("1.13.1", "3.10", "3.10.11"), ("2.14.1", "3.13", "3.13.2")]
 
 
 @pytest.mark.slow
