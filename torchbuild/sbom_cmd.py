@@ -9,6 +9,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -74,15 +75,10 @@ def cmd_sbom(args: argparse.Namespace) -> int:
         table.add_column(column, overflow="fold")
     rows = sbom.rows(document)
     for row in rows:
-        table.add_row(
-            *(
-                escape(v)
-                for v in (row.component, row.version, row.sha256[:SHA_SHOWN], row.origin, row.license, row.signer)
-            )
-        )
-    out.print(table, width=max(out.width, WIDTH))
-    subject = document.get("metadata", {})
-    out.print(
-        f"{len(rows) - 1} vendored files; CycloneDX {document.get('specVersion', '?')}, {subject.get('timestamp', '')}"
-    )
+        cells = (row.component, row.version, row.sha256[:SHA_SHOWN], _short(row.origin), row.license, row.signer)
+        table.add_row(*(escape(v) for v in cells))
+    wide = out if out.is_terminal else Console(width=WIDTH, highlight=False)  # piped: one line per row
+    wide.print(table)
+    made = document.get("metadata", {}).get("timestamp", "")
+    wide.print(f"{len(rows) - 1} vendored files; CycloneDX {document.get('specVersion', '?')}, dated {made}")
     return 0
