@@ -132,6 +132,10 @@ def download(
     fetched = []
     for _requirement, url in _PREPARED.findall(text):
         path = dest / urllib.parse.unquote(Path(urllib.parse.urlparse(url).path).name)
+        if not path.is_file():
+            # pip prepared it and then dropped it: an index without Requires-Python data offers a release the
+            # target Python cannot take (filelock 4.0.8 for Python 3.8); pip backtracks to one it can.
+            continue
         saved = any(line.rstrip().endswith(path.name) for line in text.splitlines() if " Saved " in line)
         fetched.append(Fetched(path=path, url=url, downloaded=saved and not url.startswith("file:")))
     if not fetched:
