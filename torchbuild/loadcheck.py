@@ -38,6 +38,7 @@ ERRORS = {
     1114: "A dynamic link library (DLL) initialization routine failed",
 }
 _RESULT = re.compile(r"^(OK|FAIL) (.+?)(?: (\d+) (.*))?$")
+_RESULT_LINE = re.compile(r"^(OK|FAIL) ", re.MULTILINE)
 
 
 class Unavailable(UserError):
@@ -90,6 +91,8 @@ class Loaded:
     def describe(self) -> str:
         if self.ok:
             return f"{self.file}: OK"
+        if self.code == -1:  # no result line for this file
+            return f"{self.file}: {self.note}"
         text = f"{self.file}: error {self.code} ({ERRORS.get(self.code or 0, 'see the log')})"
         if self.missing:
             text += ": missing " + ", ".join(self.missing)
@@ -142,7 +145,7 @@ def parse(output: str, files: Sequence[str], root: Path) -> list[Loaded]:
         pending = []
     stopped = wine.loader_problems("\n".join(pending))
     why = "; ".join(p.describe(root) for p in stopped) or "the loader check stopped before it"
-    return [results.get(f) or Loaded(f, -1, (), f"no result: {why}") for f in files]
+    return [results.get(f) or Loaded(f, -1, (), f"no result ({why})") for f in files]
 
 
 @dataclass(frozen=True)
@@ -150,10 +153,15 @@ class Run:
     results: tuple[Loaded, ...]
     seconds: float
     output: str  # everything, for the log
+    attempts: int = 1
 
     @property
     def failed(self) -> tuple[Loaded, ...]:
         return tuple(r for r in self.results if not r.ok)
+
+    def write_log(self, log: Path, what: str) -> None:
+        with log.open("a", encoding="utf-8") as handle:
+            handle.write(f"$ loadcheck.exe ({what}; {self.attempts} start(s), {self.seconds:.1f} s)\n{self.output}\n")
 
 
 def check(
@@ -176,8 +184,16 @@ def check(
             argv += ["-d", wine.windows_path(root / directory)]
     argv += [wine.windows_path(root / f) for f in ordered]
     ran = session.run(argv, timeout=timeout, merge_stderr=True)
+    output, attempts = ran.stdout, 1
+    if ran.returncode is not None and not _RESULT_LINE.search(ran.stdout):
+        # Seen once in CI under load: the helper's process ended without printing a line (not even Wine's), and the
+        # next start in the same session worked. A program that printed nothing has judged nothing: start it again,
+        # once, and keep both outputs for the log.
+        first = f"[first start: exit {ran.returncode}, no result line]\n{ran.stdout}"
+        ran = session.run(argv, timeout=timeout, merge_stderr=True)
+        output, attempts = f"{first}\n[second start: exit {ran.returncode}]\n{ran.stdout}", 2
     results = parse(ran.stdout, ordered, root)
     if ran.returncode is None:
         results = [r if r.ok or r.code != -1 else Loaded(r.file, -1, (), f"timed out after {timeout:.0f} s")
                    for r in results]  # fmt: skip
-    return Run(tuple(results), ran.seconds, ran.stdout)
+    return Run(tuple(results), ran.seconds, output, attempts)

@@ -210,3 +210,35 @@ def test_wine_paths_map_to_host_paths_both_ways(tmp_path: Path) -> None:
     problems = wine.loader_problems(MERGED)
     assert [p.kind for p in problems] == ["missing dll", "missing export", "missing export", "init failed"]
     assert [p.known for p in problems] == [False, False, True, False]
+
+
+class FakeSession:
+    """A fake of wine.Session (named so): a helper process that ends without printing a line, which a real Wine
+    did once in CI under load, cannot be made to happen on demand. It answers each start with the next canned run."""
+
+    def __init__(self, *runs: tuple[int | None, str]) -> None:
+        self.runs = list(runs)
+        self.starts = 0
+
+    def run(self, argv: object, *, timeout: float, merge_stderr: bool = False) -> wine.Ran:
+        code, out = self.runs[self.starts]
+        self.starts += 1
+        return wine.Ran(("loadcheck.exe",), code, out, "", 0.5)
+
+
+def test_a_loader_helper_that_printed_nothing_is_started_once_more_and_both_outputs_are_logged(tmp_path: Path) -> None:
+    (tmp_path / "a.dll").write_bytes(b"MZ")
+    session = FakeSession((3, ""), (0, f"OK {wine.windows_path(tmp_path / 'a.dll')}\n"))
+    run = loadcheck.check(session, tmp_path / "loadcheck.exe", tmp_path, ["a.dll"], python_dir=None, dll_dirs=[])  # type: ignore[arg-type]
+    assert session.starts == 2 and run.attempts == 2 and not run.failed
+    log = tmp_path / "verify-loadcheck.log"
+    run.write_log(log, "the wheel")
+    assert "[first start: exit 3, no result line]" in log.read_text() and "2 start(s)" in log.read_text()
+
+
+def test_a_loader_helper_that_prints_nothing_twice_fails_every_file_saying_so(tmp_path: Path) -> None:
+    session = FakeSession((3, ""), (3, ""))
+    run = loadcheck.check(session, tmp_path / "loadcheck.exe", tmp_path, ["a.dll"], python_dir=None, dll_dirs=[])  # type: ignore[arg-type]
+    assert session.starts == 2
+    (failed,) = run.failed
+    assert failed.describe() == "a.dll: no result (the loader check stopped before it)"

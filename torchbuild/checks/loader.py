@@ -49,9 +49,11 @@ def _unpack_pe(wheel: Path, dest: Path) -> None:
                     shutil.copyfileobj(src, out, 1 << 20)
 
 
-def _verdict(code: str, artifact: Path, run: loadcheck.Run, where: str) -> Check:
+def _verdict(code: str, artifact: Path, run: loadcheck.Run, where: str, log: Path) -> Check:
     problems = [r.describe() for r in run.failed]
     note = f"{len(run.results)} files loaded {where} in {run.seconds:.1f} s, the VC runtime native-only"
+    if run.attempts > 1:
+        note += f" (the helper printed nothing on its first start and was started again; both outputs in {log.name})"
     return result(code, artifact, problems, note)
 
 
@@ -88,7 +90,8 @@ def loader_checks(
                 _unpack_pe(wheel, tree)
                 dirs = pe.load_system_set().search_dirs
                 run = loadcheck.check(session, exe, tree, _pe_files(tree), python_dir=str(embedded.root), dll_dirs=dirs)
-                checks.append(_verdict(TB205, wheel, run, where))
+                run.write_log(log, f"the wheel {wheel.name}")
+                checks.append(_verdict(TB205, wheel, run, where, log))
             if conda is not None:
                 checks.append(_conda(plan, conda, base / "conda", session, exe, embedded, cache_dir, log, where))
     except UserError as exc:
@@ -120,7 +123,8 @@ def _conda(
     site = plan.conda.site_packages
     dirs: Sequence[str] = [f"{site}/{d}" for d in pe.load_system_set().search_dirs] + [win_env.LIBRARY_BIN]
     run = loadcheck.check(session, exe, root, files, python_dir=".", dll_dirs=dirs)
-    check = _verdict(TB108, conda, run, where)
+    run.write_log(log, f"the conda layout of {conda.name}")
+    check = _verdict(TB108, conda, run, where, log)
     if check.status == "passed":
         return Check(check.name, check.status, f"{check.message}; Library\\bin: {library.describe()}", check.code,
                      check.file)  # fmt: skip
