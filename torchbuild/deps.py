@@ -26,6 +26,7 @@ from typing import Any
 from torchbuild import datafiles
 from torchbuild.compat import Rule
 from torchbuild.errors import UserError
+from torchbuild.results import sha256_of
 
 RETRIES = 3
 ARCHIVES = (".7z", ".zip", ".whl", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
@@ -188,7 +189,7 @@ def fetch(dep: Dependency, cache_dir: Path, show_progress: bool = True) -> Path:
     if (base / ".complete").is_file():
         return unpacked / dep.root if dep.root else unpacked
     archive = base / dep.filename
-    if not archive.is_file() or _sha256(archive) != dep.sha256:
+    if not archive.is_file() or sha256_of(archive) != dep.sha256:
         download(dep.url, archive, dep.sha256, show_progress=show_progress)
     staging = Path(tempfile.mkdtemp(prefix=".root-", dir=base))
     try:
@@ -203,14 +204,6 @@ def fetch(dep: Dependency, cache_dir: Path, show_progress: bool = True) -> Path:
     if not root.is_dir():
         raise DependencyError(f"{dep.name}: {dep.filename} has no folder {dep.root!r} (the 'root' in build_deps.yaml).")
     return root
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def environment(dep: Dependency, root: Path, env: Mapping[str, str]) -> dict[str, str]:

