@@ -20,7 +20,7 @@ from torchbuild.errors import UserError
 
 KINDS = (".whl", ".conda", ".tar.bz2")
 SHA_SHOWN = 12
-WIDTH = 200  # piped output keeps each row on one line
+MAX_WIDTH = 1000
 
 
 def add_parser(sub: Any) -> None:
@@ -77,7 +77,8 @@ def cmd_sbom(args: argparse.Namespace) -> int:
     for row in rows:
         cells = (row.component, row.version, row.sha256[:SHA_SHOWN], _short(row.origin), row.license, row.signer)
         table.add_row(*(escape(v) for v in cells))
-    wide = out if out.is_terminal else Console(width=WIDTH, highlight=False)  # piped: one line per row
+    # Piped: as wide as the table's longest row, so that each row stays on one line (grep finds a DLL's row).
+    wide = out if out.is_terminal else Console(width=Console(width=MAX_WIDTH).measure(table).maximum, highlight=False)
     wide.print(table)
     made = document.get("metadata", {}).get("timestamp", "")
     wide.print(f"{len(rows) - 1} vendored files; CycloneDX {document.get('specVersion', '?')}, dated {made}")

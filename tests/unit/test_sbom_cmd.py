@@ -35,3 +35,12 @@ def test_what_has_no_sbom_or_is_no_artifact_is_refused_by_name(tmp_path: Path) -
     assert "is not a wheel or conda package; valid: .whl, .conda, .tar.bz2 files." in other.stderr
     missing = sbom(tmp_path / "gone.conda")
     assert missing.returncode == 2 and f"{tmp_path / 'gone.conda'}: no such file." in missing.stderr
+
+
+def test_piped_output_keeps_each_row_on_one_line_however_long(tmp_path: Path) -> None:
+    deep = tmp_path / ("a-long-folder-name-" * 12)  # the torch row's source (the input wheel's path) is 300+ wide
+    deep.mkdir()
+    result = sbom(with_sbom(make_wheel(deep, WHEEL)))
+    assert result.returncode == 0, result.stderr
+    (row,) = [line for line in result.stdout.splitlines() if line.startswith("│")]
+    assert str(deep / WHEEL) in row
