@@ -54,8 +54,9 @@ PAIRS = (
     Pair("win-64", "2.2.2", "3.12", "first release for 3.12; numpy<2"),
     Pair("win-64", "2.4.1", "3.8", "last release for 3.8"),
     Pair("win-64", "2.5.1", "3.11", "the repair benchmark's wheel"),
-    Pair("win-64", "2.14.1", "3.12", "newest here; MSVC 14.42, vcruntime140_threads"),
-    Pair("win-64", "2.14.1", "3.13", "newest here on 3.13 (numpy 2.1.3)"),
+    Pair("win-64", "2.14.1", "3.12", "MSVC 14.42, vcruntime140_threads"),
+    Pair("win-64", "2.14.1", "3.13", "2.14.1 on 3.13 (numpy 2.1.3)"),
+    Pair("win-64", "latest", "3.13", "the newest release the indexes offer, whatever it is on the day"),
     Pair("linux-64", "latest", "3.11", "the linux-64 CPU cell (the main job)"),
 )
 # Failures that are the input's fault, not the pipeline's: pair key -> the explanation. None known today.
