@@ -343,3 +343,22 @@ def test_channel_files_get_the_umask_mode(umask: int, mode: int, artifacts: dict
     files = {str(p.relative_to(tmp_path)): stat.S_IMODE(p.stat().st_mode) for p in tmp_path.rglob("*") if p.is_file()}
     assert {Path(name).name for name in files} >= {CONDA, WHEEL, WHEEL + ".sha256", "index.html", "repodata.json"}
     assert files == dict.fromkeys(files, mode)
+
+
+def test_a_cell_no_index_has_a_wheel_for_is_refused_naming_what_was_looked_for(tmp_path: Path) -> None:
+    """`latest` with package indexes that offer no wheel for the cell (an empty local index, no pip config)."""
+    (tmp_path / "index").mkdir()
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT), "PIP_CONFIG_FILE": os.devnull,
+           "PIP_INDEX_URL": (tmp_path / "index").as_uri(), "PIP_FIND_LINKS": "", "PIP_EXTRA_INDEX_URL": ""}  # fmt: skip
+    (tmp_path / "work").mkdir()
+    before = snapshot(tmp_path / "work")
+    result = subprocess.run([sys.executable, str(ROOT / "pipeline.py"), *LINUX_CPU], cwd=tmp_path / "work",
+                            capture_output=True, text=True, check=False, timeout=300, env=env)  # fmt: skip
+    shown = " ".join(result.stderr.split())
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert (
+        f"{CELL}: the configured package indexes (pip config, PIP_INDEX_URL, PIP_FIND_LINKS, constraints) offer no "
+        "prebuilt torch wheel +cpu for cp311-cp311-manylinux_2_28_x86_64 of any release that supports this cell"
+    ) in shown, shown
+    assert "give one with --wheel PATH, or compile with --source-dir/--git-ref" in shown
+    assert "Traceback" not in result.stderr and snapshot(tmp_path / "work") == before
