@@ -38,7 +38,6 @@ ERRORS = {
     1114: "A dynamic link library (DLL) initialization routine failed",
 }
 _RESULT = re.compile(r"^(OK|FAIL) (.+?)(?: (\d+) (.*))?$")
-_RESULT_LINE = re.compile(r"^(OK|FAIL) ", re.MULTILINE)
 
 
 class Unavailable(UserError):
@@ -185,7 +184,7 @@ def check(
     argv += [wine.windows_path(root / f) for f in ordered]
     ran = session.run(argv, timeout=timeout, merge_stderr=True)
     output, attempts = ran.stdout, 1
-    if ran.returncode is not None and not _RESULT_LINE.search(ran.stdout):
+    if ran.returncode is not None and not any(_RESULT.match(line.rstrip("\r")) for line in ran.stdout.splitlines()):
         # Seen once in CI under load: the helper's process ended without printing a line (not even Wine's), and the
         # next start in the same session worked. A program that printed nothing has judged nothing: start it again,
         # once, and keep both outputs for the log.
