@@ -13,6 +13,8 @@ import yaml
 from torchbuild.errors import UserError
 
 T = TypeVar("T")
+# libyaml's loader where PyYAML was built with it (the wheels are): the same safe subset, ten times faster.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 PACKAGE = "torchbuild.data"
 
 
@@ -24,7 +26,7 @@ def raw(name: str) -> Any:
     except FileNotFoundError:
         raise UserError(f"torchbuild/data/{name} is missing from this installation of torchbuild.") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         raise UserError(f"torchbuild/data/{name} is not valid YAML: {exc}") from None
 
