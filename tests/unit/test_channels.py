@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -129,6 +130,39 @@ def test_local_channel_replace(tmp_path: Path) -> None:
     channel.apply([upload])
     page = (tmp_path / "channel" / "whl" / "simple" / "torch" / "index.html").read_text()
     assert pep503.wheel_links(page) == {WHEEL: other.sha256}
+
+
+def test_republishing_identical_files_writes_nothing_and_keeps_the_index(packages: list[Path], tmp_path: Path) -> None:
+    channel = LocalChannel(tmp_path / "channel")
+    conda = [(Artifact.of(packages[0]), "linux-64")]
+    wheel = [Artifact.of(make_wheel(tmp_path / "a", WHEEL))]
+    channel.apply(channel.plan(conda, wheel))
+    files = sorted(p for p in channel.path.rglob("*") if p.is_file())
+    written = {p: p.stat().st_mtime_ns for p in files}
+    uploads = channel.plan(conda, wheel)
+    assert [u.action for u in uploads] == ["unchanged", "unchanged"]
+    channel.apply(uploads)
+    assert {p: p.stat().st_mtime_ns for p in files} == written  # not re-indexed, no page or sidecar rewritten
+
+
+@pytest.mark.parametrize("kind", ["conda", "wheel"])
+def test_a_channel_file_swapped_under_its_old_size_and_mtime_is_hashed_and_refused(
+    packages: list[Path], tmp_path: Path, kind: str
+) -> None:
+    channel = LocalChannel(tmp_path / "channel")
+    conda = [(Artifact.of(packages[0]), "linux-64")]
+    wheel = [Artifact.of(make_wheel(tmp_path / "a", WHEEL))]
+    channel.apply(channel.plan(conda, wheel))
+    target = Path(channel.plan(conda, wheel)[0 if kind == "conda" else 1].destination)
+    # Same size, one byte changed, the old mtime put back (as `cp -p` or an unpacked archive would): only the
+    # change time, which no tool sets, says the file is not the one the channel recorded.
+    info = target.stat()
+    data = bytearray(target.read_bytes())
+    data[-1] ^= 0xFF
+    target.write_bytes(bytes(data))
+    os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+    with pytest.raises(UserError, match=rf"refusing to overwrite.*{re.escape(target.name)}"):
+        channel.plan(conda, wheel)
 
 
 def _ci_build(workspace: Path, packages: list[Path], ok: bool = True) -> Path:

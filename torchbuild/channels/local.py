@@ -6,10 +6,16 @@ channel/
   whl/simple/index.html              PEP 503 root
   whl/simple/torch/index.html        links carry #sha256=
   whl/simple/torch/torch-*.whl (+ .sha256 sidecar, so pages need not rehash)
+
+A file already in the channel is the same as an artifact when its recorded sha256 (the subdir's repodata.json, the
+wheel's sidecar) is the artifact's and the file has not changed since that record was written (size, and its
+change time not after the record's); otherwise it is hashed. A publish that writes nothing leaves an index that is
+current as it is.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +26,24 @@ from torchbuild.checks.conda_archive import PackageUnreadable, read_package
 from torchbuild.errors import UserError
 from torchbuild.files import copy_atomic, write_atomic
 from torchbuild.results import Artifact, sha256_of
+
+
+def _changed_at(path: Path) -> int:
+    """When the file's content or its directory entry last changed (nanoseconds); a copy that keeps an old mtime
+    still gets a new change time."""
+    info = path.stat()
+    return max(info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _recorded(repodata: Path) -> dict[str, dict[str, object]]:
+    """The records of a subdir's repodata.json by file name; empty when it is missing or unreadable."""
+    try:
+        raw = json.loads(repodata.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    return {name: r for key in ("packages", "packages.conda") for name, r in (raw.get(key) or {}).items()}
 
 
 def check_directory(path: Path) -> None:
@@ -60,7 +84,7 @@ class LocalChannel:
         for artifact, kind, subdir, destination in wanted:
             action = "new"
             if destination.exists():
-                if sha256_of(destination) == artifact.sha256:
+                if self._known_same(artifact, kind, destination) or sha256_of(destination) == artifact.sha256:
                     action = "unchanged"
                 elif replace:
                     action = "replaced"
@@ -77,6 +101,34 @@ class LocalChannel:
             )
         return uploads
 
+    def _known_same(self, artifact: Artifact, kind: str, destination: Path) -> bool:
+        """The channel's record says ``destination`` is ``artifact`` and the file has not changed since."""
+        if kind == "wheel":
+            record = destination.with_name(destination.name + ".sha256")
+            try:
+                recorded = record.read_text(encoding="utf-8").strip()
+            except OSError:
+                return False
+        else:
+            record = destination.parent / "repodata.json"
+            entry = _recorded(record).get(destination.name) or {}
+            recorded = str(entry.get("sha256", "")) if entry.get("size") == artifact.size else ""
+        if recorded != artifact.sha256 or destination.stat().st_size != artifact.size:
+            return False
+        return _changed_at(destination) <= record.stat().st_mtime_ns
+
+    def _index_current(self, subdir: str) -> bool:
+        """The subdir's repodata.json lists exactly its package files, none changed since it was written."""
+        repodata = self.path / subdir / "repodata.json"
+        if not repodata.is_file() or not (self.path / "noarch" / "repodata.json").is_file():
+            return False
+        written = repodata.stat().st_mtime_ns
+        files = [p for p in self._packages() if p.parent.name == subdir]
+        listed = _recorded(repodata)
+        if sorted(listed) != sorted(p.name for p in files):
+            return False
+        return all(_changed_at(p) <= written for p in files)
+
     def apply(self, uploads: Sequence[Upload]) -> list[Artifact]:
         published = []
         for upload in uploads:
@@ -84,10 +136,14 @@ class LocalChannel:
             if upload.action != "unchanged":
                 copy_atomic(upload.artifact.path, destination)
             if upload.kind == "wheel":
-                write_atomic(destination.with_name(destination.name + ".sha256"), upload.artifact.sha256 + "\n")
+                _write_if_changed(destination.with_name(destination.name + ".sha256"), upload.artifact.sha256 + "\n")
             published.append(Artifact(path=destination, sha256=upload.artifact.sha256, size=upload.artifact.size))
         # Index last: packages are all in place before any index names them.
-        self.index()
+        subdirs = {u.subdir for u in uploads if u.kind == "conda"}
+        if any(u.action != "unchanged" for u in uploads) or not all(map(self._index_current, subdirs)):
+            self.index()
+        else:
+            self.write_simple_pages()
         return published
 
     def index(self) -> str:
@@ -114,7 +170,16 @@ class LocalChannel:
             for wheel in sorted((simple / project).glob("*.whl")):
                 sidecar = wheel.with_name(wheel.name + ".sha256")
                 links[wheel.name] = sidecar.read_text().strip() if sidecar.is_file() else sha256_of(wheel)
-            write_atomic(simple / project / "index.html", pep503.project_page(project, links))
+            _write_if_changed(simple / project / "index.html", pep503.project_page(project, links))
             count += len(links)
-        write_atomic(simple / "index.html", pep503.root_page(projects))
+        _write_if_changed(simple / "index.html", pep503.root_page(projects))
         return count
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except OSError:
+        pass
+    write_atomic(path, text)
