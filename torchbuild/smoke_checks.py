@@ -2,8 +2,9 @@
 
 This file is copied into the environment and run by that environment's Python from an empty working
 directory. It imports only the standard library at module level: torch and numpy are imported inside the
-checks, each check in its own child process, so that a crash (a segfault, "OMP: Error #15" aborting the
-process) fails that one check and leaves the others to run.
+checks, in child processes (PROCESSES: the checks that can share one run in one, in order). A child that crashes (a
+segfault, "OMP: Error #15" aborting the process) or ends without every result is not trusted: each of its checks
+runs again in a process of its own, so a crash fails its one check and leaves the others to run.
 
     python smoke_checks.py --expect-version 2.13.0+cpu --expect-cuda cpu [--expect-cudnn 9] \
         [--expect-torch-file PATH] [--only NAME ...]
@@ -92,7 +93,7 @@ def gpu_present() -> bool:
     return listed.returncode == 0 and "GPU " in listed.stdout
 
 
-# --- the checks (each runs in its own child process) ----------------------------------------------------
+# --- the checks (run in child processes; PROCESSES says which share one) -------------------------------
 
 
 def check_import(expect: Expect) -> Outcome:
@@ -325,6 +326,15 @@ CHECKS: dict[str, Callable[[Expect], Outcome]] = {
     "dataloader spawn": check_dataloader_spawn,
 }
 
+# The checks that share a child process, in the order they run there: "import" first (its time is torch's import
+# alone), torch before numpy. "numpy then torch" needs a process where numpy comes first; the DataLoader check starts
+# its own. Every check is in exactly one.
+PROCESSES = (
+    ("import", "openmp mkl", "torch then numpy", "cpu matmul", "cuda matmul"),
+    ("numpy then torch",),
+    ("dataloader spawn",),
+)
+
 
 # --- running ---------------------------------------------------------------------------------------------
 
@@ -347,11 +357,12 @@ def clean_env(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _run_child(name: str, expect: Expect) -> dict[str, str]:
-    """Run one check in a child process; a crash or a missing result is that check's failure."""
-    argv = [sys.executable, os.path.abspath(__file__), CHILD_FLAG, name, *_expect_args(expect)]
+def _child(names: Sequence[str], expect: Expect) -> subprocess.CompletedProcess[str] | None:
+    """The checks ``names`` run one after another in one child process; None when it timed out."""
+    argv = [sys.executable, os.path.abspath(__file__), *_expect_args(expect)]
+    argv += [arg for name in names for arg in (CHILD_FLAG, name)]
     try:
-        proc = subprocess.run(
+        return subprocess.run(
             argv,
             capture_output=True,
             text=True,
@@ -361,6 +372,34 @@ def _run_child(name: str, expect: Expect) -> dict[str, str]:
             check=False,
         )
     except subprocess.TimeoutExpired:
+        return None
+
+
+def _run_shared(names: Sequence[str], expect: Expect) -> list[dict[str, str]]:
+    """The checks of one of PROCESSES in one child; if it does not end cleanly with a result for each, each runs
+    again alone (_run_child), so that a crash is reported by the check that crashed."""
+    if len(names) == 1:
+        return [_run_child(names[0], expect)]
+    proc = _child(names, expect)
+    if proc is None:
+        return [_run_child(name, expect) for name in names]
+    results: dict[str, dict[str, str]] = {}
+    for line in proc.stdout.splitlines():
+        try:
+            result = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(result, dict) and result.get("check") in names:
+            results[result["check"]] = {**result, "output": _tail(proc.stderr)}
+    if proc.returncode != 0 or len(results) != len(names):
+        return [_run_child(name, expect) for name in names]
+    return [results[name] for name in names]
+
+
+def _run_child(name: str, expect: Expect) -> dict[str, str]:
+    """Run one check in a child process; a crash or a missing result is that check's failure."""
+    proc = _child([name], expect)
+    if proc is None:
         return {"check": name, "status": "failed", "message": f"timed out after {CHECK_TIMEOUT_S:.0f} s", "output": ""}
     output = _tail(proc.stderr)
     last = proc.stdout.strip().splitlines()[-1:] or [""]
@@ -414,7 +453,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--expect-torch-file", default=None)
     parser.add_argument("--only", action="append", choices=list(CHECKS), default=None)
     parser.add_argument("--jobs", type=int, default=JOBS, help="checks run at the same time (default %(default)s)")
-    parser.add_argument(CHILD_FLAG, choices=list(CHECKS), default=None, help=argparse.SUPPRESS)
+    parser.add_argument(CHILD_FLAG, action="append", choices=list(CHECKS), default=None, help=argparse.SUPPRESS)
     return parser
 
 
@@ -422,13 +461,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     expect = Expect(args.expect_version, args.expect_cuda, args.expect_cudnn, args.expect_torch_file)
     if args.child:
-        print(json.dumps(run_one(args.child, expect)), flush=True)
+        for name in args.child:
+            print(json.dumps(run_one(name, expect)), flush=True)
         return 0
     names = args.only or list(CHECKS)
-    # Each check is a child process of its own, independent of the others: two at a time on two cores. The
-    # results are printed in the checks' order.
+    processes = [shared for shared in (tuple(n for n in group if n in names) for group in PROCESSES) if shared]
+    # The child processes are independent of each other: two at a time on two cores. The results are printed in
+    # the checks' order.
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(lambda name: _run_child(name, expect), names))
+        found = {r["check"]: r for rs in pool.map(lambda group: _run_shared(group, expect), processes) for r in rs}
+    results = [found[name] for name in names]
     for result in results:
         print(json.dumps(result), flush=True)
     return 1 if any(result["status"] == "failed" for result in results) else 0

@@ -53,6 +53,45 @@ def test_without_torch_every_check_fails_and_none_is_skipped_or_passed(tmp_path:
     assert list(tmp_path.iterdir()) == []  # the working directory stays empty
 
 
+FAKE_TORCH = """\
+# A FAKE torch, this test's only: enough for the import check, and an OpenMP probe that aborts the process the
+# way "OMP: Error #15" does.
+import os
+import types
+
+__version__ = "2.13.0+cpu"
+version = types.SimpleNamespace(cuda=None)
+backends = types.SimpleNamespace(openmp=types.SimpleNamespace(is_available=os.abort))
+"""
+
+
+def test_a_crash_in_a_shared_process_fails_only_the_check_that_crashed(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    (Path(purelib) / "torch").mkdir()
+    (Path(purelib) / "torch" / "__init__.py").write_text(FAKE_TORCH)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    assert smoke_checks.PROCESSES[0][:2] == ("import", "openmp mkl")  # the two share a process
+    proc = run_script(cwd, "--only", "import", "--only", "openmp mkl", python=python)
+    by_name = {r["check"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    assert proc.returncode == 1
+    assert by_name["import"]["status"] == "passed"
+    assert by_name["openmp mkl"]["status"] == "failed"
+    assert by_name["openmp mkl"]["message"] == "the check process died with signal 6 without a result"
+
+
+def test_every_check_runs_in_exactly_one_process() -> None:
+    grouped = [name for group in smoke_checks.PROCESSES for name in group]
+    assert sorted(grouped) == sorted(smoke_checks.CHECKS)
+    assert smoke_checks.PROCESSES[0][0] == "import"
+
+
 def test_only_runs_the_named_checks_and_rejects_unknown_ones(tmp_path: Path) -> None:
     proc = run_script(tmp_path, "--only", "cpu matmul")
     assert [json.loads(line)["check"] for line in proc.stdout.splitlines()] == ["cpu matmul"]
