@@ -10,6 +10,7 @@ release it took and why; a cell for which no release is offered is a clear error
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import json
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
-from torchbuild import pip
+from torchbuild import index_memo, pip
 from torchbuild.compat import Compat, load
 from torchbuild.console import console
 from torchbuild.errors import UserError, one_of
@@ -26,16 +27,28 @@ from torchbuild.matrix import LATEST, Cell, Matrix
 from torchbuild.options import RunOptions
 from torchbuild.plan import Plan, resolve
 
+MEMO = "index-answers.json"  # in the cache directory (index_memo.py)
+
+
+def _ask(target: tuple[str, ...]) -> tuple[list[Version], list[str]]:
+    """What the configured indexes offer of torch for a target, within the configured constraints, and the local
+    paths that answer depends on (for index_memo)."""
+    # Three pip processes, each mostly pip's own start-up: side by side they take about the time of one.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        asked_settings = pool.submit(pip.settings)
+        asked_files = pool.submit(pip.config_files)
+        asked_versions = pool.submit(pip.index_versions, "torch", target)
+        configured, files, versions = asked_settings.result(), asked_files.result(), asked_versions.result()
+    constraints = pip.constraints_for("torch", configured)
+    offered = [v for v in versions if all(c.specifier.contains(v, prereleases=True) for c in constraints)]
+    locations = [u for name in index_memo.LOCATION_SETTINGS for u in configured.get(name, [])]
+    paths = [*files, *map(str, pip.constraint_files(configured)), *index_memo.local_directories(locations, "torch")]
+    return offered, paths
+
 
 @functools.cache
-def _offered(target: tuple[str, ...]) -> frozenset[Version]:
-    """What the configured indexes offer of torch for a target, within the configured constraints."""
-    constraints = pip.constraints_for("torch")
-    return frozenset(
-        v
-        for v in pip.index_versions("torch", target)
-        if all(c.specifier.contains(v, prereleases=True) for c in constraints)
-    )
+def _offered(target: tuple[str, ...], record: Path | None) -> frozenset[Version]:
+    return frozenset(index_memo.offered(record, target, lambda: _ask(target)))
 
 
 def _unlabelled(compat: Compat, plan: Plan, release: str) -> bool:
@@ -43,11 +56,14 @@ def _unlabelled(compat: Compat, plan: Plan, release: str) -> bool:
     return any(r.applies(plan.platform, release, plan.cuda) and r.value == plan.local_version for r in rules)
 
 
-def newest_available(plan: Plan, releases: Sequence[str], compat: Compat | None = None) -> str | None:
+def newest_available(
+    plan: Plan, releases: Sequence[str], compat: Compat | None = None, record: Path | None = None
+) -> str | None:
     """Of ``releases`` (newest first), the newest whose prebuilt wheel of the Plan's build the configured indexes
-    offer for the Plan's Python and platform; None if none."""
+    offer for the Plan's Python and platform; None if none. ``record``: where index_memo keeps the indexes'
+    answer (None: always ask)."""
     compat = compat or load()
-    offered = _offered(tuple(pip.plan_target(plan)))
+    offered = _offered(tuple(pip.plan_target(plan)), record)
     for release in releases:
         if Version(f"{release}+{plan.local_version}") in offered:
             return release
@@ -86,7 +102,8 @@ def pin(cell: Cell, matrix: Matrix, options: RunOptions, compat: Compat | None =
         _say(plan, f"{latest}; --wheel {options.wheel.name} is {given}: using it")
         return resolve(cell, matrix, compat, pinned=given)
     candidates = [r.version for r in reversed(compat.releases) if r.supports(plan.platform, plan.cuda, plan.python)]
-    found = newest_available(plan, candidates, compat)
+    record = None if options.force else options.cache_dir / MEMO
+    found = newest_available(plan, candidates, compat, record)
     if found is None:
         tags = plan.wheel_tags
         label = f"+{plan.local_version}" + (" (or unlabelled)" if plan.prebuilt_unlabelled else "")

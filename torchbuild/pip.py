@@ -181,24 +181,48 @@ def index_versions(name: str, target: Sequence[str], *, timeout: float = 300) ->
     return found
 
 
-def constraint_files() -> list[Path]:
-    """The constraints files pip applies to every install and download: PIP_CONSTRAINT and the ``constraint``
-    setting of its configuration files (``pip config list``)."""
-    paths = (os.environ.get("PIP_CONSTRAINT") or "").split()
+def settings() -> dict[str, list[str]]:
+    """pip's configuration as pip applies it: ``pip config list`` (the files' settings, later files overriding
+    earlier ones) and the PIP_* variables, which override both; setting name -> values."""
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, errors="replace", check=False
     )
+    found: dict[str, list[str]] = {}
     for line in proc.stdout.splitlines():
         key, _, value = line.partition("=")
-        if key.rsplit(".", 1)[-1] == "constraint":
-            paths += value.strip().strip("'\"").split()
-    return [Path(p) for p in dict.fromkeys(paths)]
+        name = key.rsplit(".", 1)[-1]
+        for item in value.strip().strip("'\"").split():
+            if item not in found.setdefault(name, []):
+                found[name].append(item)
+    for name in ("index-url", "extra-index-url", "find-links", "constraint", "cert", "default-timeout"):
+        env = os.environ.get("PIP_" + name.upper().replace("-", "_"))
+        if env:
+            found[name] = [*dict.fromkeys([*env.split(), *found.get(name, [])])]
+    return found
 
 
-def constraints_for(name: str) -> list[Requirement]:
+def config_files() -> list[str]:
+    """Every configuration file pip looks for, whether it exists or not (``pip config debug``)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "debug"], capture_output=True, text=True, errors="replace", check=False
+    )
+    return [
+        line.strip().rsplit(", exists: ", 1)[0]
+        for line in proc.stdout.splitlines()
+        if line.startswith("  ") and not line.startswith("    ") and ", exists: " in line
+    ]
+
+
+def constraint_files(configured: dict[str, list[str]] | None = None) -> list[Path]:
+    """The constraints files pip applies to every install and download: PIP_CONSTRAINT and the ``constraint``
+    setting of its configuration files."""
+    return [Path(p) for p in (configured if configured is not None else settings()).get("constraint", [])]
+
+
+def constraints_for(name: str, configured: dict[str, list[str]] | None = None) -> list[Requirement]:
     """The configured constraints on ``name`` (e.g. this machine's ``torch<=2.14.1``)."""
     found: list[Requirement] = []
-    for path in constraint_files():
+    for path in constraint_files(configured):
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except OSError:

@@ -10,12 +10,10 @@ the best match over all of them, as pip does (``--index-strategy unsafe-best-mat
 from __future__ import annotations
 
 import functools
-import os
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from torchbuild import pip
 from torchbuild.proc import ToolFailed, run_tool
 
 TIMEOUT_S = 1800
@@ -33,22 +31,8 @@ def binary() -> str:
 
 @functools.cache
 def pip_settings() -> dict[str, list[str]]:
-    """pip's configuration as pip would apply it: ``pip config list`` (files and PIP_* variables), key -> values."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, errors="replace", check=False
-    )
-    found: dict[str, list[str]] = {}
-    for line in proc.stdout.splitlines():
-        key, _, value = line.partition("=")
-        name = key.rsplit(".", 1)[-1]
-        for item in value.strip().strip("'\"").split():
-            if item not in found.setdefault(name, []):
-                found[name].append(item)
-    for name in ("index-url", "extra-index-url", "find-links", "constraint", "cert", "default-timeout"):
-        env = os.environ.get("PIP_" + name.upper().replace("-", "_"))
-        if env:
-            found[name] = [*dict.fromkeys([*env.split(), *found.get(name, [])])]
-    return found
+    """pip's configuration as pip would apply it (read once per process)."""
+    return pip.settings()
 
 
 def config_args(settings: Mapping[str, Sequence[str]]) -> tuple[list[str], dict[str, str]]:
