@@ -10,6 +10,7 @@ the best match over all of them, as pip does (``--index-strategy unsafe-best-mat
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -23,10 +24,17 @@ class UvError(RuntimeError):
     """uv failed; the message says what it was doing and its last lines."""
 
 
+_FINDING = threading.Lock()
+
+
+@functools.cache
 def binary() -> str:
     from uv import find_uv_bin
 
-    return str(find_uv_bin())
+    # find_uv_bin reads sysconfig, whose first use is not thread-safe (a second thread sees its variables half
+    # made); the smoke stage makes two environments at once.
+    with _FINDING:
+        return str(find_uv_bin())
 
 
 @functools.cache

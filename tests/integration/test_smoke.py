@@ -178,8 +178,10 @@ def test_a_broken_torch_fails_the_stage_naming_the_check(
     assert statuses["wheel: install"] == "passed"
     assert statuses["wheel: import"] == "failed"
     # no check passes without torch, and the GPU check is not "skipped" when torch cannot even be imported
-    assert {s for n, s in statuses.items() if n != "wheel: install"} == {"failed"}
-    assert not any(name.startswith("conda:") for name in statuses)  # the stage stopped at the first failed env
+    assert {s for n, s in statuses.items() if n.startswith("wheel:") and n != "wheel: install"} == {"failed"}
+    # the conda environment was made and checked beside it: its results are in the report, not in the message
+    assert statuses["conda: import"] == "passed"
+    assert "conda:" not in message
 
 
 def test_missing_inputs_name_the_valid_ones(linux_plan: Plan, tmp_path: Path) -> None:

@@ -8,16 +8,18 @@ Two environments, each built fresh under the stage directory by the backend that
   Python (pinned by sha256), with the wheel and its Windows dependencies, and the conda layout of the package;
   under Wine, with the VC runtime native-only.
 
-In each, ``smoke_checks.py`` runs from an empty working directory, each check in its own process, and every check
-becomes a named ``Check`` ("wheel: import", "conda: dataloader spawn", ...). Every result says where it ran ("under
-Wine 8.0, CPython 3.11.9 embeddable", "on this linux-64 host (Python 3.11.7)"). A failed check fails the stage; the
-failing environment is kept for debugging. Where this host cannot run the target (a win-64 cell without Wine, a
-Python without an embeddable distribution, no interpreter for the Plan's Python), the stage is skipped with the
-reason and no check is reported as passed.
+The two are made and checked side by side on the host itself, one after the other under Wine (one prefix serves
+both). In each, ``smoke_checks.py`` runs from an empty working directory, the checks in child processes, and every
+check becomes a named ``Check`` ("wheel: import", "conda: dataloader spawn", ...). Every result says where it ran
+("under Wine 8.0, CPython 3.11.9 embeddable", "on this linux-64 host (Python 3.11.7)"). A failed check fails the
+stage; the failing environment is kept for debugging. Where this host cannot run the target (a win-64 cell without
+Wine, a Python without an embeddable distribution, no interpreter for the Plan's Python), the stage is skipped with
+the reason and no check is reported as passed.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import shutil
 import time
 from collections.abc import Sequence
@@ -95,17 +97,18 @@ def backend_for(ctx: Context) -> Backend | StageResult:
     return WineBackend(plan, found, embedded, paths["wheel"], ctx.options.cache_dir, ctx.stage_dir(NAME))
 
 
-def _failure(env: Env, backend: Backend, checks: Sequence[Check], all_checks: Sequence[Check]) -> StageFailed:
+def _failure(env: Env, backend: Backend, checks: Sequence[Check]) -> StageFailed:
     failed = [c for c in checks if c.status == "failed"]
     first = failed[0]
     where = f"{backend.describe(env.kind)} {backend.where}"
     lines = [f"{first.name} failed in {where} with {env.artifact.name}: {first.message}"]
     lines += [f"also failed: {c.name}: {c.message.splitlines()[0]}" for c in failed[1:]]
     lines.append(f"The environment is kept for debugging: {env.root} (log: {env.log})")
-    return StageFailed(NAME, "\n".join(lines), all_checks)
+    return StageFailed(NAME, "\n".join(lines))
 
 
-def _run_env(env: Env, backend: Backend, all_checks: list[Check]) -> None:
+def _run_env(env: Env, backend: Backend) -> tuple[list[Check], StageFailed | None]:
+    """The environment made and checked: its checks, and the stage's failure if one failed."""
     env.log.unlink(missing_ok=True)
     started = time.perf_counter()
     try:
@@ -113,16 +116,35 @@ def _run_env(env: Env, backend: Backend, all_checks: list[Check]) -> None:
     except UserError as exc:  # a StageFailed of this stage, pip's error, a download refused
         message = str(exc).removeprefix(f"{NAME}: ")
         setup = Check(name=f"{env.kind}: install", status="failed", message=message, file=env.artifact.name)
-        all_checks.append(setup)
         kept = f"The environment is kept for debugging: {env.root} (log: {env.log})"
-        raise StageFailed(NAME, f"{setup.name} failed ({backend.where}): {setup.message}\n{kept}", all_checks) from None
+        return [setup], StageFailed(NAME, f"{setup.name} failed ({backend.where}): {setup.message}\n{kept}")
     took = time.perf_counter() - started
     message = f"{what}: {took:.1f} s"
-    all_checks.append(Check(name=f"{env.kind}: install", status="passed", message=message, file=env.artifact.name))
+    installed = Check(name=f"{env.kind}: install", status="passed", message=message, file=env.artifact.name)
     checks = backend.run_checks(env)
-    all_checks += checks
     if any(c.status == "failed" for c in checks):
-        raise _failure(env, backend, checks, all_checks)
+        return [installed, *checks], _failure(env, backend, checks)
+    return [installed, *checks], None
+
+
+def _run_envs(envs: Sequence[Env], backend: Backend) -> list[Check]:
+    """Every environment made and checked, side by side where the backend allows it (each is independent of the
+    other), one after the other otherwise; the checks in the environments' order. Raises the first environment's
+    failure, with every check of both."""
+    if backend.side_by_side:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(envs)) as pool:
+            outcomes = list(pool.map(lambda env: _run_env(env, backend), envs))
+    else:
+        outcomes = []
+        for env in envs:
+            outcomes.append(_run_env(env, backend))
+            if outcomes[-1][1] is not None:
+                break
+    all_checks = [check for checks, _ in outcomes for check in checks]
+    failure = next((failed for _, failed in outcomes if failed is not None), None)
+    if failure is not None:
+        raise StageFailed(NAME, str(failure).removeprefix(f"{NAME}: "), all_checks)
+    return all_checks
 
 
 def run(ctx: Context) -> StageResult:
@@ -134,10 +156,8 @@ def run(ctx: Context) -> StageResult:
     base = ctx.stage_dir(NAME)
     logs = ctx.stage_dir("logs")
     envs = [Env(kind, base / kind, paths[kind], logs / f"smoke-{kind}.log") for kind in ENVS]
-    all_checks: list[Check] = []
     try:
-        for env in envs:
-            _run_env(env, backend, all_checks)
+        all_checks = _run_envs(envs, backend)
     finally:
         backend.close()
     for env in envs:
