@@ -15,6 +15,7 @@ Anything else would be an ``ImportError: ... cannot open shared object file`` on
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import posixpath
 import re
 import shutil
@@ -320,19 +321,30 @@ def check_tree(root: Path, platform_tag: str, *, excludes: Mapping[str, str] = D
     return resolve(elves, files, policy=name, system=system, excludes=excludes, machine=machine or None, bad=bad)
 
 
+def kept_path(keep_in: Path, member: str) -> Path:
+    """Where check_wheel keeps a member: named by a digest of its name (a member name is not trusted as a path)."""
+    return keep_in / hashlib.sha256(member.encode("utf-8")).hexdigest()
+
+
 def check_wheel(
-    wheel: Path, platform_tag: str, *, excludes: Mapping[str, str] = DRIVER_LIBRARIES, scratch: Path | None = None
+    wheel: Path,
+    platform_tag: str,
+    *,
+    excludes: Mapping[str, str] = DRIVER_LIBRARIES,
+    scratch: Path | None = None,
+    keep_in: Path | None = None,
 ) -> ClosureReport:
     """The closure of a wheel file. ELF members are copied out one at a time (the dynamic string table may sit at
-    the end of a patchelf-edited file, so a prefix of the member is not enough)."""
+    the end of a patchelf-edited file, so a prefix of the member is not enough); with ``keep_in``, each is kept
+    there under its member name, for a second reader (manylinux.verdict) not to inflate it again."""
     name, system, machine = policy_for(platform_tag)
     elves: list[ElfInfo] = []
     bad: list[BadElf] = []
     with zipfile.ZipFile(wheel) as archive, tempfile.TemporaryDirectory(dir=scratch, prefix="elf-") as tmp:
         members = [m for m in archive.infolist() if not m.is_dir()]
         files = [m.filename for m in members]
-        copy = Path(tmp) / "member"
         for member in members:
+            copy = Path(tmp) / "member" if keep_in is None else kept_path(keep_in, member.filename)
             with archive.open(member) as src:
                 head = src.read(4)
                 if not _is_elf(head):

@@ -50,8 +50,11 @@ def _blacklisted(handle: ELFFile, needed: tuple[str, ...], blacklist: Mapping[st
     )
 
 
-def verdict(wheel: Path, platform_tag: str, closure: elf.ClosureReport, scratch: Path | None = None) -> Verdict:
-    """Whether ``wheel`` (with ``closure``, its elf.check_wheel report) already satisfies ``platform_tag``."""
+def verdict(
+    wheel: Path, platform_tag: str, closure: elf.ClosureReport, scratch: Path | None = None, kept: Path | None = None
+) -> Verdict:
+    """Whether ``wheel`` (with ``closure``, its elf.check_wheel report) already satisfies ``platform_tag``.
+    ``kept``: where elf.check_wheel kept the ELF members (``keep_in``); otherwise each is copied out again."""
     from auditwheel.elfutils import elf_find_versioned_symbols, elf_references_pyfpe_jbuf
     from auditwheel.lddtree import _get_platform
 
@@ -63,10 +66,11 @@ def verdict(wheel: Path, platform_tag: str, closure: elf.ClosureReport, scratch:
     by_path = {e.path: e for e in closure.elves}
     problems: list[str] = []
     with zipfile.ZipFile(wheel) as archive, tempfile.TemporaryDirectory(dir=scratch, prefix="manylinux-") as tmp:
-        copy = Path(tmp) / "member"
         for name, info in sorted(by_path.items()):
-            with archive.open(name) as src, copy.open("wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
+            copy = Path(tmp) / "member" if kept is None else elf.kept_path(kept, name)
+            if kept is None:
+                with archive.open(name) as src, copy.open("wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
             try:
                 with copy.open("rb") as handle:
                     parsed = ELFFile(handle)

@@ -162,8 +162,9 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
     target = out_dir / plan.wheel
 
     started = time.monotonic()
-    closure = elf.check_wheel(wheel, tag, scratch=out_dir)
-    fast = manylinux.verdict(wheel, tag, closure, scratch=out_dir) if wheel.name == plan.wheel else None
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix="elf-members-") as kept:
+        closure = elf.check_wheel(wheel, tag, scratch=out_dir, keep_in=Path(kept))
+        fast = manylinux.verdict(wheel, tag, closure, out_dir, Path(kept)) if wheel.name == plan.wheel else None
     if fast is not None and fast.compliant:
         finish(ctx, wheel, target, [])
         how = (
