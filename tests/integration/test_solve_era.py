@@ -45,7 +45,7 @@ def test_old_cell_depends_on_vc_14_without_features(old_cell: tuple[Path, Path])
 def test_verify_solves_the_old_cell_against_main_2018(old_cell: tuple[Path, Path], tmp_path: Path) -> None:
     plan = torch_plan(platform="win-64", cuda="9.0", python="3.6", torch="1.1.0")
     pkg = read_package(old_cell[0])
-    check = verify.solve_check(pkg, plan, REPODATA, tmp_path)
+    check = verify.solve_check(pkg.path, plan, REPODATA, tmp_path)
     assert check.status == "passed", check.message
     assert "with python 3.6." in check.message and "from main" in check.message
     # The stored 2018 subset has no win-64 numpy/mkl/intel-openmp/cudatoolkit (repodata README): the check says

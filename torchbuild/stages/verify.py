@@ -15,6 +15,7 @@ stage with a message naming each failed check's code and file.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import tempfile
 from collections.abc import Sequence
@@ -96,36 +97,36 @@ def _leave_out(local: Path, subdir: str, file_name: str, names: set[str]) -> lis
     return dropped
 
 
-def solve_check(pkg: CondaArchive, plan: Plan, repodata: Path | None, work: Path) -> Check:
+def solve_check(package: Path, plan: Plan, repodata: Path | None, work: Path) -> Check:
     """TB301: `pytorch` + `python X.Y.*` against a channel of this package alone plus the real repodata of the
     cell's era (packaging.yaml `solve_channels`)."""
     if repodata is None:
-        return skipped(TB301, pkg.path, "no repodata to solve against (RunOptions.repodata is not set)")
+        return skipped(TB301, package, "no repodata to solve against (RunOptions.repodata is not set)")
     channel = plan.solve.channel
     real = repodata / channel
     if not (real / plan.conda.subdir / "repodata.json").is_file():
-        return skipped(TB301, pkg.path, f"no {channel} repodata for {plan.conda.subdir} in {repodata}")
+        return skipped(TB301, package, f"no {channel} repodata for {plan.conda.subdir} in {repodata}")
     specs = [plan.conda.name, f"python {plan.python}.*"]
     virtual = plan.solve.virtual_packages
     with tempfile.TemporaryDirectory(prefix="solve-", dir=work) as tmp:
-        local = solver.make_local_channel([pkg.path], Path(tmp) / "channel")
+        local = solver.make_local_channel([package], Path(tmp) / "channel")
         dropped: list[str] = []
         if plan.solve.absent:
             unservable = set(plan.solve.absent) - _names_in(real, plan.conda.subdir)
-            dropped = _leave_out(local, plan.conda.subdir, pkg.path.name, unservable)
+            dropped = _leave_out(local, plan.conda.subdir, package.name, unservable)
         try:
             solution = solver.solve([local, real], specs, plan.conda.subdir, virtual, cache_dir=Path(tmp) / "cache")
         except solver.Unsolvable as exc:
             explanation = "\n".join(str(exc).splitlines()[:SOLVER_LINES])
-            return result(TB301, pkg.path, [f"{' + '.join(specs)} has no solution against {channel}: {explanation}"])
+            return result(TB301, package, [f"{' + '.join(specs)} has no solution against {channel}: {explanation}"])
     ours = [
         s
         for s in solution
-        if s.file_name == pkg.path.name and s.channel.rstrip("/") == solver.channel_url(local).rstrip("/")
+        if s.file_name == package.name and s.channel.rstrip("/") == solver.channel_url(local).rstrip("/")
     ]
     if not ours:
         chosen = [str(s) for s in solution if s.name == plan.conda.name]
-        return result(TB301, pkg.path, [f"the solution took {', '.join(chosen) or 'no ' + plan.conda.name}"])
+        return result(TB301, package, [f"the solution took {', '.join(chosen) or 'no ' + plan.conda.name}"])
     python = next((s.version for s in solution if s.name == "python"), "?")
     vpk = ", ".join(f"{k}={v}" for k, v in virtual.items())
     picked = ", ".join(f"{s.name} {s.version} {s.build}" for s in solution if s.name in ("vc", "vc14_runtime"))
@@ -135,24 +136,27 @@ def solve_check(pkg: CondaArchive, plan: Plan, repodata: Path | None, work: Path
         + (f"; VC runtime: {picked}" if picked else "")
         + (f"; left out, no record in the stored {channel} data: {', '.join(dropped)}" if dropped else "")
     )
-    return result(TB301, pkg.path, [], note)
+    return result(TB301, package, [], note)
 
 
 def conda_checks(
     artifact: Artifact, plan: Plan, repodata: Path | None, work: Path, report: RepairReport | None = None
 ) -> list[Check]:
-    try:
-        pkg = read_package(artifact.path)
-    except PackageUnreadable as exc:
-        reason = "the package could not be read (TB100)"
-        return [result(TB100, artifact.path, [str(exc)]), skipped(TB301, artifact.path, reason)]
-    return [
-        result(TB100, pkg.path, [], f"{pkg.format}, {len(pkg.files()):,} payload files"),
-        *run_checks(pkg),
-        result(TB104, pkg.path, plan_problems(pkg, plan, artifact), f"{plan.conda.filename} as planned"),
-        *environment_checks(pkg, plan, report),
-        solve_check(pkg, plan, repodata, work),
-    ]
+    # The solve (rattler, in a process of its own) runs while this one reads the package back.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        solved = pool.submit(solve_check, artifact.path, plan, repodata, work)
+        try:
+            pkg = read_package(artifact.path)
+        except PackageUnreadable as exc:
+            reason = "the package could not be read (TB100)"
+            return [result(TB100, artifact.path, [str(exc)]), skipped(TB301, artifact.path, reason)]
+        return [
+            result(TB100, pkg.path, [], f"{pkg.format}, {len(pkg.files()):,} payload files"),
+            *run_checks(pkg),
+            result(TB104, pkg.path, plan_problems(pkg, plan, artifact), f"{plan.conda.filename} as planned"),
+            *environment_checks(pkg, plan, report),
+            solved.result(),
+        ]
 
 
 def _write(checks: Sequence[Check], path: Path) -> None:
