@@ -5,7 +5,7 @@ pip itself reuses an index's answer for as long as the index allows (PyPI's page
 the record is kept no longer (MAX_AGE_S). It is also dropped when anything pip reads to answer has changed: the
 PIP_* environment, the interpreter, any configuration file pip looks for (present or not, from ``pip config
 debug``), the constraints files, and local find-links and file:// index directories (a wheel added there changes
-the directory). ``--force`` always asks pip.
+the directory). ``--force`` always asks pip, and records its answer.
 """
 
 from __future__ import annotations
@@ -91,10 +91,14 @@ def remember(record: Path, target: Sequence[str], versions: Sequence[Version], p
 
 
 def offered(
-    record: Path | None, target: Sequence[str], ask: Callable[[], tuple[list[Version], list[str]]]
+    record: Path | None,
+    target: Sequence[str],
+    ask: Callable[[], tuple[list[Version], list[str]]],
+    fresh: bool = False,
 ) -> list[Version]:
-    """``ask()`` (the versions, and the paths the answer depended on), or the recorded answer where it holds."""
-    if record is not None and (known := recall(record, target)) is not None:
+    """``ask()`` (the versions, and the paths the answer depended on), or the recorded answer where it holds;
+    ``fresh``: ask in any case (and record the answer)."""
+    if record is not None and not fresh and (known := recall(record, target)) is not None:
         return known
     versions, paths = ask()
     if record is not None:

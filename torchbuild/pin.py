@@ -47,8 +47,8 @@ def _ask(target: tuple[str, ...]) -> tuple[list[Version], list[str]]:
 
 
 @functools.cache
-def _offered(target: tuple[str, ...], record: Path | None) -> frozenset[Version]:
-    return frozenset(index_memo.offered(record, target, lambda: _ask(target)))
+def _offered(target: tuple[str, ...], record: Path | None, fresh: bool = False) -> frozenset[Version]:
+    return frozenset(index_memo.offered(record, target, lambda: _ask(target), fresh))
 
 
 def _unlabelled(compat: Compat, plan: Plan, release: str) -> bool:
@@ -57,13 +57,13 @@ def _unlabelled(compat: Compat, plan: Plan, release: str) -> bool:
 
 
 def newest_available(
-    plan: Plan, releases: Sequence[str], compat: Compat | None = None, record: Path | None = None
+    plan: Plan, releases: Sequence[str], compat: Compat | None = None, record: Path | None = None, fresh: bool = False
 ) -> str | None:
     """Of ``releases`` (newest first), the newest whose prebuilt wheel of the Plan's build the configured indexes
     offer for the Plan's Python and platform; None if none. ``record``: where index_memo keeps the indexes'
-    answer (None: always ask)."""
+    answer (None: always ask, keep nothing); ``fresh``: ask even where the record holds."""
     compat = compat or load()
-    offered = _offered(tuple(pip.plan_target(plan)), record)
+    offered = _offered(tuple(pip.plan_target(plan)), record, fresh)
     for release in releases:
         if Version(f"{release}+{plan.local_version}") in offered:
             return release
@@ -102,8 +102,7 @@ def pin(cell: Cell, matrix: Matrix, options: RunOptions, compat: Compat | None =
         _say(plan, f"{latest}; --wheel {options.wheel.name} is {given}: using it")
         return resolve(cell, matrix, compat, pinned=given)
     candidates = [r.version for r in reversed(compat.releases) if r.supports(plan.platform, plan.cuda, plan.python)]
-    record = None if options.force else options.cache_dir / MEMO
-    found = newest_available(plan, candidates, compat, record)
+    found = newest_available(plan, candidates, compat, options.cache_dir / MEMO, fresh=options.force)
     if found is None:
         tags = plan.wheel_tags
         label = f"+{plan.local_version}" + (" (or unlabelled)" if plan.prebuilt_unlabelled else "")

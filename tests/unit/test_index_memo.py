@@ -85,6 +85,16 @@ def test_what_the_answer_depends_on_changing_asks_again(
     assert indexes.asked == 2
 
 
+def test_fresh_asks_even_where_the_record_holds_and_records_the_answer(setup: tuple[Path, Path, Path]) -> None:
+    record, config, _ = setup
+    indexes = Indexes(["2.12.0"], [str(config)])
+    index_memo.offered(record, TARGET, indexes)
+    indexes.versions = ["2.13.0+cpu", "2.12.0"]
+    assert index_memo.offered(record, TARGET, indexes, fresh=True)[0] == Version("2.13.0+cpu")  # --force
+    assert index_memo.offered(record, TARGET, indexes)[0] == Version("2.13.0+cpu")  # the rerun after it
+    assert indexes.asked == 2
+
+
 def test_no_record_always_asks_and_a_corrupt_record_is_asked_over(setup: tuple[Path, Path, Path]) -> None:
     record, config, _ = setup
     indexes = Indexes(["2.12.0"], [str(config)])
