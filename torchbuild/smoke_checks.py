@@ -42,8 +42,10 @@ MATMUL_RTOL = 1e-3
 DATALOADER_ITEMS = 103  # not a multiple of the batch size: the last, short batch must arrive too
 DATALOADER_BATCH = 4
 # Runtime settings that would hide what a user without them sees: a second OpenMP runtime tolerated,
-# libraries found through the host's paths instead of the package's own.
+# libraries found through the host's paths instead of the package's own. And one that makes every process unlike a
+# user's: no bytecode written, so that each import of torch compiles its modules again (seconds each).
 SCRUBBED_ENV = (
+    "PYTHONDONTWRITEBYTECODE",
     "KMP_DUPLICATE_LIB_OK",
     "LD_LIBRARY_PATH",
     "LD_PRELOAD",

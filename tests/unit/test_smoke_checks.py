@@ -135,9 +135,8 @@ def test_the_dataloader_script_builds_its_loader_only_under_the_main_guard() -> 
 
 
 def test_clean_env_drops_what_would_hide_a_users_failure() -> None:
-    env = smoke_checks.clean_env(
-        {"KMP_DUPLICATE_LIB_OK": "TRUE", "PYTHONPATH": "/work", "LD_LIBRARY_PATH": "/x", "PATH": "/usr/bin"}
-    )
+    host = {"KMP_DUPLICATE_LIB_OK": "TRUE", "PYTHONPATH": "/work", "LD_LIBRARY_PATH": "/x", "PATH": "/usr/bin"}
+    env = smoke_checks.clean_env({**host, "PYTHONDONTWRITEBYTECODE": "1"})
     assert env == {"PATH": "/usr/bin", "PYTHONNOUSERSITE": "1"}
 
 
