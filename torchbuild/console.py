@@ -29,9 +29,14 @@ def step_start(stage: str) -> None:
 
 
 def step_done(
-    stage: str, status: str, seconds: float, message: str = "", outputs: Mapping[str, Artifact] | None = None
+    stage: str,
+    status: str,
+    seconds: float,
+    message: str = "",
+    outputs: Mapping[str, Artifact] | None = None,
+    end_group: bool = True,
 ) -> None:
-    if _github_actions() and status != "cached":
+    if _github_actions() and status != "cached" and end_group:
         print("::endgroup::", flush=True)
     mark = MARKS.get(status, "?")
     first, _, rest = message.partition("\n")

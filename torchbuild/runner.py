@@ -8,10 +8,14 @@ A stage is skipped on a rerun when its recorded input key (the Plan, the run opt
 sha256 of every artifact it reads) is unchanged and its recorded outputs are still there: an output whose size and
 mtime are as recorded is trusted; one whose mtime changed is hashed again and must have the recorded sha256.
 ``--force`` reruns everything. A failed stage stops its cell; later stages are reported as not run.
+
+A stage may declare that it runs beside the stage right before it (``Stage.beside``; smoke beside verify on a host
+of the cell's platform): both start together, each is recorded as itself, and the next stage waits for both.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import hashlib
 import importlib
@@ -42,9 +46,10 @@ def pipeline() -> tuple[Stage, ...]:
 
 
 def check_flow(stages: Sequence[Stage]) -> None:
-    """Refuse a stage that reads an artifact no earlier stage declares it writes."""
+    """Refuse a stage that reads an artifact no earlier stage declares it writes, and one that runs beside a stage
+    that is not the one right before it, or whose outputs it reads."""
     written: list[str] = []
-    for stage in stages:
+    for index, stage in enumerate(stages):
         unknown = [name for name in stage.reads if name not in written]
         if unknown:
             earlier = ", ".join(written) or "nothing"
@@ -52,6 +57,13 @@ def check_flow(stages: Sequence[Stage]) -> None:
                 f"stage '{stage.name}' reads {', '.join(unknown)}, which no earlier stage writes (written before it: "
                 f"{earlier}). Fix the stage's declaration in torchbuild/stages/{stage.name}.py."
             )
+        if stage.beside is not None:
+            before = stages[index - 1] if index else None
+            if before is None or before.name != stage.beside or set(stage.reads) & set(before.writes):
+                raise UserError(
+                    f"stage '{stage.name}' runs beside '{stage.beside}', which is not the stage right before it or "
+                    f"writes what it reads. Fix the stage's declaration in torchbuild/stages/{stage.name}.py."
+                )
         written += [name for name in stage.writes if name not in written]
 
 
@@ -117,8 +129,9 @@ def _reusable(stage: Stage, previous: StageRecord | None, key: str, options: Run
     )
 
 
-def _run_stage(stage: Stage, function: StageFunction, ctx: Context, key: str) -> StageRecord:
-    step_start(stage.name)
+def _run_stage(stage: Stage, function: StageFunction, ctx: Context, key: str, announce: bool = True) -> StageRecord:
+    if announce:
+        step_start(stage.name)
     started = time.monotonic()
     try:
         result = function(ctx)
@@ -155,6 +168,36 @@ def _reproduced(record: StageRecord, previous: StageRecord, before: Mapping[str,
     return "; ".join(part for part in (record.message, *notes) if part)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    stage: Stage
+    function: StageFunction
+    ctx: Context
+    key: str
+    same_inputs: StageRecord | None  # the last passed run of the same inputs, if any (for the reproducibility note)
+    before: Mapping[str, dict[str, str]]  # that run's archives, fingerprinted before they are made again
+
+
+def _batches(stages: Sequence[Stage], plan: Plan) -> list[list[Stage]]:
+    """The stages in order, a stage that runs beside the one before it in one batch with it."""
+    batches: list[list[Stage]] = []
+    for stage in stages:
+        if batches and stage.beside == batches[-1][-1].name and stage.beside_when(plan):
+            batches[-1].append(stage)
+        else:
+            batches.append([stage])
+    return batches
+
+
+def _run_jobs(jobs: Sequence[_Job]) -> list[StageRecord]:
+    if len(jobs) == 1:
+        job = jobs[0]
+        return [_run_stage(job.stage, job.function, job.ctx, job.key)]
+    step_start(" + ".join(job.stage.name for job in jobs) + " (side by side)")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        return list(pool.map(lambda job: _run_stage(job.stage, job.function, job.ctx, job.key, False), jobs))
+
+
 def run_cell(
     plan: Plan,
     root: Path,
@@ -170,40 +213,44 @@ def run_cell(
     available: dict[str, Artifact] = {}
     failed = False
     console.rule(f"[bold]{plan.cell_id}[/]  torch {plan.version}  ({plan.conda.filename})")
-    for stage in declared:
-        if failed:
-            cell.records.append(StageRecord(stage=stage.name, status="not run", message="an earlier stage failed"))
-            continue
-        inputs = {name: available[name] for name in stage.reads if name in available}
-        key = input_key(stage, plan, options, inputs)
-        previous = state.stages.get(stage.name)
-        if previous is not None and _reusable(stage, previous, key, options):
-            record = dataclasses.replace(previous, status="cached", duration=0.0, mtimes=_mtimes(previous.outputs))
-            record.message = f"unchanged since last run ({previous.status})"
-            cell.records.append(record)
-            available.update(previous.outputs)
-            state.stages[stage.name] = dataclasses.replace(previous, mtimes=record.mtimes)
-            step_done(stage.name, record.status, 0.0, record.message)
-            continue
-        function = (stages or {}).get(stage.name) or stage.run
-        ctx = Context(plan=plan, root=root, options=options, inputs=inputs)
-        same_inputs = previous if previous is not None and previous.key == key and previous.status == "passed" else None
-        archives = (
-            {n: a for n, a in same_inputs.outputs.items() if a.path.name.endswith(ARCHIVES)} if same_inputs else {}
-        )
-        before = {name: repro.fingerprint(artifact.path) for name, artifact in archives.items()}
-        record = _run_stage(stage, function, ctx, key)
-        if same_inputs is not None and record.status == "passed":
-            record.message = _reproduced(record, same_inputs, before)
-        failed = record.status == "failed"
-        available.update(record.outputs)
-        cell.records.append(record)
-        if failed:
-            state.stages.pop(stage.name, None)
-        else:
-            state.stages[stage.name] = record
-        state.save(plan)
-        step_done(stage.name, record.status, record.duration, record.message, record.outputs)
+    for batch in _batches(declared, plan):
+        records: dict[str, StageRecord] = {}
+        jobs: list[_Job] = []
+        for stage in batch:
+            if failed:
+                records[stage.name] = StageRecord(stage=stage.name, status="not run", message="an earlier stage failed")
+                continue
+            inputs = {name: available[name] for name in stage.reads if name in available}
+            key = input_key(stage, plan, options, inputs)
+            previous = state.stages.get(stage.name)
+            if previous is not None and _reusable(stage, previous, key, options):
+                record = dataclasses.replace(previous, status="cached", duration=0.0, mtimes=_mtimes(previous.outputs))
+                record.message = f"unchanged since last run ({previous.status})"
+                records[stage.name] = record
+                available.update(previous.outputs)
+                state.stages[stage.name] = dataclasses.replace(previous, mtimes=record.mtimes)
+                step_done(stage.name, record.status, 0.0, record.message)
+                continue
+            function = (stages or {}).get(stage.name) or stage.run
+            ctx = Context(plan=plan, root=root, options=options, inputs=inputs)
+            same = previous if previous is not None and previous.key == key and previous.status == "passed" else None
+            archives = {n: a for n, a in same.outputs.items() if a.path.name.endswith(ARCHIVES)} if same else {}
+            before = {name: repro.fingerprint(artifact.path) for name, artifact in archives.items()}
+            jobs.append(_Job(stage, function, ctx, key, same, before))
+        for number, (job, record) in enumerate(zip(jobs, _run_jobs(jobs) if jobs else [], strict=True), 1):
+            if job.same_inputs is not None and record.status == "passed":
+                record.message = _reproduced(record, job.same_inputs, job.before)
+            failed = failed or record.status == "failed"
+            available.update(record.outputs)
+            records[job.stage.name] = record
+            if record.status == "failed":
+                state.stages.pop(job.stage.name, None)
+            else:
+                state.stages[job.stage.name] = record
+            state.save(plan)
+            step_done(job.stage.name, record.status, record.duration, record.message, record.outputs,
+                      end_group=number == len(jobs))  # fmt: skip
+        cell.records += [records[stage.name] for stage in batch]
     state.save(plan)
     return cell
 

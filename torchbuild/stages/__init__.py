@@ -45,3 +45,7 @@ class Stage:
     # When it runs even though its inputs did not change: publishing re-checks the channel every time; a checkout
     # can change without its path changing.
     always_runs: Callable[[RunOptions], bool] = lambda options: False
+    # The stage right before this one, which it may run beside (both start together; the next stage waits for both)
+    # where ``beside_when`` says so for the Plan. It must read nothing that stage writes (the runner checks).
+    beside: str | None = None
+    beside_when: Callable[[Plan], bool] = lambda plan: True

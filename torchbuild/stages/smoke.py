@@ -27,6 +27,7 @@ from pathlib import Path
 
 from torchbuild import python_embed, smoke_checks, wine
 from torchbuild.errors import StageFailed, UserError
+from torchbuild.plan import Plan
 from torchbuild.results import Check, StageResult
 from torchbuild.smoke_env import Backend, Env, parse_results
 from torchbuild.smoke_venv import VenvBackend, find_python, wheel_requirements
@@ -177,4 +178,11 @@ def run(ctx: Context) -> StageResult:
     return StageResult(status="passed", checks=tuple(all_checks), message=message, ran_on=backend.where)
 
 
-STAGE = Stage(name=NAME, run=run, reads=tuple(INPUTS.values()))
+def _beside_verify(plan: Plan) -> bool:
+    """On a host of the cell's platform, the smoke runs while verify reads the artifacts back (it reads nothing
+    verify writes); a failed verify still stops publish. Under Wine both would start Wine sessions at once: one
+    after the other there."""
+    return plan.platform == host_platform()
+
+
+STAGE = Stage(name=NAME, run=run, reads=tuple(INPUTS.values()), beside="verify", beside_when=_beside_verify)
