@@ -31,6 +31,8 @@ sys.path.insert(0, str(ROOT))
 from torchbuild import repair_windows  # noqa: E402
 from torchbuild.options import RunOptions  # noqa: E402
 from torchbuild.plan import STAGES  # noqa: E402
+from torchbuild.runner import pipeline  # noqa: E402
+from torchbuild.stages import smoke  # noqa: E402
 
 PLATFORMS = ("linux-64", "win-64")
 
@@ -118,6 +120,12 @@ def show(results: list[Measured]) -> None:
     print(f"{'ratio total / yardstick':28}" + "".join(f"{m.total_s / m.yardstick_s:>26.2f}" for m in results))
     for m in results:
         print(f"yardstick of {m.platform}: {m.yardstick}")
+    host = smoke.host_platform()
+    for declared in pipeline():
+        together = [m.platform for m in results if declared.beside and m.platform == host]
+        if together:
+            print(f"{declared.name} ran beside {declared.beside} on {', '.join(together)} (this host's platform): "
+                  "their times overlap; the total is wall time")  # fmt: skip
 
 
 def main() -> int:
