@@ -4,6 +4,7 @@ cell's conda package (torchbuild/stages/conda.py assembles it)."""
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import csv
 import hashlib
 import io
@@ -11,7 +12,7 @@ import os
 import re
 import shutil
 import zipfile
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -96,6 +97,27 @@ def _fix_shebang(path: Path, member: str) -> dict[str, list[str]]:
     return {member: [_record_hash(data), str(len(data))]}
 
 
+LARGE_MEMBER = 16 << 20
+
+
+def _extract(zf: zipfile.ZipFile, info: zipfile.ZipInfo, out: Path) -> None:
+    with zf.open(info) as src, out.open("wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+
+
+def _extract_all(zf: zipfile.ZipFile, jobs: Sequence[tuple[zipfile.ZipInfo, Path]]) -> None:
+    """Every member to its file. The few large ones (torch's shared libraries) are inflated by a second thread
+    while this one writes the many small ones: zlib and file writes release the GIL, so both cores work."""
+    large = [job for job in jobs if job[0].file_size >= LARGE_MEMBER]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as helper:
+        pending = [helper.submit(_extract, zf, *job) for job in large]
+        for job in jobs:
+            if job[0].file_size < LARGE_MEMBER:
+                _extract(zf, *job)
+        for done in pending:
+            done.result()
+
+
 def unpack_wheel(
     wheel: WheelInfo,
     plan: Plan,
@@ -123,19 +145,23 @@ def unpack_wheel(
         if bad:
             name, why = bad[0]
             raise StageFailed(STAGE, f"{wheel.path}: member {name!r} escapes the install root ({why}); not unpacked")
+        placed: list[tuple[zipfile.ZipInfo, PurePosixPath, Path]] = []
+        made: set[Path] = set()
         for info in members:
             target = _target(info.filename, wheel, scheme)
             if info.filename.split("/", 1)[0] == wheel.data_dir:
                 moved[info.filename] = target
             out = dest / target
-            out.parent.mkdir(parents=True, exist_ok=True)
+            if out.parent not in made:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                made.add(out.parent)
+            placed.append((info, target, out))
             if info.filename in replace:
                 data = replace.pop(info.filename)
                 out.write_bytes(data)
                 rewritten[info.filename] = [_record_hash(data), str(len(data))]
-            else:
-                with zf.open(info) as src, out.open("wb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 20)
+        _extract_all(zf, [(info, out) for info, _, out in placed if info.filename not in rewritten])
+        for info, target, out in placed:
             mode = (info.external_attr >> 16) & 0o777
             out.chmod(0o755 if mode & 0o111 else 0o644)
             if target.parent == PurePosixPath(scheme["scripts"]) and not plan.platform.startswith("win-"):
