@@ -37,6 +37,13 @@ def _temporary_beside(path: Path) -> Path:
     return Path(tmp)
 
 
+def changed_at(path: Path) -> int:
+    """When the file's content or its directory entry last changed (nanoseconds): the later of mtime and ctime, so
+    that a copy which puts an old mtime back still counts as a change (no tool sets ctime)."""
+    info = path.stat()
+    return max(info.st_mtime_ns, info.st_ctime_ns)
+
+
 def write_atomic(path: Path, text: str) -> None:
     tmp = _temporary_beside(path)
     try:

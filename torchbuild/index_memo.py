@@ -20,7 +20,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from torchbuild.files import write_atomic
+from torchbuild.files import changed_at, write_atomic
 
 MAX_AGE_S = 600.0
 LOCATION_SETTINGS = ("find-links", "index-url", "extra-index-url")
@@ -28,10 +28,9 @@ LOCATION_SETTINGS = ("find-links", "index-url", "extra-index-url")
 
 def _stat(path: str) -> list[int]:
     try:
-        info = os.stat(path)
+        return [os.stat(path).st_size, changed_at(Path(path))]
     except OSError:
         return [-1, -1]
-    return [info.st_size, max(info.st_mtime_ns, info.st_ctime_ns)]
 
 
 def local_directories(locations: Sequence[str], project: str) -> list[str]:

@@ -24,15 +24,8 @@ from torchbuild.channels import Upload, pep503, wheel_path
 from torchbuild.channels.repodata import PACKAGE_SUFFIXES
 from torchbuild.checks.conda_archive import PackageUnreadable, read_package
 from torchbuild.errors import UserError
-from torchbuild.files import copy_atomic, write_atomic
+from torchbuild.files import changed_at, copy_atomic, write_atomic
 from torchbuild.results import Artifact, sha256_of
-
-
-def _changed_at(path: Path) -> int:
-    """When the file's content or its directory entry last changed (nanoseconds); a copy that keeps an old mtime
-    still gets a new change time."""
-    info = path.stat()
-    return max(info.st_mtime_ns, info.st_ctime_ns)
 
 
 def _recorded(repodata: Path) -> dict[str, dict[str, object]]:
@@ -115,7 +108,7 @@ class LocalChannel:
             recorded = str(entry.get("sha256", "")) if entry.get("size") == artifact.size else ""
         if recorded != artifact.sha256 or destination.stat().st_size != artifact.size:
             return False
-        return _changed_at(destination) <= record.stat().st_mtime_ns
+        return changed_at(destination) <= record.stat().st_mtime_ns
 
     def _index_current(self, subdir: str) -> bool:
         """The subdir's repodata.json lists exactly its package files, none changed since it was written."""
@@ -127,7 +120,7 @@ class LocalChannel:
         listed = _recorded(repodata)
         if sorted(listed) != sorted(p.name for p in files):
             return False
-        return all(_changed_at(p) <= written for p in files)
+        return all(changed_at(p) <= written for p in files)
 
     def apply(self, uploads: Sequence[Upload]) -> list[Artifact]:
         published = []
