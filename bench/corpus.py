@@ -30,7 +30,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 REPODATA = ROOT.parent / "shared" / "data" / "repodata"
-STAGES = ("source", "build", "repair", "conda", "verify", "smoke", "publish")
+STAGES = ("source", "build", "repair", "conda", "verify", "smoke-wheel", "smoke-conda", "publish")  # torchbuild.plan's
+SMOKE_STAGES = ("smoke-wheel", "smoke-conda")
 SHORT = {"passed": "ok", "failed": "FAIL", "skipped": "skip", "cached": "cached", "not run": "-"}
 
 
@@ -113,16 +114,18 @@ def row(result: dict[str, Any]) -> list[str]:
         return [pair.torch, pair.python, *(["-"] * (len(STAGES) + 4)), f"no report: {result['error']}"]
     cell = result["cell"]
     stages = [f"{SHORT.get(s['status'], s['status'])} {s['duration']:.0f}s" for s in (_stage(cell, n) for n in STAGES)]
-    smoke = _stage(cell, "smoke")
+    smokes = [_stage(cell, name) for name in SMOKE_STAGES]
     failed = next((s for s in cell["stages"] if s["status"] == "failed"), None)
     if failed is not None:
         first = failed["message"].splitlines()[0][:300]
         fault = KNOWN_INPUT_FAULTS.get(pair.key)
         verdict = f"FAILED in {failed['stage']}: {first}" + (f" (input's fault: {fault})" if fault else "")
     else:
-        verdict = f"{smoke['status']} {smoke.get('ran_on', '')}".strip()
-        if smoke["status"] == "passed":
-            verdict += f": {smoke['message'].split(' checks passed')[0]} checks passed"
+        statuses = {s["status"] for s in smokes}
+        verdict = f"{'/'.join(sorted(statuses))} {smokes[0].get('ran_on', '')}".strip()
+        if statuses == {"passed"}:
+            counts = [s["message"].split(" checks passed")[0].split("/") for s in smokes]
+            verdict += f": {sum(int(a) for a, _ in counts)}/{sum(int(b) for _, b in counts)} checks passed"
     release = cell["torch"] if pair.platform == "win-64" else f"{cell['torch']} (linux-64)"
     return [release, pair.python, *stages, _size(cell, "repaired_wheel"), _size(cell, "conda_package"),
             _vendored(result["workspace"], cell), _longest(cell), verdict]  # fmt: skip

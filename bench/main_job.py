@@ -126,8 +126,8 @@ def show(results: list[Measured]) -> None:
     for declared in pipeline():
         together = [m.platform for m in results if declared.beside and m.platform == host]
         if together:
-            print(f"{declared.name} ran beside {declared.beside} on {', '.join(together)} (this host's platform): "
-                  "their times overlap; the total is wall time")  # fmt: skip
+            print(f"{declared.name} ran beside {' and '.join(declared.beside)} on {', '.join(together)} (this host's "
+                  "platform): their times overlap; the total is wall time")  # fmt: skip
 
 
 def main() -> int:

@@ -3,8 +3,8 @@
     python scripts/ci_summary.py artifacts --cells "$BUILD_MATRIX_JSON" --publish success >> "$GITHUB_STEP_SUMMARY"
 
 ``artifacts/report-<cell>/report.json`` are the build jobs' reports, ``artifacts/smoke-<cell>/report.json`` the GPU
-smoke jobs'; a GPU smoke result replaces the build machine's (which had no GPU). A cell of the matrix without a
-report is listed as such (its job failed before writing one, or ran out of time).
+smoke jobs'; a GPU smoke job's results of the smoke stages replace the build machine's (which had no GPU). A cell of
+the matrix without a report is listed as such (its job failed before writing one, or ran out of time).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from torchbuild.plan import SMOKE_STAGES
 from torchbuild.report import artifact_table, icon
 
 
@@ -53,15 +54,14 @@ def table(cells: Sequence[str], builds: Mapping[str, Any], smokes: Mapping[str, 
             continue
         by_stage = {s["stage"]: s for s in build["stages"]}
         smoke = smokes.get(cell_id)
-        gpu = {s["stage"]: s for s in smoke["stages"]}.get("smoke") if smoke else None
-        if gpu is not None:
-            by_stage["smoke"] = gpu
+        gpu = {s["stage"]: s for s in smoke["stages"] if s["stage"] in SMOKE_STAGES} if smoke else {}
+        by_stage.update(gpu)
         judged = [s for s in by_stage.values() if s["stage"] != "publish"]  # the publish job publishes, not the cell
         passed = all(s["status"] in ("passed", "skipped", "cached") for s in judged)
         ok += passed
         row = [f"`{cell_id}`", str(build.get("torch", ""))]
         row += [stage_cell(by_stage[s]) if s in by_stage else "" for s in stages]
-        row.append("GPU runner" if gpu is not None else "build runner")
+        row.append("GPU runner" if gpu else "build runner")
         rows.append("| " + " | ".join(row) + " |")
     header = ["cell", "torch", *stages, "smoke ran on"]
     lines = [

@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--estimate", action="store_true", help="runner hours and billed minutes of one nightly of these cells"
     )
     smoke = sub.add_parser(
-        "smoke", help="only the smoke stage of one cell, on the build/ another machine made (the nightly's GPU job)"
+        "smoke", help="only the smoke stages of one cell, on the build/ another machine made (the nightly's GPU job)"
     )
     _selectors(smoke)
     publish_cmd.add_parsers(sub)

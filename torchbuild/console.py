@@ -22,8 +22,9 @@ def _github_actions() -> bool:
     return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
-def step_start(stage: str) -> None:
-    if _github_actions():
+def step_start(stage: str, group: bool = True) -> None:
+    """``group``: opens a GitHub Actions log group (not while another stage's group is open)."""
+    if _github_actions() and group:
         print(f"::group::{stage}", flush=True)
     console.print(f"[bold]▶ {stage}[/] ...")
 
@@ -40,7 +41,7 @@ def step_done(
         print("::endgroup::", flush=True)
     mark = MARKS.get(status, "?")
     first, _, rest = message.partition("\n")
-    console.print(f"{mark} {stage:<8} {status:<8} {seconds:7.1f}s  {first}")
+    console.print(f"{mark} {stage:<11} {status:<8} {seconds:7.1f}s  {first}")
     if rest:
         console.print(rest)
     for name, artifact in (outputs or {}).items():

@@ -22,7 +22,8 @@ from torchbuild.matrix import LATEST, BuildOptions, Cell, Matrix
 from torchbuild.platforms import Target, Toolchain
 from torchbuild.wheelfile import WheelTags, accepted_platform_tags
 
-STAGES = ("source", "build", "repair", "conda", "verify", "smoke", "publish")
+STAGES = ("source", "build", "repair", "conda", "verify", "smoke-wheel", "smoke-conda", "publish")
+SMOKE_STAGES = ("smoke-wheel", "smoke-conda")
 PYTHON_MIN = (3, 5)
 SOLVE_CHANNEL = "conda-forge"  # when packaging.yaml's solve_channels names none for the cell
 

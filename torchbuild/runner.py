@@ -9,8 +9,10 @@ sha256 of every artifact it reads) is unchanged and its recorded outputs are sti
 mtime are as recorded is trusted; one whose mtime changed is hashed again and must have the recorded sha256.
 ``--force`` reruns everything. A failed stage stops its cell; later stages are reported as not run.
 
-A stage may declare that it runs beside the stage right before it (``Stage.beside``; smoke beside verify on a host
-of the cell's platform): both start together, each is recorded as itself, and the next stage waits for both.
+A stage starts when every earlier stage is done, less those it declares it runs beside (``Stage.beside``; on a host
+of the cell's platform the wheel's smoke runs beside conda and verify, the conda package's beside verify): it may
+run while they do, and is recorded as itself; a stage that waits for it waits for it to end. Once a stage failed,
+nothing more starts: the stages still running end and are recorded, the rest are "not run".
 """
 
 from __future__ import annotations
@@ -42,12 +44,17 @@ StageFunction = Callable[[Context], StageResult]
 
 def pipeline() -> tuple[Stage, ...]:
     """Every stage's declaration, in order."""
-    return tuple(importlib.import_module(f"torchbuild.stages.{name}").STAGE for name in STAGES)
+    return tuple(importlib.import_module(f"torchbuild.stages.{module_name(name)}").STAGE for name in STAGES)
+
+
+def module_name(stage: str) -> str:
+    """The module that declares a stage: ``smoke-wheel`` in torchbuild/stages/smoke_wheel.py."""
+    return stage.replace("-", "_")
 
 
 def check_flow(stages: Sequence[Stage]) -> None:
-    """Refuse a stage that reads an artifact no earlier stage declares it writes, and one that runs beside a stage
-    that is not the one right before it, or whose outputs it reads."""
+    """Refuse a stage that reads an artifact no earlier stage declares it writes, one beside a stage that is not
+    earlier than it, and one that reads what a stage it runs beside writes."""
     written: list[str] = []
     for index, stage in enumerate(stages):
         unknown = [name for name in stage.reads if name not in written]
@@ -55,16 +62,32 @@ def check_flow(stages: Sequence[Stage]) -> None:
             earlier = ", ".join(written) or "nothing"
             raise UserError(
                 f"stage '{stage.name}' reads {', '.join(unknown)}, which no earlier stage writes (written before it: "
-                f"{earlier}). Fix the stage's declaration in torchbuild/stages/{stage.name}.py."
+                f"{earlier}). Fix the stage's declaration in torchbuild/stages/{module_name(stage.name)}.py."
             )
-        if stage.beside is not None:
-            before = stages[index - 1] if index else None
-            if before is None or before.name != stage.beside or set(stage.reads) & set(before.writes):
+        earlier_stages = {s.name: s for s in stages[:index]}
+        for other in stage.beside:
+            if other not in earlier_stages:
                 raise UserError(
-                    f"stage '{stage.name}' runs beside '{stage.beside}', which is not the stage right before it or "
-                    f"writes what it reads. Fix the stage's declaration in torchbuild/stages/{stage.name}.py."
+                    f"stage '{stage.name}' runs beside '{other}', which is not a stage before it (before it: "
+                    f"{', '.join(earlier_stages) or 'none'}). Fix the stage's declaration in "
+                    f"torchbuild/stages/{module_name(stage.name)}.py."
+                )
+            clash = sorted(set(stage.reads) & set(earlier_stages[other].writes))
+            if clash:
+                raise UserError(
+                    f"stage '{stage.name}' runs beside '{other}' but reads {', '.join(clash)}, which '{other}' "
+                    f"writes. Fix the stage's declaration in torchbuild/stages/{module_name(stage.name)}.py."
                 )
         written += [name for name in stage.writes if name not in written]
+
+
+def waits_for(stages: Sequence[Stage], plan: Plan) -> dict[str, tuple[str, ...]]:
+    """For each stage, the earlier stages it starts after: all of them, less those it runs beside for this Plan."""
+    waits: dict[str, tuple[str, ...]] = {}
+    for index, stage in enumerate(stages):
+        beside = set(stage.beside) if stage.beside_when(plan) else set()
+        waits[stage.name] = tuple(s.name for s in stages[:index] if s.name not in beside)
+    return waits
 
 
 class State:
@@ -178,24 +201,50 @@ class _Job:
     before: Mapping[str, dict[str, str]]  # that run's archives, fingerprinted before they are made again
 
 
-def _batches(stages: Sequence[Stage], plan: Plan) -> list[list[Stage]]:
-    """The stages in order, a stage that runs beside the one before it in one batch with it."""
-    batches: list[list[Stage]] = []
-    for stage in stages:
-        if batches and stage.beside == batches[-1][-1].name and stage.beside_when(plan):
-            batches[-1].append(stage)
+class _CellRun:
+    """One cell's stages as they start and end: what is available, what each recorded, the state file."""
+
+    def __init__(self, plan: Plan, root: Path, options: RunOptions, functions: Mapping[str, StageFunction]) -> None:
+        self.plan, self.root, self.options, self.functions = plan, root, options, functions
+        self.state = State(root / plan.work_dir / "state.json")
+        self.available: dict[str, Artifact] = {}
+        self.records: dict[str, StageRecord] = {}
+
+    @property
+    def failed(self) -> bool:
+        return any(record.status == "failed" for record in self.records.values())
+
+    def prepare(self, stage: Stage) -> _Job | StageRecord:
+        """The job that runs ``stage``, or its cached record when its last run still holds (recorded already)."""
+        inputs = {name: self.available[name] for name in stage.reads if name in self.available}
+        key = input_key(stage, self.plan, self.options, inputs)
+        previous = self.state.stages.get(stage.name)
+        if previous is not None and _reusable(stage, previous, key, self.options):
+            record = dataclasses.replace(previous, status="cached", duration=0.0, mtimes=_mtimes(previous.outputs))
+            record.message = f"unchanged since last run ({previous.status})"
+            self.records[stage.name] = record
+            self.available.update(previous.outputs)
+            self.state.stages[stage.name] = dataclasses.replace(previous, mtimes=record.mtimes)
+            step_done(stage.name, record.status, 0.0, record.message)
+            return record
+        function = self.functions.get(stage.name) or stage.run
+        ctx = Context(plan=self.plan, root=self.root, options=self.options, inputs=inputs)
+        same = previous if previous is not None and previous.key == key and previous.status == "passed" else None
+        archives = {n: a for n, a in same.outputs.items() if a.path.name.endswith(ARCHIVES)} if same else {}
+        before = {name: repro.fingerprint(artifact.path) for name, artifact in archives.items()}
+        return _Job(stage, function, ctx, key, same, before)
+
+    def finish(self, job: _Job, record: StageRecord, end_group: bool) -> None:
+        if job.same_inputs is not None and record.status == "passed":
+            record.message = _reproduced(record, job.same_inputs, job.before)
+        self.available.update(record.outputs)
+        self.records[job.stage.name] = record
+        if record.status == "failed":
+            self.state.stages.pop(job.stage.name, None)
         else:
-            batches.append([stage])
-    return batches
-
-
-def _run_jobs(jobs: Sequence[_Job]) -> list[StageRecord]:
-    if len(jobs) == 1:
-        job = jobs[0]
-        return [_run_stage(job.stage, job.function, job.ctx, job.key)]
-    step_start(" + ".join(job.stage.name for job in jobs) + " (side by side)")
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        return list(pool.map(lambda job: _run_stage(job.stage, job.function, job.ctx, job.key, False), jobs))
+            self.state.stages[job.stage.name] = record
+        self.state.save(self.plan)
+        step_done(job.stage.name, record.status, record.duration, record.message, record.outputs, end_group=end_group)
 
 
 def run_cell(
@@ -205,54 +254,45 @@ def run_cell(
     stages: Mapping[str, StageFunction] | None = None,
 ) -> CellRun:
     """Run every stage of ``plan``. ``stages`` replaces the functions of the stages it names (their declarations
-    stay): the smoke command replays the build job's stages this way, and tests hand over artifacts."""
+    stay): the smoke command replays the build job's stages this way, and tests hand over artifacts.
+
+    A stage that can start while no other runs or can start runs in this thread (a compile of hours stays
+    interruptible); stages that run beside each other run in threads of their own."""
     declared = pipeline()
     check_flow(declared)
-    state = State(root / plan.work_dir / "state.json")
-    cell = CellRun(plan=plan)
-    available: dict[str, Artifact] = {}
-    failed = False
+    waits = waits_for(declared, plan)
+    cell_run = _CellRun(plan, root, options, stages or {})
     console.rule(f"[bold]{plan.cell_id}[/]  torch {plan.version}  ({plan.conda.filename})")
-    for batch in _batches(declared, plan):
-        records: dict[str, StageRecord] = {}
-        jobs: list[_Job] = []
-        for stage in batch:
-            if failed:
-                records[stage.name] = StageRecord(stage=stage.name, status="not run", message="an earlier stage failed")
+    pending = list(declared)
+    running: dict[concurrent.futures.Future[StageRecord], _Job] = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(declared)) as pool:
+        while pending or running:
+            done = cell_run.records
+            ready = [] if cell_run.failed else [s for s in pending if all(w in done for w in waits[s.name])]
+            if ready:
+                stage = ready[0]
+                pending.remove(stage)
+                job = cell_run.prepare(stage)
+                if isinstance(job, StageRecord):
+                    continue
+                if not running and len(ready) == 1:
+                    cell_run.finish(job, _run_stage(stage, job.function, job.ctx, job.key), end_group=True)
+                    continue
+                alongside = [j.stage.name for j in running.values()]
+                step_start(stage.name + (f" (beside {', '.join(alongside)})" if alongside else ""),
+                           group=not alongside)  # fmt: skip
+                running[pool.submit(_run_stage, stage, job.function, job.ctx, job.key, False)] = job
                 continue
-            inputs = {name: available[name] for name in stage.reads if name in available}
-            key = input_key(stage, plan, options, inputs)
-            previous = state.stages.get(stage.name)
-            if previous is not None and _reusable(stage, previous, key, options):
-                record = dataclasses.replace(previous, status="cached", duration=0.0, mtimes=_mtimes(previous.outputs))
-                record.message = f"unchanged since last run ({previous.status})"
-                records[stage.name] = record
-                available.update(previous.outputs)
-                state.stages[stage.name] = dataclasses.replace(previous, mtimes=record.mtimes)
-                step_done(stage.name, record.status, 0.0, record.message)
-                continue
-            function = (stages or {}).get(stage.name) or stage.run
-            ctx = Context(plan=plan, root=root, options=options, inputs=inputs)
-            same = previous if previous is not None and previous.key == key and previous.status == "passed" else None
-            archives = {n: a for n, a in same.outputs.items() if a.path.name.endswith(ARCHIVES)} if same else {}
-            before = {name: repro.fingerprint(artifact.path) for name, artifact in archives.items()}
-            jobs.append(_Job(stage, function, ctx, key, same, before))
-        for number, (job, record) in enumerate(zip(jobs, _run_jobs(jobs) if jobs else [], strict=True), 1):
-            if job.same_inputs is not None and record.status == "passed":
-                record.message = _reproduced(record, job.same_inputs, job.before)
-            failed = failed or record.status == "failed"
-            available.update(record.outputs)
-            records[job.stage.name] = record
-            if record.status == "failed":
-                state.stages.pop(job.stage.name, None)
-            else:
-                state.stages[job.stage.name] = record
-            state.save(plan)
-            step_done(job.stage.name, record.status, record.duration, record.message, record.outputs,
-                      end_group=number == len(jobs))  # fmt: skip
-        cell.records += [records[stage.name] for stage in batch]
-    state.save(plan)
-    return cell
+            if not running:
+                break  # what is left waits for a stage that failed
+            finished, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in finished:
+                job = running.pop(future)
+                cell_run.finish(job, future.result(), end_group=not running)
+    for stage in pending:
+        cell_run.records[stage.name] = StageRecord(stage.name, "not run", message="an earlier stage failed")
+    cell_run.state.save(plan)
+    return CellRun(plan=plan, records=[cell_run.records[stage.name] for stage in declared])
 
 
 def run(

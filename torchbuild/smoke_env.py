@@ -3,9 +3,8 @@ of host implements (a venv and a conda prefix on the host itself: smoke_venv.py;
 Windows under Wine on a Linux host: smoke_wine.py), and the reading of smoke_checks.py's results.
 
 A backend makes an environment (``setup``), runs the checks in it (``run_checks``) and says where they ran
-(``where``: "under Wine 8.0, CPython 3.11.9 embeddable"); the stage does the rest (order, messages, clean-up). Each
-environment is independent of the other: where the backend says so (``side_by_side``), both are made and checked
-at the same time.
+(``where``: "under Wine 8.0, CPython 3.11.9 embeddable"); the stage does the rest (messages, clean-up). Each smoke
+stage makes one environment with a backend of its own.
 """
 
 from __future__ import annotations
@@ -61,11 +60,6 @@ class Backend(Protocol):
     @property
     def where(self) -> str:
         """Where the checks run, for every result: "in a fresh venv on this linux-64 host (Python 3.11.7)"."""
-        ...
-
-    @property
-    def side_by_side(self) -> bool:
-        """Whether the two environments may be made and checked at the same time."""
         ...
 
     def describe(self, kind: str) -> str:

@@ -1,11 +1,12 @@
-"""``python pipeline.py smoke --only CELL``: the smoke stage alone, on artifacts another machine built.
+"""``python pipeline.py smoke --only CELL``: the smoke stages alone, on artifacts another machine built.
 
 The nightly builds a CUDA cell on a hosted runner without a GPU and smoke-tests it on a GPU runner. The GPU job
 downloads the build job's ``build/`` (``state.json``, the repaired wheel, the conda package) into its own
-``build/`` and runs this. The stages before smoke are replayed from ``build/<cell-id>/state.json``: their outputs
-are found below this machine's ``build/<cell-id>`` (the recorded paths are the build machine's) and the wheel and
-package the smoke stage reads must have the recorded sha256. Smoke then runs for real, always (a smoke result the
-build machine recorded without a GPU is not reused); publish is left to the publish job. The report goes to
+``build/`` and runs this. The other stages before publish are replayed from ``build/<cell-id>/state.json``: their
+outputs are found below this machine's ``build/<cell-id>`` (the recorded paths are the build machine's) and the
+wheel and package the smoke stages read must have the recorded sha256. The smoke stages (smoke-wheel, smoke-conda)
+then run for real, always (a smoke result the build machine recorded without a GPU is not reused); publish is left
+to the publish job. The report goes to
 ``build/report.*`` and ``$GITHUB_STEP_SUMMARY`` like any run.
 """
 
@@ -21,16 +22,14 @@ from typing import Any
 from torchbuild import runner
 from torchbuild.errors import UserError
 from torchbuild.options import RunOptions
-from torchbuild.plan import STAGES, Plan
+from torchbuild.plan import SMOKE_STAGES, STAGES, Plan
 from torchbuild.records import StageRecord
 from torchbuild.results import Artifact, StageResult, Status, sha256_of
 from torchbuild.stages import Context
-from torchbuild.stages.smoke import STAGE as SMOKE_STAGE
 
-SMOKE = SMOKE_STAGE.name
-BEFORE = STAGES[: STAGES.index(SMOKE)]
-AFTER = STAGES[STAGES.index(SMOKE) + 1 :]
-READS = SMOKE_STAGE.reads  # the repaired wheel and the conda package
+LAST_SMOKE = max(STAGES.index(name) for name in SMOKE_STAGES)
+BEFORE = tuple(name for name in STAGES[:LAST_SMOKE] if name not in SMOKE_STAGES)  # replayed
+AFTER = STAGES[LAST_SMOKE + 1 :]  # left to the publish job
 
 
 def relocate(recorded: str, work_dir: str, root: Path) -> Path | None:
@@ -76,7 +75,8 @@ def check_plan(plan: Plan, recorded: Mapping[str, Any], path: Path) -> None:
 
 
 def replayed(raw: Mapping[str, Any], plan: Plan, root: Path, path: Path) -> dict[str, StageRecord]:
-    """The recorded stages before smoke, their outputs moved below this machine's work dir and checked."""
+    """The recorded stages before publish but the smoke stages, their outputs moved below this machine's work dir
+    and checked."""
     records: dict[str, StageRecord] = {}
     for stage in BEFORE:
         found = raw["stages"].get(stage)
@@ -96,9 +96,10 @@ def replayed(raw: Mapping[str, Any], plan: Plan, root: Path, path: Path) -> dict
     final: dict[str, Artifact] = {}
     for record in records.values():
         final.update(record.outputs)
-    for name in READS:
+    reads = dict.fromkeys(name for stage in runner.pipeline() if stage.name in SMOKE_STAGES for name in stage.reads)
+    for name in reads:
         if name not in final:
-            raise UserError(f"{path}: no '{name}' output recorded before the smoke stage.")
+            raise UserError(f"{path}: no '{name}' output recorded before the smoke stages.")
         artifact = final[name]
         if not artifact.path.is_file():
             raise UserError(

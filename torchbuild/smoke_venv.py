@@ -103,10 +103,6 @@ class VenvBackend:
         ).stdout.strip()  # fmt: skip
         return f"on this {self.plan.platform} host (Python {version or self.plan.python})"
 
-    @property
-    def side_by_side(self) -> bool:
-        return True  # two venvs of their own; their checks are processes of their own
-
     def describe(self, kind: str) -> str:
         return KINDS[kind]
 

@@ -94,10 +94,6 @@ class WineBackend:
         """What the Windows processes get that they would not on Windows (said in the stage's result)."""
         return {"KMP_AFFINITY": WINE_ENV["KMP_AFFINITY"]}
 
-    @property
-    def side_by_side(self) -> bool:
-        return False  # one Wine prefix and wineserver serve both layouts
-
     def describe(self, kind: str) -> str:
         return KINDS[kind]
 

@@ -32,7 +32,7 @@ def binary() -> str:
     from uv import find_uv_bin
 
     # find_uv_bin reads sysconfig, whose first use is not thread-safe (a second thread sees its variables half
-    # made); the smoke stage makes two environments at once.
+    # made); the two smoke stages make their environments at once.
     with _FINDING:
         return str(find_uv_bin())
 

@@ -21,6 +21,7 @@ import pytest
 
 from tests.builders import make_wheel
 from tests.conftest import REPODATA, ROOT
+from torchbuild.plan import STAGES
 
 pytestmark = pytest.mark.slow
 
@@ -89,7 +90,8 @@ def test_main_job_passes_every_stage(first_run: Run) -> None:
         "repair": "passed",
         "conda": "passed",
         "verify": "passed",
-        "smoke": "passed",
+        "smoke-wheel": "passed",
+        "smoke-conda": "passed",
         "publish": "passed",
     }
     assert "all cells passed" in log
@@ -110,14 +112,14 @@ def test_main_job_passes_every_stage(first_run: Run) -> None:
 def test_reports_and_state(first_run: Run) -> None:
     build = first_run.workspace / "build"
     state = json.loads((build / CELL / "state.json").read_text())
-    assert set(state["stages"]) == {"source", "build", "repair", "conda", "verify", "smoke", "publish"}
+    assert set(state["stages"]) == set(STAGES)
     artifacts = first_run.report["cells"][0]["artifacts"]  # type: ignore[index]
     conda = Path(artifacts["conda_package"]["path"])
     assert artifacts["conda_package"]["sha256"] == hashlib.sha256(conda.read_bytes()).hexdigest()
     markdown = (build / "report.md").read_text()
     assert f"`{CELL}`" in markdown and conda.name in markdown
     junit = (build / "junit.xml").read_text()
-    assert 'name="smoke"' in junit and "<failure" not in junit
+    assert 'name="smoke-wheel"' in junit and 'name="smoke-conda"' in junit and "<failure" not in junit
 
 
 def test_rerun_skips_finished_stages_and_keeps_the_channel(first_run: Run) -> None:

@@ -439,7 +439,8 @@ def test_the_publish_stage_of_a_run(
 
     stand_ins = {stage: hand_over(name) for stage, name in (("source", "source_wheel"), ("build", "built_wheel"),
                                                              ("repair", "repaired_wheel"), ("conda", "conda_package"),
-                                                             ("verify", ""), ("smoke", ""))}
+                                                             ("verify", ""), ("smoke-wheel", ""),
+                                                             ("smoke-conda", ""))}
     plan = replace(torch_plan(), channel=bucket.channel)
     workspace = tmp_path / "run"
     code = runner.run([plan], root=workspace, options=RunOptions(), stages=stand_ins)

@@ -1,7 +1,8 @@
-"""The smoke stage on the real torch 2.13.0 CPU wheel and a .conda made from it, in fresh environments."""
+"""The smoke stages on the real torch 2.13.0 CPU wheel and a .conda made from it, in fresh environments."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import csv
 import datetime
 import io
@@ -20,7 +21,7 @@ from torchbuild.errors import StageFailed
 from torchbuild.options import RunOptions
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, smoke
+from torchbuild.stages import Context, smoke_conda, smoke_wheel
 from torchbuild.stages.smoke import wheel_requirements
 
 BROKEN_INIT = b'raise ImportError("DLL load failed while importing _C: The specified module could not be found.")\n'
@@ -82,37 +83,42 @@ def context(plan: Plan, root: Path, wheel: Path | None, conda: Path | None) -> C
 
 
 @pytest.fixture(scope="session")
-def smoke_result(
+def smoke_results(
     linux_plan: Plan, torch_wheel: Path, torch_conda: Path, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[StageResult, Path]:
+) -> tuple[dict[str, StageResult], Path]:
+    """Both smoke stages, side by side as the runner runs them on this host."""
     root = tmp_path_factory.mktemp("smoke-root")
-    return smoke.run(context(linux_plan, root, torch_wheel, torch_conda)), root
+    ctx = context(linux_plan, root, torch_wheel, torch_conda)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        wheel, conda = pool.submit(smoke_wheel.run, ctx), pool.submit(smoke_conda.run, ctx)
+        return {"wheel": wheel.result(), "conda": conda.result()}, root
 
 
 @pytest.mark.slow
 def test_smoke_passes_on_the_real_wheel_and_conda_package(
-    smoke_result: tuple[StageResult, Path], linux_plan: Plan
+    smoke_results: tuple[dict[str, StageResult], Path], linux_plan: Plan
 ) -> None:
-    result, root = smoke_result
-    statuses = {c.name: c.status for c in result.checks}
+    results, root = smoke_results
     gpu_skip = "skipped (CPU build; a GPU is present)" if smoke_checks.gpu_present() else "skipped (no GPU)"
-    expected = {}
-    for env in ("wheel", "conda"):
-        expected[f"{env}: install"] = "passed"
+    where = f"on this linux-64 host (Python {platform.python_version()})"
+    messages = {}
+    for env, described in (("wheel", "a fresh venv"), ("conda", "a fresh conda prefix")):
+        result = results[env]
+        statuses = {c.name: c.status for c in result.checks}
+        expected = {f"{env}: install": "passed"}
         for name in smoke_checks.CHECKS:
             expected[f"{env}: {name}"] = "skipped" if name == "cuda matmul" else "passed"
-    assert statuses == expected, [c.to_dict() for c in result.checks if c.status != expected.get(c.name)]
-    assert result.status == "passed"
-    messages = {c.name: c.message for c in result.checks}
+        assert statuses == expected, [c.to_dict() for c in result.checks if c.status != expected.get(c.name)]
+        assert result.status == "passed"
+        assert result.message.startswith(f"6/7 checks passed {where} in {described}; skipped: ")
+        assert f"{env}: cuda matmul ({gpu_skip.removeprefix('skipped (')}" in result.message
+        assert result.ran_on == where
+        messages.update({c.name: c.message for c in result.checks})
     assert messages["wheel: cuda matmul"] == gpu_skip
     assert messages["conda: cuda matmul"] == gpu_skip
-    where = f"on this linux-64 host (Python {platform.python_version()})"
-    assert result.message.startswith(f"12/14 checks passed {where} in a fresh venv and a fresh conda prefix; skipped: ")
-    assert result.ran_on == where
-    assert f"wheel: cuda matmul ({gpu_skip.removeprefix('skipped (')}" in result.message
     # torch came from each environment itself, not from the host or the working directory
-    assert "/smoke/wheel/venv/lib/python3.11/site-packages/torch/__init__.py" in messages["wheel: import"]
-    assert "/smoke/conda/venv/lib/python3.11/site-packages/torch/__init__.py" in messages["conda: import"]
+    assert "/smoke-wheel/wheel/venv/lib/python3.11/site-packages/torch/__init__.py" in messages["wheel: import"]
+    assert "/smoke-conda/conda/venv/lib/python3.11/site-packages/torch/__init__.py" in messages["conda: import"]
     assert "torch 2.13.0+cpu (CUDA none" in messages["conda: import"]
     # the conda environment's torch is the conda package's (its conda-meta record and the file's sha256)
     record = f"conda-meta/{linux_plan.conda.name}-2.13.0-py3.11_cpu_0.json"
@@ -126,9 +132,10 @@ def test_smoke_passes_on_the_real_wheel_and_conda_package(
     assert "OpenMP available" in messages["wheel: openmp mkl"] and "MKL available" in messages["wheel: openmp mkl"]
     assert "103 items, each exactly once, from 2 spawned workers" in messages["conda: dataloader spawn"]
     # the environments are removed after success; the logs stay
-    stage_dir = root / linux_plan.stage_dirs["smoke"]
-    assert not (stage_dir / "wheel").exists() and not (stage_dir / "conda").exists()
+    assert not (root / linux_plan.stage_dirs["smoke-wheel"] / "wheel").exists()
+    assert not (root / linux_plan.stage_dirs["smoke-conda"] / "conda").exists()
     assert (root / linux_plan.stage_dirs["logs"] / "smoke-wheel.log").is_file()
+    assert (root / linux_plan.stage_dirs["logs"] / "smoke-conda.log").is_file()
 
 
 @pytest.fixture
@@ -157,37 +164,35 @@ def broken_wheel(torch_wheel: Path, tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.slow
-def test_a_broken_torch_fails_the_stage_naming_the_check(
-    linux_plan: Plan, broken_wheel: Path, torch_conda: Path, tmp_path: Path
-) -> None:
+def test_a_broken_torch_fails_the_stage_naming_the_check(linux_plan: Plan, broken_wheel: Path, tmp_path: Path) -> None:
     with pytest.raises(StageFailed) as caught:
-        smoke.run(context(linux_plan, tmp_path, broken_wheel, torch_conda))
+        smoke_wheel.run(context(linux_plan, tmp_path, broken_wheel, None))
     message = str(caught.value)
     first = message.splitlines()[0]
     assert first.startswith(
-        f"smoke: wheel: import failed in a fresh venv on this linux-64 host (Python {platform.python_version()}) with "
-        f"{broken_wheel.name}: ImportError: DLL "
-        "load failed while importing _C"
+        "smoke-wheel: wheel: import failed in a fresh venv on this linux-64 host "
+        f"(Python {platform.python_version()}) with {broken_wheel.name}: ImportError: DLL load failed while "
+        "importing _C"
     ), message
     assert 'raise ImportError("DLL load failed' in message  # the check's output (the traceback)
     assert "also failed: wheel: cpu matmul" in message
-    env_root = tmp_path / linux_plan.stage_dirs["smoke"] / "wheel"
+    env_root = tmp_path / linux_plan.stage_dirs["smoke-wheel"] / "wheel"
     assert f"The environment is kept for debugging: {env_root}" in message
     assert (env_root / "venv" / "bin" / "python").exists()
     statuses = {c.name: c.status for c in caught.value.checks}
     assert statuses["wheel: install"] == "passed"
     assert statuses["wheel: import"] == "failed"
     # no check passes without torch, and the GPU check is not "skipped" when torch cannot even be imported
-    assert {s for n, s in statuses.items() if n.startswith("wheel:") and n != "wheel: install"} == {"failed"}
-    # the conda environment was made and checked beside it: its results are in the report, not in the message
-    assert statuses["conda: import"] == "passed"
-    assert "conda:" not in message
+    assert {s for n, s in statuses.items() if n != "wheel: install"} == {"failed"}
+    assert set(statuses) == {"wheel: install", *(f"wheel: {name}" for name in smoke_checks.CHECKS)}
 
 
-def test_missing_inputs_name_the_valid_ones(linux_plan: Plan, tmp_path: Path) -> None:
+def test_missing_inputs_name_the_valid_ones(linux_plan: Plan, torch_wheel: Path, tmp_path: Path) -> None:
     with pytest.raises(StageFailed) as caught:
-        smoke.run(context(linux_plan, tmp_path, None, None))
+        smoke_wheel.run(context(linux_plan, tmp_path, None, None))
+    assert str(caught.value) == "smoke-wheel: needs the input repaired_wheel; missing: repaired_wheel; given: none"
+    with pytest.raises(StageFailed) as caught:
+        smoke_conda.run(context(linux_plan, tmp_path, torch_wheel, None))
     assert str(caught.value) == (
-        "smoke: needs the inputs repaired_wheel and conda_package (the repaired wheel and the conda package); missing: "
-        "repaired_wheel, conda_package; given: none"
+        "smoke-conda: needs the inputs conda_package and repaired_wheel; missing: conda_package; given: repaired_wheel"
     )

@@ -67,7 +67,8 @@ def cell_report(directory: Path, cell_id: str, smoke: str) -> tuple[Plan, Artifa
     artifact = Artifact.of(wheel)
     records = [
         StageRecord(stage="build", status="passed", duration=3 * 3600, outputs={"built_wheel": artifact}),
-        StageRecord(stage="smoke", status=smoke, duration=60, checks=[Check("wheel: import", smoke)]),
+        StageRecord(stage="smoke-wheel", status=smoke, duration=60, checks=[Check("wheel: import", smoke)]),
+        StageRecord(stage="smoke-conda", status="passed", duration=120, checks=[Check("conda: import", "passed")]),
     ]
     report.write([CellRun(plan=plan, records=records)], directory)
     return plan, artifact
@@ -82,7 +83,7 @@ def test_summary_merges_build_and_gpu_smoke_reports(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert out.startswith("## Nightly: 1/3 cells passed; publish: skipped\n")
-    assert f"| `win-64-cpu-py3.12` | {cpu.version} | ✅ 180 min | ✅ 1 min | build runner |" in out
-    assert "| `win-64-cuda12.8-py3.12` |" in out and "❌ 1 min | GPU runner |" in out
+    assert f"| `win-64-cpu-py3.12` | {cpu.version} | ✅ 180 min | ✅ 1 min | ✅ 2 min | build runner |" in out
+    assert "| `win-64-cuda12.8-py3.12` |" in out and "❌ 1 min | ✅ 2 min | GPU runner |" in out
     assert "| `linux-64-cpu-py3.11` | ❌ no report: the build job failed before writing one" in out
     assert f"| `win-64-cpu-py3.12` | `{cpu.wheel}` | 0.0 MB | `{wheel.sha256}` |" in out

@@ -125,7 +125,7 @@ def test_build_env_and_names() -> None:
 def test_work_dirs_per_stage() -> None:
     plan = plan_of("linux-64", "cpu", "3.11", "2.13.0")
     assert plan.work_dir == "build/linux-64-cpu-py3.11-torch2.13.0"
-    for stage in ("source", "build", "repair", "conda", "verify", "smoke", "publish", "recipe"):
+    for stage in ("source", "build", "repair", "conda", "verify", "smoke-wheel", "smoke-conda", "publish", "recipe"):
         assert plan.stage_dirs[stage] == f"{plan.work_dir}/{stage}"
 
 

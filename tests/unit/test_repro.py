@@ -28,7 +28,7 @@ def test_a_rebuild_that_differs_names_the_members_that_changed(tmp_path: Path) -
 
     stand_ins = {"source": hand_over("source_wheel"), "build": hand_over("built_wheel"),
                  "repair": clock_stamping_repair, "conda": hand_over(""), "verify": hand_over(""),
-                 "smoke": hand_over(""), "publish": hand_over("")}  # fmt: skip
+                 "smoke-wheel": hand_over(""), "smoke-conda": hand_over(""), "publish": hand_over("")}  # fmt: skip
     for _ in range(2):
         assert runner.run([plan], root=tmp_path, options=RunOptions(force=True), stages=stand_ins) == 0
     (cell,) = json.loads((tmp_path / "build" / "report.json").read_text())["cells"]

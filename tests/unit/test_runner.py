@@ -1,6 +1,6 @@
-"""The runner's order: smoke beside verify on a host of the cell's platform, one after the other under Wine, and a
-failed stage still stopping publish. The stages are stand-ins (the runner's ``stages`` seam); what each records is
-what the report shows."""
+"""The runner's order: on a host of the cell's platform the wheel's smoke runs beside conda and verify and the conda
+package's beside verify; under Wine one stage after the other; a failed stage stops what has not started yet (and
+publish). The stages are stand-ins (the runner's ``stages`` seam); what each records is what the report shows."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import dataclasses
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,24 +16,24 @@ from tests.builders import make_wheel, torch_plan
 from torchbuild import runner
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.options import RunOptions
-from torchbuild.plan import Plan
+from torchbuild.plan import STAGES, Plan
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context
+from torchbuild.stages import Context, Stage
 
 WAIT_S = 60.0
 
 
-def stand_ins(
-    plan: Plan, tmp_path: Path, verify: runner.StageFunction, smoke: runner.StageFunction
-) -> dict[str, runner.StageFunction]:
-    given = Artifact.of(make_wheel(tmp_path / "in", plan.wheel))
+def stand_ins(plan: Plan, tmp_path: Path, **given: runner.StageFunction) -> dict[str, runner.StageFunction]:
+    """Every stage handing over what it declares it writes, less those ``given`` (keyed smoke_wheel for
+    smoke-wheel)."""
+    artifact = Artifact.of(make_wheel(tmp_path / "in", plan.wheel))
 
     def hand_over(*names: str) -> runner.StageFunction:
-        return lambda _ctx: StageResult(outputs={name: given for name in names})
+        return lambda _ctx: StageResult(outputs={name: artifact for name in names})
 
-    return {"source": hand_over("source_wheel"), "build": hand_over("built_wheel"),
-            "repair": hand_over("repaired_wheel"), "conda": hand_over("conda_package"), "verify": verify,
-            "smoke": smoke, "publish": hand_over()}  # fmt: skip
+    functions = {stage.name: hand_over(*stage.writes) for stage in runner.pipeline() if stage.name != "verify"}
+    functions["verify"] = lambda _ctx: StageResult()
+    return {**functions, **{name.replace("_", "-"): function for name, function in given.items()}}
 
 
 def statuses(root: Path) -> dict[str, tuple[str, str]]:
@@ -40,55 +41,113 @@ def statuses(root: Path) -> dict[str, tuple[str, str]]:
     return {s["stage"]: (s["status"], s["message"]) for s in cell["stages"]}
 
 
-def test_on_the_host_smoke_runs_beside_verify_and_a_failed_verify_still_stops_publish(tmp_path: Path) -> None:
+def started(event: threading.Event, message: str = "") -> runner.StageFunction:
+    def stage(_ctx: Context) -> StageResult:
+        event.set()
+        return StageResult(message=message)
+
+    return stage
+
+
+def test_on_the_host_the_wheel_smoke_runs_beside_conda_and_the_conda_smoke_beside_a_failing_verify(
+    tmp_path: Path,
+) -> None:
     plan = torch_plan()  # linux-64, this host's platform
-    smoke_started = threading.Event()
+    wheel_smoke, conda_smoke = threading.Event(), threading.Event()
+    conda_package = Artifact.of(make_wheel(tmp_path / "conda", plan.wheel))
+
+    def conda(_ctx: Context) -> StageResult:
+        if not wheel_smoke.wait(WAIT_S):
+            return StageResult(message="smoke-wheel did not start while conda ran")
+        return StageResult(outputs={"conda_package": conda_package})
 
     def verify(_ctx: Context) -> StageResult:
-        if not smoke_started.wait(WAIT_S):
-            return StageResult(message="smoke did not start while verify ran")
+        if not conda_smoke.wait(WAIT_S):
+            return StageResult(message="smoke-conda did not start while verify ran")
         raise StageFailed("verify", "TB201 wheel RECORD does not match torch/__init__.py")
 
-    def smoke(_ctx: Context) -> StageResult:
-        smoke_started.set()
-        return StageResult(message="12/14 checks passed")
-
-    code = runner.run([plan], root=tmp_path, options=RunOptions(), stages=stand_ins(plan, tmp_path, verify, smoke))
-    assert code == 1
+    stages = stand_ins(plan, tmp_path, conda=conda, verify=verify, smoke_wheel=started(wheel_smoke, "7/7 checks"),
+                       smoke_conda=started(conda_smoke, "6/7 checks"))  # fmt: skip
+    assert runner.run([plan], root=tmp_path, options=RunOptions(), stages=stages) == 1
     seen = statuses(tmp_path)
+    assert seen["conda"] == ("passed", "")
     assert seen["verify"] == ("failed", "verify: TB201 wheel RECORD does not match torch/__init__.py")
-    assert seen["smoke"] == ("passed", "12/14 checks passed")  # it ran beside verify: its own result
+    assert seen["smoke-wheel"] == ("passed", "7/7 checks")
+    assert seen["smoke-conda"] == ("passed", "6/7 checks")  # it ran beside verify: its own result
     assert seen["publish"] == ("not run", "an earlier stage failed")
-    assert list(seen) == ["source", "build", "repair", "conda", "verify", "smoke", "publish"]
+    assert list(seen) == list(STAGES)
 
 
-def test_a_win_64_cell_on_linux_runs_smoke_after_verify(tmp_path: Path) -> None:
-    plan = torch_plan(platform="win-64")  # its smoke would run under Wine
-    smoke_started = threading.Event()
-    seen_during_verify: list[bool] = []
+def test_a_failed_wheel_smoke_beside_conda_stops_what_has_not_started(tmp_path: Path) -> None:
+    plan = torch_plan()
+    wheel_smoke_ended = threading.Event()
+
+    def conda(_ctx: Context) -> StageResult:
+        wheel_smoke_ended.wait(WAIT_S)
+        return StageResult(message="made while smoke-wheel failed")
+
+    def smoke_wheel(_ctx: Context) -> StageResult:
+        try:
+            raise StageFailed("smoke-wheel", "wheel: import failed")
+        finally:
+            wheel_smoke_ended.set()
+
+    stages = stand_ins(plan, tmp_path, conda=conda, smoke_wheel=smoke_wheel)
+    assert runner.run([plan], root=tmp_path, options=RunOptions(), stages=stages) == 1
+    seen = statuses(tmp_path)
+    assert seen["conda"] == ("passed", "made while smoke-wheel failed")  # already running: it ends, recorded
+    assert seen["smoke-wheel"] == ("failed", "smoke-wheel: wheel: import failed")
+    for later in ("verify", "smoke-conda", "publish"):
+        assert seen[later] == ("not run", "an earlier stage failed")
+
+
+def test_a_win_64_cell_on_linux_runs_its_stages_one_after_the_other(tmp_path: Path) -> None:
+    plan = torch_plan(platform="win-64")  # its smoke would run under Wine, as would verify's loader check
+    wheel_smoke, conda_smoke = threading.Event(), threading.Event()
+    seen_while: dict[str, bool] = {}
+
+    def conda(_ctx: Context) -> StageResult:
+        # Beside each other, smoke-wheel would start within this wait; one after the other, it cannot.
+        seen_while["conda"] = wheel_smoke.wait(2.0)
+        return StageResult()
 
     def verify(_ctx: Context) -> StageResult:
-        # Beside each other, smoke would start within this wait; one after the other, it cannot.
-        seen_during_verify.append(smoke_started.wait(2.0))
+        seen_while["verify"] = wheel_smoke.wait(2.0) or conda_smoke.wait(0.1)
         return StageResult()
 
-    def smoke(_ctx: Context) -> StageResult:
-        smoke_started.set()
+    def smoke_wheel(_ctx: Context) -> StageResult:
+        wheel_smoke.set()
+        seen_while["smoke-wheel"] = conda_smoke.wait(2.0)
         return StageResult()
 
-    assert runner.run([plan], root=tmp_path, options=RunOptions(), stages=stand_ins(plan, tmp_path, verify, smoke)) == 0
-    assert seen_during_verify == [False]
-    assert smoke_started.is_set()
+    stages = stand_ins(plan, tmp_path, conda=conda, verify=verify, smoke_wheel=smoke_wheel,
+                       smoke_conda=started(conda_smoke))  # fmt: skip
+    assert runner.run([plan], root=tmp_path, options=RunOptions(), stages=stages) == 0
+    assert seen_while == {"conda": False, "verify": False, "smoke-wheel": False}
+    assert conda_smoke.is_set()
 
 
-def test_a_stage_beside_one_that_is_not_right_before_it_or_whose_output_it_reads_is_refused() -> None:
+def test_the_stages_each_stage_waits_for() -> None:
+    declared = runner.pipeline()
+    on_host = runner.waits_for(declared, torch_plan())
+    assert on_host["smoke-wheel"] == ("source", "build", "repair")
+    assert on_host["verify"] == ("source", "build", "repair", "conda")
+    assert on_host["smoke-conda"] == ("source", "build", "repair", "conda")
+    assert on_host["publish"] == STAGES[:-1]
+    under_wine = runner.waits_for(declared, torch_plan(platform="win-64"))
+    assert under_wine["smoke-conda"] == STAGES[: STAGES.index("smoke-conda")]
+
+
+def test_a_stage_beside_one_not_before_it_or_whose_output_it_reads_is_refused() -> None:
     declared = list(runner.pipeline())
     names = [s.name for s in declared]
-    smoke = names.index("smoke")
-    runner.check_flow(declared)  # as shipped: smoke beside verify
-    far = [*declared[:smoke], dataclasses.replace(declared[smoke], beside="conda"), *declared[smoke + 1 :]]
-    with pytest.raises(UserError, match="stage 'smoke' runs beside 'conda', which is not the stage right before it"):
-        runner.check_flow(far)
-    reads_it = dataclasses.replace(declared[smoke], reads=(*declared[smoke].reads, "checks"))
-    with pytest.raises(UserError, match="writes what it reads"):
-        runner.check_flow([*declared[:smoke], reads_it, *declared[smoke + 1 :]])
+    at = names.index("smoke-conda")
+    runner.check_flow(declared)  # as shipped
+
+    def with_smoke_conda(**changes: Any) -> list[Stage]:
+        return [*declared[:at], dataclasses.replace(declared[at], **changes), *declared[at + 1 :]]
+
+    with pytest.raises(UserError, match="stage 'smoke-conda' runs beside 'publish', which is not a stage before it"):
+        runner.check_flow(with_smoke_conda(beside=("publish",)))
+    with pytest.raises(UserError, match="runs beside 'conda' but reads conda_package, which 'conda' writes"):
+        runner.check_flow(with_smoke_conda(beside=("conda",)))

@@ -72,7 +72,7 @@ def test_relocate_moves_a_recorded_path_below_this_machines_build_dir(tmp_path: 
     assert smoke_job.relocate("/home/u/.cache/torchbuild/ab/torch.whl", work, tmp_path) is None
 
 
-def test_smoke_replays_the_build_and_runs_only_the_smoke_stage(
+def test_smoke_replays_the_build_and_runs_only_the_smoke_stages(
     here: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(here / "no-wine-here"))  # the stand-in artifacts cannot run under Wine
@@ -86,12 +86,13 @@ def test_smoke_replays_the_build_and_runs_only_the_smoke_stage(
     for stage in ("source", "build", "repair", "conda", "verify"):
         assert stages[stage]["status"] == "passed"
         assert stages[stage]["message"] == f"from the build job: {stage} done"
-    assert stages["smoke"]["status"] == "skipped"
-    assert stages["smoke"]["message"] == "skipped: needs a win-64 host or Wine (apt-get install wine64)"
+    for smoke in ("smoke-wheel", "smoke-conda"):
+        assert stages[smoke]["status"] == "skipped"
+        assert stages[smoke]["message"] == "skipped: needs a win-64 host or Wine (apt-get install wine64)"
     assert stages["publish"]["message"] == "skipped: the publish job publishes every cell at once"
     assert cell["artifacts"]["repaired_wheel"]["path"] == str(files["wheel"])
     state = json.loads((here / plan.work_dir / "state.json").read_text())
-    assert state["stages"]["smoke"]["status"] == "skipped"
+    assert state["stages"]["smoke-wheel"]["status"] == state["stages"]["smoke-conda"]["status"] == "skipped"
 
 
 def test_a_changed_download_is_refused(here: Path, capsys: pytest.CaptureFixture[str]) -> None:

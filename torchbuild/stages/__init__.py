@@ -1,8 +1,9 @@
-"""The stages of one cell: source -> build -> repair -> conda -> verify -> smoke -> publish.
+"""The stages of one cell: source -> build -> repair -> conda -> verify -> smoke-wheel, smoke-conda -> publish.
 
 Each stage module ends with one ``STAGE = Stage(...)`` that declares what it reads and writes by name (the
 artifact names below) and which run options shape its output. The runner gives a stage only the Plan, the run
-options and the artifacts it declared it reads; a stage reads nothing else, and the stages never import each other.
+options and the artifacts it declared it reads; a stage reads nothing else, and the stages never import each other
+(the two smoke stages share ``smoke.py``, which is no stage of its own).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class Stage:
     # When it runs even though its inputs did not change: publishing re-checks the channel every time; a checkout
     # can change without its path changing.
     always_runs: Callable[[RunOptions], bool] = lambda options: False
-    # The stage right before this one, which it may run beside (both start together; the next stage waits for both)
-    # where ``beside_when`` says so for the Plan. It must read nothing that stage writes (the runner checks).
-    beside: str | None = None
+    # Earlier stages it does not wait for, where ``beside_when`` says so for the Plan: it starts as soon as every
+    # other earlier stage is done and may run while these do. It must read nothing they write (the runner checks).
+    beside: tuple[str, ...] = ()
     beside_when: Callable[[Plan], bool] = lambda plan: True

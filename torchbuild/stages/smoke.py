@@ -1,17 +1,19 @@
-"""smoke: the artifacts proven in fresh environments.
+"""The smoke stages (smoke-wheel, smoke-conda): the artifacts proven in fresh environments. This module is no stage
+of its own: it is what the two stage modules share (each declares one environment).
 
-Two environments, each built fresh under the stage directory by the backend that can run the target here:
+Each stage builds its environment fresh under its stage directory, by the backend that can run the target here:
 
-- on a host of the cell's platform (smoke_venv.py): a venv with the repaired wheel, and a venv as a conda prefix
-  with the conda package linked into it by py-rattler;
+- on a host of the cell's platform (smoke_venv.py): smoke-wheel, a venv with the repaired wheel; smoke-conda, a
+  venv as a conda prefix with the conda package linked into it by py-rattler;
 - a win-64 cell on a Linux host with Wine (smoke_wine.py): python.org's embeddable CPython for Windows of the cell's
-  Python (pinned by sha256), with the wheel and its Windows dependencies, and the conda layout of the package;
+  Python (pinned by sha256), with the wheel and its Windows dependencies, or the conda layout of the package;
   under Wine, with the VC runtime native-only.
 
-The two are made and checked side by side on the host itself, one after the other under Wine (one prefix serves
-both). In each, ``smoke_checks.py`` runs from an empty working directory, the checks in child processes, and every
-check becomes a named ``Check`` ("wheel: import", "conda: dataloader spawn", ...). Every result says where it ran
-("under Wine 8.0, CPython 3.11.9 embeddable", "on this linux-64 host (Python 3.11.7)"). A failed check fails the
+On the host the wheel's environment needs only the repaired wheel and runs beside conda and verify; the conda
+package's beside verify (``beside_host``). Under Wine they run one after the other, after verify (one Wine session
+at a time). In each, ``smoke_checks.py`` runs from an empty working directory, the checks in child processes, and
+every check becomes a named ``Check`` ("wheel: import", "conda: dataloader spawn", ...). Every result says where it
+ran ("under Wine 8.0, CPython 3.11.9 embeddable", "on this linux-64 host (Python 3.11.7)"). A failed check fails the
 stage; the failing environment is kept for debugging. Where this host cannot run the target (a win-64 cell without
 Wine, a Python without an embeddable distribution, no interpreter for the Plan's Python), the stage is skipped with
 the reason and no check is reported as passed.
@@ -19,7 +21,6 @@ the reason and no check is reported as passed.
 
 from __future__ import annotations
 
-import concurrent.futures
 import shutil
 import time
 from collections.abc import Sequence
@@ -30,15 +31,24 @@ from torchbuild.errors import StageFailed, UserError
 from torchbuild.plan import Plan
 from torchbuild.results import Check, StageResult
 from torchbuild.smoke_env import Backend, Env, parse_results
+from torchbuild.smoke_venv import STAGE as BACKEND_STAGE
 from torchbuild.smoke_venv import VenvBackend, find_python, wheel_requirements
 from torchbuild.smoke_wine import WineBackend
-from torchbuild.stages import Context, Stage
+from torchbuild.stages import Context
 
-__all__ = ["STAGE", "parse_results", "run", "wheel_requirements"]
+__all__ = ["parse_results", "reads", "run", "stage_name", "wheel_requirements"]
 
-NAME = "smoke"
 INPUTS = {"wheel": "repaired_wheel", "conda": "conda_package"}  # environment -> the artifact installed into it
 ENVS = tuple(INPUTS)
+
+
+def stage_name(kind: str) -> str:
+    return f"smoke-{kind}"
+
+
+def reads(kind: str) -> tuple[str, ...]:
+    """What the stage of ``kind`` reads: its artifact; the conda environment also takes the wheel's requirements."""
+    return (INPUTS[kind],) if kind == "wheel" else (INPUTS[kind], INPUTS["wheel"])
 
 
 def host_platform() -> str:
@@ -47,128 +57,115 @@ def host_platform() -> str:
     return str(Subdir.current())
 
 
-def _skipped(reason: str, short: str | None = None) -> StageResult:
+def beside_host(plan: Plan) -> bool:
+    """On a host of the cell's platform a smoke stage runs beside the stages it declares (it reads nothing they
+    write; a failure among them still stops publish). Under Wine not: verify's loader check and the other smoke
+    stage start Wine sessions too."""
+    return plan.platform == host_platform()
+
+
+def _skipped(kind: str, reason: str, short: str | None = None) -> StageResult:
     checks = tuple(
-        Check(name=f"{env}: {name}", status="skipped", message=f"skipped: {reason}")
-        for env in ENVS
-        for name in smoke_checks.CHECKS
+        Check(name=f"{kind}: {name}", status="skipped", message=f"skipped: {reason}") for name in smoke_checks.CHECKS
     )
     return StageResult(status="skipped", checks=checks, message=f"skipped: {short or reason.split(' (')[0]}")
 
 
-def _inputs(ctx: Context) -> dict[str, Path]:
-    missing = [name for name in INPUTS.values() if name not in ctx.inputs]
+def _inputs(ctx: Context, kind: str) -> dict[str, Path]:
+    """The artifacts of the stage of ``kind``, by environment kind."""
+    name = stage_name(kind)
+    wanted = reads(kind)
+    missing = [artifact for artifact in wanted if artifact not in ctx.inputs]
     if missing:
         raise StageFailed(
-            NAME,
-            f"needs the inputs {' and '.join(INPUTS.values())} (the repaired wheel and the conda package); missing: "
-            f"{', '.join(missing)}; given: {', '.join(sorted(ctx.inputs)) or 'none'}",
+            name,
+            f"needs the input{'s' if len(wanted) > 1 else ''} {' and '.join(wanted)}; missing: {', '.join(missing)}; "
+            f"given: {', '.join(sorted(ctx.inputs)) or 'none'}",
         )
-    paths = {env: ctx.inputs[name].path for env, name in INPUTS.items()}
-    for name, path in paths.items():
+    paths = {env: ctx.inputs[artifact].path for env, artifact in INPUTS.items() if artifact in wanted}
+    for env, path in paths.items():
         if not path.is_file():
-            raise StageFailed(NAME, f"the {name} input {path} does not exist (rerun the stage that makes it)")
+            raise StageFailed(name, f"the {env} input {path} does not exist (rerun the stage that makes it)")
     return paths
 
 
-def backend_for(ctx: Context) -> Backend | StageResult:
+def backend_for(ctx: Context, kind: str) -> Backend | StageResult:
     """The backend that runs the cell's target on this host, or the skipped result saying why there is none."""
     plan = ctx.plan
     host = host_platform()
     if plan.platform == host:
         python = find_python(plan.python)
         if python is None:
-            return _skipped(f"needs Python {plan.python} on this host (no working python{plan.python} on PATH)")
-        return VenvBackend(plan, python, _inputs(ctx)["wheel"])
+            return _skipped(kind, f"needs Python {plan.python} on this host (no working python{plan.python} on PATH)")
+        return VenvBackend(plan, python, _inputs(ctx, kind)["wheel"])
     if plan.platform != "win-64" or host != "linux-64":
-        return _skipped(f"needs a {plan.platform} host (this host is {host})")
+        return _skipped(kind, f"needs a {plan.platform} host (this host is {host})")
     found = wine.find()
     if found is None:
-        return _skipped(f"needs a win-64 host or Wine ({wine.INSTALL_HINT}; this host is {host})",
+        return _skipped(kind, f"needs a win-64 host or Wine ({wine.INSTALL_HINT}; this host is {host})",
                         f"needs a win-64 host or Wine ({wine.INSTALL_HINT})")  # fmt: skip
     try:
         pinned = python_embed.pinned_for(plan.python)
     except python_embed.NotPinned as exc:
-        return _skipped(str(exc), f"needs a win-64 host: {exc.short}")
-    paths = _inputs(ctx)
+        return _skipped(kind, str(exc), f"needs a win-64 host: {exc.short}")
+    paths = _inputs(ctx, kind)
+    name = stage_name(kind)
     try:  # a download whose sha256 is not the pinned one stops here, before anything runs
         embedded = python_embed.provision(pinned, ctx.options.cache_dir)
     except UserError as exc:
-        raise StageFailed(NAME, f"the embeddable CPython {pinned.cpython}: {exc}") from None
-    return WineBackend(plan, found, embedded, paths["wheel"], ctx.options.cache_dir, ctx.stage_dir(NAME))
+        raise StageFailed(name, f"the embeddable CPython {pinned.cpython}: {exc}") from None
+    return WineBackend(plan, found, embedded, paths["wheel"], ctx.options.cache_dir, ctx.stage_dir(name))
 
 
-def _failure(env: Env, backend: Backend, checks: Sequence[Check]) -> StageFailed:
+def _failure(name: str, env: Env, backend: Backend, checks: Sequence[Check]) -> StageFailed:
     failed = [c for c in checks if c.status == "failed"]
     first = failed[0]
     where = f"{backend.describe(env.kind)} {backend.where}"
     lines = [f"{first.name} failed in {where} with {env.artifact.name}: {first.message}"]
     lines += [f"also failed: {c.name}: {c.message.splitlines()[0]}" for c in failed[1:]]
     lines.append(f"The environment is kept for debugging: {env.root} (log: {env.log})")
-    return StageFailed(NAME, "\n".join(lines))
+    return StageFailed(name, "\n".join(lines), checks)
 
 
-def _run_env(env: Env, backend: Backend) -> tuple[list[Check], StageFailed | None]:
-    """The environment made and checked: its checks, and the stage's failure if one failed."""
+def _run_env(name: str, env: Env, backend: Backend) -> list[Check]:
+    """The environment made and checked: its checks. Raises the stage's failure, with the checks, if one failed."""
     env.log.unlink(missing_ok=True)
     started = time.perf_counter()
     try:
         what = backend.setup(env)
-    except UserError as exc:  # a StageFailed of this stage, pip's error, a download refused
-        message = str(exc).removeprefix(f"{NAME}: ")
+    except UserError as exc:  # a StageFailed of the backend, pip's error, a download refused
+        message = str(exc).removeprefix(f"{BACKEND_STAGE}: ")
         setup = Check(name=f"{env.kind}: install", status="failed", message=message, file=env.artifact.name)
         kept = f"The environment is kept for debugging: {env.root} (log: {env.log})"
-        return [setup], StageFailed(NAME, f"{setup.name} failed ({backend.where}): {setup.message}\n{kept}")
+        raise StageFailed(name, f"{setup.name} failed ({backend.where}): {setup.message}\n{kept}", [setup]) from None
     took = time.perf_counter() - started
     message = f"{what}: {took:.1f} s"
     installed = Check(name=f"{env.kind}: install", status="passed", message=message, file=env.artifact.name)
-    checks = backend.run_checks(env)
+    checks = [installed, *backend.run_checks(env)]
     if any(c.status == "failed" for c in checks):
-        return [installed, *checks], _failure(env, backend, checks)
-    return [installed, *checks], None
+        raise _failure(name, env, backend, checks)
+    return checks
 
 
-def _run_envs(envs: Sequence[Env], backend: Backend) -> list[Check]:
-    """Every environment made and checked, side by side where the backend allows it (each is independent of the
-    other), one after the other otherwise; the checks in the environments' order. Raises the first environment's
-    failure, with every check of both."""
-    if backend.side_by_side:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=len(envs)) as pool:
-            outcomes = list(pool.map(lambda env: _run_env(env, backend), envs))
-    else:
-        outcomes = []
-        for env in envs:
-            outcomes.append(_run_env(env, backend))
-            if outcomes[-1][1] is not None:
-                break
-    all_checks = [check for checks, _ in outcomes for check in checks]
-    failure = next((failed for _, failed in outcomes if failed is not None), None)
-    if failure is not None:
-        raise StageFailed(NAME, str(failure).removeprefix(f"{NAME}: "), all_checks)
-    return all_checks
-
-
-def run(ctx: Context) -> StageResult:
-    chosen = backend_for(ctx)
+def run(ctx: Context, kind: str) -> StageResult:
+    """The stage of ``kind`` (wheel or conda): its environment made fresh and checked."""
+    chosen = backend_for(ctx, kind)
     if isinstance(chosen, StageResult):
         return chosen
     backend = chosen
-    paths = _inputs(ctx)
-    base = ctx.stage_dir(NAME)
-    logs = ctx.stage_dir("logs")
-    envs = [Env(kind, base / kind, paths[kind], logs / f"smoke-{kind}.log") for kind in ENVS]
+    name = stage_name(kind)
+    base = ctx.stage_dir(name)
+    env = Env(kind, base / kind, _inputs(ctx, kind)[kind], ctx.stage_dir("logs") / f"{name}.log")
     try:
-        all_checks = _run_envs(envs, backend)
+        all_checks = _run_env(name, env, backend)
     finally:
         backend.close()
-    for env in envs:
-        shutil.rmtree(env.root, ignore_errors=True)
+    shutil.rmtree(env.root, ignore_errors=True)
     shutil.rmtree(base / "wineprefix", ignore_errors=True)
     ran = [c for c in all_checks if not c.name.endswith(": install")]
     passed = sum(c.status == "passed" for c in ran)
     skipped = [c for c in ran if c.status == "skipped"]
-    kinds = " and ".join(backend.describe(kind) for kind in ENVS)
-    message = f"{passed}/{len(ran)} checks passed {backend.where} in {kinds}"
+    message = f"{passed}/{len(ran)} checks passed {backend.where} in {backend.describe(kind)}"
     if isinstance(backend, WineBackend):
         message += f" ({', '.join(f'{k}={v}' for k, v in backend.settings.items())})"
     if skipped:
@@ -176,13 +173,3 @@ def run(ctx: Context) -> StageResult:
             f"{c.name} ({c.message.removeprefix('skipped ').strip('()')})" for c in skipped
         )
     return StageResult(status="passed", checks=tuple(all_checks), message=message, ran_on=backend.where)
-
-
-def _beside_verify(plan: Plan) -> bool:
-    """On a host of the cell's platform, the smoke runs while verify reads the artifacts back (it reads nothing
-    verify writes); a failed verify still stops publish. Under Wine both would start Wine sessions at once: one
-    after the other there."""
-    return plan.platform == host_platform()
-
-
-STAGE = Stage(name=NAME, run=run, reads=tuple(INPUTS.values()), beside="verify", beside_when=_beside_verify)
