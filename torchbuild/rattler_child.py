@@ -125,7 +125,7 @@ async def _package_subdir(path: str) -> str:
 
 
 async def _install_archive(archive: str, prefix: str, cache_dir: str) -> dict[str, Any]:
-    """Link one package file into ``prefix`` (no solve): what the smoke stage's conda environment needs."""
+    """Link one package file into ``prefix`` (no solve): what smoke-conda's environment needs."""
     from rattler import RepoDataRecord, install
 
     record = await RepoDataRecord.from_package_archive(Path(archive))

@@ -15,7 +15,7 @@ the import tables that name them, so that each package gets a private copy. We d
   binaries' floor, and Windows reuses an already loaded DLL of the same name, so whichever loads first serves all;
 - CUDA DLLs are versioned by name already (cudart64_12.dll), and CUDA extensions import them by those names.
 The cost: an older msvcp140.dll loaded into the process before torch (from another package that ships one) wins over
-ours; the smoke stage is what catches that.
+ours; the smoke stages are what catch that.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the smoke stage's environment backends share: one environment (``Env``), the ``Backend`` protocol each kind
+"""What the smoke stages' environment backends share: one environment (``Env``), the ``Backend`` protocol each kind
 of host implements (a venv and a conda prefix on the host itself: smoke_venv.py; python.org's embeddable CPython for
 Windows under Wine on a Linux host: smoke_wine.py), and the reading of smoke_checks.py's results.
 

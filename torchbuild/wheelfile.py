@@ -146,7 +146,7 @@ def wheel_file_tags(archive: zipfile.ZipFile, wheel: WheelName) -> frozenset[Tag
 
 @dataclass(frozen=True)
 class WheelInfo:
-    """What the conda stage (and the smoke stage) need of a wheel's .dist-info."""
+    """What the conda stage (and the smoke stages) need of a wheel's .dist-info."""
 
     path: Path
     name: str  # the distribution name as in METADATA
