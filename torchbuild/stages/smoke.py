@@ -34,9 +34,9 @@ from torchbuild.smoke_env import Backend, Env, parse_results
 from torchbuild.smoke_venv import STAGE as BACKEND_STAGE
 from torchbuild.smoke_venv import VenvBackend, find_python, wheel_requirements
 from torchbuild.smoke_wine import WineBackend
-from torchbuild.stages import Context
+from torchbuild.stages import Context, Stage
 
-__all__ = ["parse_results", "reads", "run", "stage_name", "wheel_requirements"]
+__all__ = ["parse_results", "reads", "run", "stage", "stage_name", "wheel_requirements"]
 
 INPUTS = {"wheel": "repaired_wheel", "conda": "conda_package"}  # environment -> the artifact installed into it
 ENVS = tuple(INPUTS)
@@ -173,3 +173,9 @@ def run(ctx: Context, kind: str) -> StageResult:
             f"{c.name} ({c.message.removeprefix('skipped ').strip('()')})" for c in skipped
         )
     return StageResult(status="passed", checks=tuple(all_checks), message=message, ran_on=backend.where)
+
+
+def stage(kind: str, beside: tuple[str, ...]) -> Stage:
+    """The declaration of the smoke stage of ``kind``; on a host of the cell's platform it runs beside ``beside``."""
+    return Stage(name=stage_name(kind), run=lambda ctx: run(ctx, kind), reads=reads(kind), beside=beside,
+                 beside_when=beside_host)  # fmt: skip
