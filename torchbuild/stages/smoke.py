@@ -39,7 +39,6 @@ from torchbuild.stages import Context, Stage
 __all__ = ["parse_results", "reads", "run", "stage", "stage_name", "wheel_requirements"]
 
 INPUTS = {"wheel": "repaired_wheel", "conda": "conda_package"}  # environment -> the artifact installed into it
-ENVS = tuple(INPUTS)
 
 
 def stage_name(kind: str) -> str:
