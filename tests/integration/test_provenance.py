@@ -20,7 +20,7 @@ import pytest
 from tests.builders import make_wheel, torch_plan
 from tests.integration.support_source_repair import build_so, wheel_from_tree
 from tests.pe_fixtures import PeFixtures, build
-from torchbuild import provider_dlls, repair_windows, sbom
+from torchbuild import provider_dlls, repair_windows, sbom, scratch
 from torchbuild.checks.conda_package import check_package
 from torchbuild.checks.wheel_record import check_wheel
 from torchbuild.errors import StageFailed
@@ -77,9 +77,13 @@ def _document(wheel: Path) -> tuple[str, dict[str, bytes]]:
 
 
 def _twice(plan: Plan, wheel: Path, tmp_path: Path) -> tuple[tuple[Path, Path], tuple[Path, Path]]:
-    first = _repair_and_package(plan, wheel, tmp_path / "first")
+    first = _repair_and_package(plan, wheel, tmp_path / "first")  # payload unpacked in memory where there is room
     os.umask(0o077)  # another machine's umask, another directory, another time on disk
-    second = _repair_and_package(plan, wheel, tmp_path / "second" / "deeper")
+    os.environ[scratch.SETTING] = "disk"  # and the payload unpacked on disk
+    try:
+        second = _repair_and_package(plan, wheel, tmp_path / "second" / "deeper")
+    finally:
+        del os.environ[scratch.SETTING]
     return first, second
 
 

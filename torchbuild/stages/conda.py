@@ -1,7 +1,8 @@
 """conda: the repaired wheel becomes the cell's conda package (.conda, or .tar.bz2 when asked).
 
 The package is made from the same wheel as the pip artifact, never from a second compile: the wheel is installed
-into the Plan's site-packages of a staging prefix (wheel_install.py), its Requires-Dist become conda run
+into the Plan's site-packages of a staging prefix (wheel_install.py; in memory where there is room for it,
+scratch.py), its Requires-Dist become conda run
 dependencies (wheel_to_conda.py), and the package is assembled with py-rattler-build (package_assembly.py) from the
 rendered recipe (``recipes/pytorch``), which also goes into ``info/recipe``.
 
@@ -20,7 +21,7 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from torchbuild import dll_providers, recipe, sbom, vc_runtime, wheelfile
+from torchbuild import dll_providers, recipe, sbom, scratch, vc_runtime, wheelfile
 from torchbuild.console import console
 from torchbuild.errors import StageFailed
 from torchbuild.package_assembly import assemble, build_timestamp, check_options
@@ -59,6 +60,7 @@ def run(ctx: Context) -> StageResult:
     vc_spec = vc_runtime_spec(plan, report)
     with zipfile.ZipFile(wheel.path) as archive:
         left_out = dll_providers.provided_members(archive.namelist(), plan.conda.provided_dlls)
+        unpacked_size = sum(info.file_size for info in archive.infolist())
     rendered = recipe.render(
         plan,
         ctx.stage_dir("recipe"),
@@ -71,38 +73,37 @@ def run(ctx: Context) -> StageResult:
     out_dir = ctx.stage_dir(NAME)
     for stale in [*out_dir.glob("*.conda"), *out_dir.glob("*.tar.bz2")]:
         stale.unlink()
-    staging = out_dir / "payload"
-    shutil.rmtree(staging, ignore_errors=True)
+    shutil.rmtree(out_dir / "payload", ignore_errors=True)  # where earlier versions unpacked it
     document = package_sbom(plan, wheel.path.name, source, report, left_out)
     info_sbom = out_dir / sbom.FILE_NAME
     info_sbom.write_text(document, encoding="utf-8")
-    started = time.perf_counter()
-    member = sbom.wheel_member(wheel.dist_info)
-    payload = unpack_wheel(wheel, plan, staging, leave_out=left_out, replace={member: document.encode("utf-8")})
-    unpacked = time.perf_counter() - started
-
     name = plan.conda.archives[ctx.options.conda_format]
-    what = (
-        f"assembling {name}: {payload.files:,} files, {payload.size / 1e6:,.0f} MB, "
-        f"{'zstd' if ctx.options.conda_format == 'conda' else 'bzip2'} level {ctx.options.compression_level}, "
-        f"{ctx.options.compression_threads} thread(s)"
-    )
-    console.print(f"  {what} ...")
-    started = time.perf_counter()
-    with console.status(what + " ..."):
-        path = assemble(
-            rendered.meta,
-            subdir=plan.conda.subdir,
-            payload_dir=staging,
-            out_dir=out_dir,
-            options=ctx.options,
-            recipe_dir=rendered.directory,
-            licenses=license_files(wheel, payload, plan),
-            info_files=[info_sbom],
-            timestamp=build_timestamp(source.epoch),
+    with scratch.directory(unpacked_size, out_dir, "payload-") as staging:
+        started = time.perf_counter()
+        member = sbom.wheel_member(wheel.dist_info)
+        replace = {member: document.encode("utf-8")}
+        payload = unpack_wheel(wheel, plan, staging, leave_out=left_out, replace=replace)
+        unpacked = time.perf_counter() - started
+        what = (
+            f"assembling {name}: {payload.files:,} files, {payload.size / 1e6:,.0f} MB, "
+            f"{'zstd' if ctx.options.conda_format == 'conda' else 'bzip2'} level {ctx.options.compression_level}, "
+            f"{ctx.options.compression_threads} thread(s)"
         )
-    assembled = time.perf_counter() - started
-    shutil.rmtree(staging, ignore_errors=True)
+        console.print(f"  {what} ...")
+        started = time.perf_counter()
+        with console.status(what + " ..."):
+            path = assemble(
+                rendered.meta,
+                subdir=plan.conda.subdir,
+                payload_dir=staging,
+                out_dir=out_dir,
+                options=ctx.options,
+                recipe_dir=rendered.directory,
+                licenses=license_files(wheel, payload, plan),
+                info_files=[info_sbom],
+                timestamp=build_timestamp(source.epoch),
+            )
+        assembled = time.perf_counter() - started
     info_sbom.unlink()
     if path.name != name:
         raise StageFailed(NAME, f"assembled {path} but the Plan names the package {name}")
@@ -110,7 +111,8 @@ def run(ctx: Context) -> StageResult:
     artifact = Artifact.of(path)
     message = (
         f"{name}: {artifact.size / 1e6:.1f} MB from {payload.files:,} files "
-        f"(unpack {unpacked:.1f} s, assemble {assembled:.1f} s)"
+        f"(unpack {unpacked:.1f} s{' in memory' if scratch.in_memory_path(staging) else ''}, "
+        f"assemble {assembled:.1f} s)"
     )
     if vc_spec:
         message += f"; depends on {vc_spec}"

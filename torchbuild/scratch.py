@@ -1,0 +1,69 @@
+"""Scratch space for files a stage writes only to read back and delete (the conda stage's unpacked payload): in
+memory where the host has a RAM-backed ``/dev/shm`` with room for them, on disk beside the stage's output
+otherwise, and removed when the stage is done with them, also when it fails.
+
+Why: writing thousands of small files costs a disk file system far more than memory. Unpacking the torch 2.13.0 CPU
+wheel (12,251 files, 600 MB) with Python's ``ZipFile.extractall`` took 8.2 s into this machine's ext4 (5.6 s of it
+in the kernel) and 2.7 s into its /dev/shm. ``TORCHBUILD_SCRATCH=disk`` keeps scratch on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+RAM_DIR = Path("/dev/shm")
+MARGIN = 2 << 30  # bytes of memory left to everything else
+SETTING = "TORCHBUILD_SCRATCH"
+
+
+def _mounted_as_tmpfs(path: Path, mounts: Path = Path("/proc/mounts")) -> bool:
+    try:
+        lines = mounts.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return False  # not Linux
+    return any(fields[1:3] == [str(path), "tmpfs"] for fields in (line.split() for line in lines) if len(fields) > 2)
+
+
+def _available_memory(meminfo: Path = Path("/proc/meminfo")) -> int:
+    try:
+        for line in meminfo.read_text(encoding="utf-8").splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def in_memory(size: int, ram: Path = RAM_DIR) -> Path | None:
+    """``ram`` when it is a tmpfs with room for ``size`` bytes, in its own free space and in the memory the host
+    has available, beyond ``MARGIN``; else None."""
+    if os.environ.get(SETTING, "").lower() == "disk" or not _mounted_as_tmpfs(ram):
+        return None
+    try:
+        free = shutil.disk_usage(ram).free
+    except OSError:
+        return None
+    return ram if min(free, _available_memory()) >= size + MARGIN else None
+
+
+@contextlib.contextmanager
+def directory(size: int, on_disk: Path, prefix: str) -> Iterator[Path]:
+    """A fresh, empty directory for ``size`` bytes of transient files: in memory where there is room (see
+    ``in_memory``), else under ``on_disk``. Removed on exit."""
+    base = in_memory(size) or on_disk
+    base.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def in_memory_path(path: Path, ram: Path = RAM_DIR) -> bool:
+    """Whether ``path`` is scratch space in memory (for messages)."""
+    return path.is_relative_to(ram)
