@@ -1,6 +1,6 @@
-"""Scratch space for files a stage writes only to read back and delete (the conda stage's unpacked payload): in
-memory where the host has a RAM-backed ``/dev/shm`` with room for them, on disk beside the stage's output
-otherwise, and removed when the stage is done with them, also when it fails.
+"""Scratch space for files a stage writes only to read back and delete (the conda stage's unpacked payload, the
+conda prefix smoke-conda makes): in memory where the host has a RAM-backed ``/dev/shm`` with room for them, on disk
+beside the stage's output otherwise.
 
 Why: writing thousands of small files costs a disk file system far more than memory. Unpacking the torch 2.13.0 CPU
 wheel (12,251 files, 600 MB) with Python's ``ZipFile.extractall`` took 8.2 s into this machine's ext4 (5.6 s of it
@@ -49,6 +49,13 @@ def in_memory(size: int, ram: Path = RAM_DIR) -> Path | None:
     except OSError:
         return None
     return ram if min(free, _available_memory()) >= size + MARGIN else None
+
+
+def make_in_memory(size: int, prefix: str) -> Path | None:
+    """A fresh, empty directory in memory for ``size`` bytes where there is room (see ``in_memory``), else None.
+    The caller removes it."""
+    ram = in_memory(size)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=ram)) if ram is not None else None
 
 
 @contextlib.contextmanager

@@ -16,12 +16,12 @@ import pytest
 from packaging.requirements import Requirement
 
 from tests.builders import real_torch_wheel, record_hash, torch_plan
-from torchbuild import smoke_checks
+from torchbuild import scratch, smoke_checks
 from torchbuild.errors import StageFailed
 from torchbuild.options import RunOptions
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, smoke_conda, smoke_wheel
+from torchbuild.stages import Context, smoke, smoke_conda, smoke_wheel
 from torchbuild.stages.smoke import wheel_requirements
 
 BROKEN_INIT = b'raise ImportError("DLL load failed while importing _C: The specified module could not be found.")\n'
@@ -96,7 +96,7 @@ def smoke_results(
 
 @pytest.mark.slow
 def test_smoke_passes_on_the_real_wheel_and_conda_package(
-    smoke_results: tuple[dict[str, StageResult], Path], linux_plan: Plan
+    smoke_results: tuple[dict[str, StageResult], Path], linux_plan: Plan, torch_conda: Path
 ) -> None:
     results, root = smoke_results
     gpu_skip = "skipped (CPU build; a GPU is present)" if smoke_checks.gpu_present() else "skipped (no GPU)"
@@ -118,7 +118,14 @@ def test_smoke_passes_on_the_real_wheel_and_conda_package(
     assert messages["conda: cuda matmul"] == gpu_skip
     # torch came from each environment itself, not from the host or the working directory
     assert "/smoke-wheel/wheel/venv/lib/python3.11/site-packages/torch/__init__.py" in messages["wheel: import"]
-    assert "/smoke-conda/conda/venv/lib/python3.11/site-packages/torch/__init__.py" in messages["conda: import"]
+    # the conda prefix is made in memory where /dev/shm has room for it (rattler extracts the package there)
+    conda_root = root / linux_plan.stage_dirs["smoke-conda"] / "conda"
+    if scratch.in_memory(torch_conda.stat().st_size * smoke.UNPACKED_PER_PACKED) is not None:
+        conda_root = Path(messages["conda: import"].split(" from ")[1].split("/venv/")[0])
+        assert conda_root.parent == scratch.RAM_DIR and conda_root.name.startswith("torchbuild-smoke-conda-")
+    assert f"{conda_root}/venv/lib/python3.11/site-packages/torch/__init__.py" in messages["conda: import"]
+    assert not conda_root.exists()
+    assert not (root / linux_plan.stage_dirs["smoke-conda"] / smoke.KEPT).exists()
     assert "torch 2.13.0+cpu (CUDA none" in messages["conda: import"]
     # the conda environment's torch is the conda package's (its conda-meta record and the file's sha256)
     record = f"conda-meta/{linux_plan.conda.name}-2.13.0-py3.11_cpu_0.json"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,26 @@ def test_torchbuild_scratch_disk_keeps_it_on_disk(tmp_path: Path, monkeypatch: p
 
 def test_a_directory_that_is_no_tmpfs_mount_is_not_memory(tmp_path: Path) -> None:
     assert scratch.in_memory(1, ram=tmp_path) is None  # a plain folder on this disk
+
+
+def test_an_in_memory_conda_prefix_a_failed_run_kept_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    from tests.builders import make_wheel, torch_plan
+    from torchbuild.smoke_venv import VenvBackend
+    from torchbuild.stages import smoke
+
+    plan = torch_plan()
+    package = make_wheel(tmp_path / "in", plan.wheel)  # any file: only its size counts here
+    backend = VenvBackend(plan, "python3", package)
+    base = tmp_path / "smoke-conda"
+    base.mkdir()
+    first = smoke._environment_root(base, "conda", backend, package)
+    if not scratch.in_memory_path(first):
+        pytest.skip("skipped: /dev/shm here is no tmpfs with room; the prefix is made on disk")
+    (first / "venv").mkdir()  # the run fails: the environment stays, recorded in the stage directory
+    assert (base / smoke.KEPT).read_text().strip() == str(first)
+    second = smoke._environment_root(base, "conda", backend, package)
+    assert not first.exists() and second != first and scratch.in_memory_path(second)
+    shutil.rmtree(second)
+    wheel_base = tmp_path / "smoke-wheel"
+    wheel_base.mkdir()
+    assert smoke._environment_root(wheel_base, "wheel", backend, package) == wheel_base / "wheel"  # on disk
