@@ -62,9 +62,10 @@ def make_in_memory(size: int, prefix: str) -> Path | None:
 def directory(size: int, on_disk: Path, prefix: str) -> Iterator[Path]:
     """A fresh, empty directory for ``size`` bytes of transient files: in memory where there is room (see
     ``in_memory``), else under ``on_disk``. Removed on exit."""
-    base = in_memory(size) or on_disk
-    base.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    path = make_in_memory(size, prefix)
+    if path is None:
+        on_disk.mkdir(parents=True, exist_ok=True)
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=on_disk))
     try:
         yield path
     finally:
