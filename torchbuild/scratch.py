@@ -16,9 +16,12 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from torchbuild.errors import UserError, one_of
+
 RAM_DIR = Path("/dev/shm")
 MARGIN = 2 << 30  # bytes of memory left to everything else
 SETTING = "TORCHBUILD_SCRATCH"
+CHOICES = ("auto", "disk")  # auto: in memory where there is room
 
 
 def _mounted_as_tmpfs(path: Path, mounts: Path = Path("/proc/mounts")) -> bool:
@@ -42,7 +45,10 @@ def _available_memory(meminfo: Path = Path("/proc/meminfo")) -> int:
 def in_memory(size: int, ram: Path = RAM_DIR) -> Path | None:
     """``ram`` when it is a tmpfs with room for ``size`` bytes, in its own free space and in the memory the host
     has available, beyond ``MARGIN``; else None."""
-    if os.environ.get(SETTING, "").lower() == "disk" or not _mounted_as_tmpfs(ram):
+    setting = os.environ.get(SETTING, "auto").lower()
+    if setting not in CHOICES:
+        raise UserError(f"{SETTING}={os.environ[SETTING]!r} is not a scratch setting: use {one_of(CHOICES)}.")
+    if setting == "disk" or not _mounted_as_tmpfs(ram):
         return None
     try:
         free = shutil.disk_usage(ram).free

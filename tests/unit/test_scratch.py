@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from torchbuild import scratch
+from torchbuild.errors import UserError
 
 
 def test_scratch_is_in_memory_where_dev_shm_has_room_and_is_removed_after(tmp_path: Path) -> None:
@@ -35,6 +36,14 @@ def test_torchbuild_scratch_disk_keeps_it_on_disk(tmp_path: Path, monkeypatch: p
     assert scratch.in_memory(1) is None
     with scratch.directory(1, tmp_path, "payload-") as path:
         assert path.parent == tmp_path
+
+
+def test_an_unknown_setting_is_refused_naming_the_valid_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(scratch.SETTING, "ram")
+    with pytest.raises(UserError) as caught, scratch.directory(1, tmp_path, "payload-"):
+        pass
+    assert str(caught.value) == "TORCHBUILD_SCRATCH='ram' is not a scratch setting: use auto or disk."
+    assert list(tmp_path.iterdir()) == []  # nothing made
 
 
 def test_a_directory_that_is_no_tmpfs_mount_is_not_memory(tmp_path: Path) -> None:
