@@ -2,7 +2,7 @@
 
 import sys
 
-from torchbuild.cli import main
+from torchbuild.commands.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -30,11 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from torchbuild import repair_windows  # noqa: E402
-from torchbuild.options import RunOptions  # noqa: E402
+from torchbuild.config.options import RunOptions  # noqa: E402
 from torchbuild.plan import STAGES  # noqa: E402
-from torchbuild.runner import pipeline  # noqa: E402
-from torchbuild.stages import smoke  # noqa: E402
+from torchbuild.run.runner import pipeline  # noqa: E402
+from torchbuild.stages.repair import windows  # noqa: E402
+from torchbuild.stages.smoke import stage as smoke  # noqa: E402
 
 PLATFORMS = ("linux-64", "win-64")
 
@@ -73,13 +73,13 @@ def _venv_pip_install(wheel: Path, work: Path) -> float:
 
 
 def _delvewheel_alone(wheel: Path, work: Path) -> float:
-    from torchbuild import matrix
     from torchbuild import plan as plan_mod
-    from torchbuild.matrix import Cell
+    from torchbuild.config import matrix
+    from torchbuild.config.matrix import Cell
 
     cell = Cell(platform="win-64", cuda="cpu", python="3.11", torch=wheel.name.split("-")[1].split("+")[0])
     plan = plan_mod.resolve(cell, matrix.load(ROOT / "matrix.yaml"))
-    located = repair_windows.needs(plan, wheel, RunOptions().cache_dir, work / "providers.log").located
+    located = windows.needs(plan, wheel, RunOptions().cache_dir, work / "providers.log").located
     providers = sorted({hit.path.parent for hit in located})
     argv = [sys.executable, "-m", "delvewheel", "repair", "--ignore-existing", "-w", str(work / "plain"),
             "--add-path", os.pathsep.join(map(str, providers)), str(wheel)]  # fmt: skip

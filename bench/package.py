@@ -1,7 +1,7 @@
 """Benchmark: how fast the conda stage turns the unpacked torch wheel into a .conda, against the floor.
 
 In one run, on the same unpacked payload (torch 2.13.0 CPU, linux-64, Python 3.11):
-  (a) the pipeline: torchbuild.package_assembly.assemble (py-rattler-build's assemble_package), zstd LEVEL, THREADS;
+  (a) the pipeline: torchbuild.conda.assembly.assemble (py-rattler-build's assemble_package), zstd LEVEL, THREADS;
   (b) the floor: `tar -cf - . | zstd -LEVEL -TTHREADS` with the CLI tools (apt-get install -y zstd);
   (c) conda-package-handling with its defaults (zstd 19, one thread): slow (minutes); --skip-cph leaves it out.
 Prints times, sizes and ratios against the floor.
@@ -27,13 +27,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from torchbuild import matrix, recipe, wheelfile  # noqa: E402
 from torchbuild import plan as plan_mod  # noqa: E402
-from torchbuild.matrix import Cell  # noqa: E402
-from torchbuild.options import RunOptions  # noqa: E402
-from torchbuild.package_assembly import assemble  # noqa: E402
-from torchbuild.wheel_install import unpack_wheel  # noqa: E402
-from torchbuild.wheel_to_conda import wheel_requires  # noqa: E402
+from torchbuild.conda.assembly import assemble  # noqa: E402
+from torchbuild.conda.requirements import wheel_requires  # noqa: E402
+from torchbuild.config import matrix  # noqa: E402
+from torchbuild.config.matrix import Cell  # noqa: E402
+from torchbuild.config.options import RunOptions  # noqa: E402
+from torchbuild.stages.conda import recipe  # noqa: E402
+from torchbuild.wheel import wheelfile  # noqa: E402
+from torchbuild.wheel.install import unpack_wheel  # noqa: E402
 
 TORCH_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 

@@ -1,7 +1,7 @@
 """Benchmark: the pipeline's win-64 repair of PyPI's torch 2.5.1 cp311 win_amd64 wheel, against plain delvewheel.
 
 In one run, on the same input wheel, with the same DLL providers (the msvc-runtime wheel, unpacked in the cache):
-  (a) the pipeline: torchbuild.stages.repair.run for the cell win-64-cpu-py3.11-torch2.5.1 (provider lookup,
+  (a) the pipeline: torchbuild.stages.repair.stage.run for the cell win-64-cpu-py3.11-torch2.5.1 (provider lookup,
       delvewheel with the VC runtime included and no mangling, then the PE import-closure check of the result);
   (b) plain `delvewheel repair --ignore-existing --add-path <providers>`.
 Prints times, output sizes, the ratio (a)/(b), and what each output lacks per the closure check.
@@ -21,14 +21,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from torchbuild import matrix, pe, repair_windows  # noqa: E402
 from torchbuild import plan as plan_mod  # noqa: E402
-from torchbuild.matrix import Cell  # noqa: E402
-from torchbuild.options import RunOptions  # noqa: E402
+from torchbuild.config import matrix  # noqa: E402
+from torchbuild.config.matrix import Cell  # noqa: E402
+from torchbuild.config.options import RunOptions  # noqa: E402
+from torchbuild.platforms.windows import pe  # noqa: E402
 from torchbuild.results import Artifact  # noqa: E402
 from torchbuild.stages import Context  # noqa: E402
-from torchbuild.stages import repair as repair_stage  # noqa: E402
 from torchbuild.stages import source as source_stage  # noqa: E402
+from torchbuild.stages.repair import stage as repair_stage  # noqa: E402
+from torchbuild.stages.repair import windows  # noqa: E402
 
 
 def main() -> int:
@@ -41,7 +43,7 @@ def main() -> int:
         source = source_stage.run(ctx)  # cached after the first run; re-versioned to 2.5.1+cpu (about 1 s)
         wheel = source.outputs["source_wheel"].path
         log = work / "providers.log"
-        located = repair_windows.needs(plan, wheel, options.cache_dir, log).located
+        located = windows.needs(plan, wheel, options.cache_dir, log).located
         providers = sorted({hit.path.parent for hit in located})
         print(f"input: {wheel.name} ({wheel.stat().st_size / 1e6:.1f} MB); providers: {', '.join(map(str, providers))}")
 

@@ -19,7 +19,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from torchbuild.plan import SMOKE_STAGES
-from torchbuild.report import artifact_table, icon
+from torchbuild.run.report import artifact_table, icon
 
 
 def read_reports(root: Path, prefix: str) -> dict[str, dict[str, Any]]:

@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.conftest import ROOT
-from torchbuild import matrix
 from torchbuild import plan as plan_mod
-from torchbuild.matrix import Cell
+from torchbuild.config import matrix
+from torchbuild.config.matrix import Cell
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact
 
@@ -85,8 +85,8 @@ def real_torch_wheel() -> Path:
 def source_info(directory: Path, wheel: Path, epoch: int = 1_700_000_000) -> Artifact:
     """The source stage's ``source_info`` for a wheel handed to later stages directly: where it came from, and the
     time the artifacts carry."""
-    from torchbuild.provenance import SourceInfo
     from torchbuild.results import sha256_of
+    from torchbuild.wheel.provenance import SourceInfo
 
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "source.json"
@@ -97,9 +97,9 @@ def source_info(directory: Path, wheel: Path, epoch: int = 1_700_000_000) -> Art
 def with_sbom(wheel: Path) -> Path:
     """``wheel`` as the repair stage leaves a wheel that needs nothing vendored: with its SBOM (torch only) in the
     .dist-info and RECORD. Rewritten in place."""
-    from torchbuild import sbom
-    from torchbuild.provenance import SourceInfo
-    from torchbuild.wheel_rewrite import dist_info_of, rewrite
+    from torchbuild.wheel import sbom
+    from torchbuild.wheel.provenance import SourceInfo
+    from torchbuild.wheel.rewrite import dist_info_of, rewrite
 
     name, version = wheel.name.split("-")[:2]
     source = SourceInfo("wheel", str(wheel), "", "", 1_700_000_000, "the test")

@@ -13,14 +13,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from torchbuild import deps as build_deps
-from torchbuild import dll_providers, platforms, solve, wheel_to_conda
-from torchbuild.compat import CPU, Compat, CudaRelease, TorchRelease, VcRuntimeRule, load, notes_for, version_key
-from torchbuild.deps import Dependency
+from torchbuild.conda import requirements, solve
+from torchbuild.config import dll_providers
+from torchbuild.config.compat import (
+    CPU,
+    Compat,
+    CudaRelease,
+    TorchRelease,
+    VcRuntimeRule,
+    load,
+    notes_for,
+    version_key,
+)
+from torchbuild.config.matrix import LATEST, BuildOptions, Cell, Matrix
 from torchbuild.errors import UserError, one_of, some_of
-from torchbuild.matrix import LATEST, BuildOptions, Cell, Matrix
-from torchbuild.platforms import Target, Toolchain
-from torchbuild.wheelfile import WheelTags, accepted_platform_tags
+from torchbuild.host import downloads as build_deps
+from torchbuild.host.downloads import Dependency
+from torchbuild.platforms.linux.build import Linux
+from torchbuild.platforms.target import Platform, Target, Toolchain
+from torchbuild.platforms.windows.build import Windows
+from torchbuild.wheel.wheelfile import WheelTags, accepted_platform_tags
 
 STAGES = ("source", "build", "repair", "conda", "verify", "smoke-wheel", "smoke-conda", "publish")
 SMOKE_STAGES = ("smoke-wheel", "smoke-conda")
@@ -100,6 +112,22 @@ class Plan:
     @property
     def is_cuda(self) -> bool:
         return self.cuda != CPU
+
+
+REFUSED_PLATFORMS = {
+    "win-32": "PyTorch does not support 32-bit Windows: use 64-bit Windows and 64-bit Python (--platform win-64).",
+    "linux-32": "PyTorch does not support 32-bit Linux: use --platform linux-64.",
+}
+
+
+def platform_module(name: str) -> Platform:
+    """The platform module of a cell's platform; 32-bit and unknown platforms are refused naming the valid ones."""
+    modules: dict[str, Platform] = {"win-64": Windows(), "linux-64": Linux()}
+    if name in REFUSED_PLATFORMS:
+        raise UserError(REFUSED_PLATFORMS[name])
+    if name not in modules:
+        raise UserError(f"Unknown platform '{name}'. Valid platforms: {one_of(modules)}.")
+    return modules[name]
 
 
 # --- validation of the cell's parts ----------------------------------------------------------------------
@@ -244,7 +272,7 @@ def _common_env(
 def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: str | None = None) -> Plan:
     """Resolve ``cell``; ``pinned`` fixes the release of a ``latest`` cell without changing the cell's id."""
     compat = compat or load()
-    platform = platforms.get(cell.platform)
+    platform = platform_module(cell.platform)
     _check_python(compat, cell.python)
     cuda = _check_cuda(compat, cell.cuda)
     release = resolve_release(compat, cell, pinned)
@@ -289,8 +317,8 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         filename=f"{stem}.conda",
         archives={"conda": f"{stem}.conda", "tar.bz2": f"{stem}.tar.bz2"},
         requirement_overrides={o.pypi: o.rule.value for o in pkg.requirement_overrides if o.rule.applies(*applies_to)},
-        marker_environment=wheel_to_conda.marker_environment(cell.platform, cell.python),
-        install_scheme=wheel_to_conda.install_scheme(cell.platform, site_packages, cell.python),
+        marker_environment=requirements.marker_environment(cell.platform, cell.python),
+        install_scheme=requirements.install_scheme(cell.platform, site_packages, cell.python),
         vc_runtime=pkg.vc_runtime_for(*applies_to),
         provided_dlls=_provided_dlls(cell.platform, depends, pkg.vc_runtime_for(*applies_to)),
     )

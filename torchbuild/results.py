@@ -4,7 +4,7 @@ from torchbuild, so every other module can use these types."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -57,3 +57,47 @@ class StageResult:
     checks: tuple[Check, ...] = ()
     message: str = ""  # one line for the step log, e.g. "skipped: needs a win-64 host"
     ran_on: str = ""  # where its checks ran, e.g. "under Wine 8.0, CPython 3.11.9 embeddable" (smoke)
+
+
+# --- checks by code ---------------------------------------------------------------------------------------
+# Every check has a code: conda-verify's C11xx where it checks the same thing (users who know conda-verify
+# recognise them; conda-verify itself is not on the package index here), and torchbuild's own TBxxx for what
+# conda-verify does not check: TB1xx conda package, TB2xx wheel, TB3xx solve.
+
+# code -> what passing means (the Check's name). Each module that makes checks registers its codes once, with
+# ``define`` (or ``conda_archive.package_check``), where the check is written.
+CODES: dict[str, str] = {}
+
+
+def define(code: str, title: str) -> str:
+    """Register a check's code and title; returns the code. A code means one thing everywhere."""
+    known = CODES.setdefault(code, title)
+    if known != title:
+        raise ValueError(f"check code {code} is registered twice: {known!r} and {title!r}")
+    return code
+
+
+SHOWN = 5  # problems named in one check's message; the rest are counted
+
+
+def result(code: str, file: Path | str, problems: Sequence[str], note: str = "") -> Check:
+    """A passed Check when ``problems`` is empty (with ``note`` as its message), else a failed one naming them."""
+    if not problems:
+        return Check(name=CODES[code], status="passed", message=note, code=code, file=str(file))
+    message = "; ".join(problems[:SHOWN])
+    if len(problems) > SHOWN:
+        message += f" (and {len(problems) - SHOWN} more)"
+    return Check(name=CODES[code], status="failed", message=message, code=code, file=str(file))
+
+
+def skipped(code: str, file: Path | str, reason: str) -> Check:
+    return Check(name=CODES[code], status="skipped", message=reason, code=code, file=str(file))
+
+
+def failures(checks: Sequence[Check]) -> list[Check]:
+    return [c for c in checks if c.status == "failed"]
+
+
+def summary(failed: Sequence[Check]) -> str:
+    """One line per failed check: code, file, what is wrong."""
+    return "\n".join(f"  {c.code} {c.file}: {c.name}: {c.message}" for c in failed)

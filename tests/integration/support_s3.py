@@ -26,12 +26,12 @@ from typing import Any, Literal
 
 from tests.builders import source_info, torch_plan
 from tests.integration.support_conda import tiny_torch_wheel
-from torchbuild import report
-from torchbuild.options import RunOptions
-from torchbuild.records import CellRun, StageRecord
+from torchbuild.config.options import RunOptions
 from torchbuild.results import Artifact
+from torchbuild.run import report
+from torchbuild.run.records import CellRun, StageRecord
 from torchbuild.stages import Context
-from torchbuild.stages import conda as conda_stage
+from torchbuild.stages.conda import stage as conda_stage
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCESS_KEY = "AKIATORCHBUILDTEST01"

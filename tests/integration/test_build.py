@@ -23,14 +23,16 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_provision import provisioned_toolkit
-from torchbuild import checkout, matrix
 from torchbuild import plan as plan_mod
+from torchbuild.config import matrix
+from torchbuild.config.matrix import Cell
+from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed, UserError
-from torchbuild.matrix import Cell
-from torchbuild.options import RunOptions
+from torchbuild.host import checkout
 from torchbuild.plan import Plan
 from torchbuild.results import StageResult
-from torchbuild.stages import Context, build, source
+from torchbuild.stages import Context, source
+from torchbuild.stages.build import stage as build
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -18,12 +18,14 @@ import pytest
 from tests.builders import make_wheel, real_torch_wheel, source_info, torch_plan, with_sbom
 from tests.conftest import REPODATA
 from tests.integration.support_conda import repack, tiny_torch_wheel
-from torchbuild.checks.conda_package import CondaArchive, read_package
+from torchbuild.conda.checks.package import CondaArchive, read_package
+from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed, UserError
-from torchbuild.options import RunOptions
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, Check, StageResult
-from torchbuild.stages import Context, conda, verify
+from torchbuild.stages import Context
+from torchbuild.stages.conda import stage as conda
+from torchbuild.stages.verify import stage as verify
 
 SITE = "lib/python3.11/site-packages"
 TINY_REQUIRES = (

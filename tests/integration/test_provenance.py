@@ -20,16 +20,21 @@ import pytest
 from tests.builders import make_wheel, torch_plan
 from tests.integration.support_source_repair import build_so, wheel_from_tree
 from tests.pe_fixtures import PeFixtures, build
-from torchbuild import provider_dlls, repair_windows, sbom, scratch
-from torchbuild.checks.conda_package import check_package
-from torchbuild.checks.wheel_record import check_wheel
+from torchbuild.conda.checks.package import check_package
+from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed
-from torchbuild.options import RunOptions
+from torchbuild.host import scratch
 from torchbuild.plan import Plan
-from torchbuild.provenance import SourceInfo
+from torchbuild.platforms.windows import providers as provider_dlls
 from torchbuild.results import Artifact, sha256_of
-from torchbuild.stages import Context, conda, repair
-from torchbuild.wheel_rewrite import rewrite
+from torchbuild.stages import Context
+from torchbuild.stages.conda import stage
+from torchbuild.stages.repair import stage as repair
+from torchbuild.stages.repair import windows
+from torchbuild.wheel import sbom
+from torchbuild.wheel.checks import check_wheel
+from torchbuild.wheel.provenance import SourceInfo
+from torchbuild.wheel.rewrite import rewrite
 
 pytestmark = pytest.mark.slow
 EPOCH = 1_700_000_000
@@ -66,7 +71,7 @@ def _repair_and_package(plan: Plan, wheel: Path, root: Path) -> tuple[Path, Path
     options = RunOptions(compression_level=1)
     repaired = repair.run(Context(plan=plan, root=root, options=options, inputs=inputs))
     inputs = {**repaired.outputs, "source_info": info}
-    packaged = conda.run(Context(plan=plan, root=root, options=options, inputs=inputs))
+    packaged = stage.run(Context(plan=plan, root=root, options=options, inputs=inputs))
     return repaired.outputs["repaired_wheel"].path, packaged.outputs["conda_package"].path
 
 
@@ -160,14 +165,14 @@ def _located(names: list[str], tmp_path: Path, cuda: str = "cpu") -> list[provid
 
 def test_a_tampered_vc_runtime_dll_is_refused_naming_what_was_found_and_expected(tmp_path: Path) -> None:
     (real,) = _located(["msvcp140.dll"], tmp_path)
-    assert "Microsoft Corporation" in repair_windows.signer_of(real)
+    assert "Microsoft Corporation" in windows.signer_of(real)
     data = bytearray(real.path.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one byte of code changed; the signature still claims Microsoft
     tampered = tmp_path / "tampered" / "msvcp140.dll"
     tampered.parent.mkdir()
     tampered.write_bytes(bytes(data))
     with pytest.raises(StageFailed) as caught:
-        repair_windows.signer_of(provider_dlls.Located(real.pattern, tampered, real.provider, real.origin,
+        windows.signer_of(provider_dlls.Located(real.pattern, tampered, real.provider, real.origin,
                                                        real.wheel, real.signer))  # fmt: skip
     message = str(caught.value)
     assert str(tampered) in message and "InvalidDigest" in message
@@ -179,7 +184,7 @@ def test_a_dll_signed_by_another_vendor_is_refused(tmp_path: Path) -> None:
     (vc,) = _located(["msvcp140.dll"], tmp_path)
     wrong = provider_dlls.Located("msvcp140.dll", intel.path, vc.provider, vc.origin, vc.wheel, vc.signer)
     with pytest.raises(StageFailed) as caught:
-        repair_windows.signer_of(wrong)
+        windows.signer_of(wrong)
     message = str(caught.value)
     assert "libiomp5md.dll is signed by Intel Corporation (Intel Corporation; root " in message
     assert "not by Microsoft Corporation" in message
@@ -187,8 +192,8 @@ def test_a_dll_signed_by_another_vendor_is_refused(tmp_path: Path) -> None:
 
 def test_an_unsigned_dll_passes_only_where_the_data_says_why(fixtures: PeFixtures, tmp_path: Path) -> None:
     (cudart,) = _located(["cudart64_12.dll"], tmp_path, cuda="12.4")
-    assert repair_windows.signer_of(cudart).startswith("not signed (NVIDIA's -cu11/-cu12 wheels carry")
+    assert windows.signer_of(cudart).startswith("not signed (NVIDIA's -cu11/-cu12 wheels carry")
     (vc,) = _located(["msvcp140.dll"], tmp_path)
     unsigned = provider_dlls.Located("msvcp140.dll", fixtures.base, vc.provider, vc.origin, vc.wheel, vc.signer)
     with pytest.raises(StageFailed, match=r"base\.dll: NotSigned: .*expected a valid signature by Microsoft"):
-        repair_windows.signer_of(unsigned)
+        windows.signer_of(unsigned)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from torchbuild import provision
-from torchbuild.toolchain import ToolchainError
-from torchbuild.toolchain.cuda import nvcc_version
+from torchbuild.platforms import provision
+from torchbuild.platforms.cuda import nvcc_version
+from torchbuild.platforms.toolchain import ToolchainError
 
 PROVISIONED = "13.2"  # not the 13.0 installed here
 KERNEL = """\

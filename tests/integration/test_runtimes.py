@@ -22,15 +22,17 @@ from tests.builders import make_wheel, source_info, torch_plan
 from tests.conftest import ROOT
 from tests.integration.test_windows import Run, pipeline
 from tests.pe_fixtures import PeFixtures, build, with_linker
-from torchbuild import sbom
-from torchbuild.checks.conda_archive import read_package
-from torchbuild.checks.conda_environment import environment_checks
+from torchbuild.conda.archive import read_package
+from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed
-from torchbuild.options import RunOptions
-from torchbuild.repair_report import RepairReport
 from torchbuild.results import Artifact, sha256_of
-from torchbuild.stages import Context, conda, repair
+from torchbuild.stages import Context
+from torchbuild.stages.conda import stage as conda
+from torchbuild.stages.repair import stage as repair
 from torchbuild.stages.source import fetch
+from torchbuild.stages.verify.environment import environment_checks
+from torchbuild.wheel import sbom
+from torchbuild.wheel.repair_report import RepairReport
 
 pytestmark = pytest.mark.slow
 CELL = "win-64-cpu-py3.11-torch2.14.1"
@@ -123,7 +125,7 @@ def test_the_conda_package_shares_the_environments_runtimes(new_run: Run) -> Non
 def test_the_rendered_recipe_states_the_packages_run_requirements(new_run: Run) -> None:
     import yaml
 
-    from torchbuild.recipe import apply_selectors
+    from torchbuild.stages.conda.recipe import apply_selectors
 
     plan = torch_plan("win-64", "cpu", "3.11", "2.14.1")
     recipe = (new_run.workspace / "build" / CELL / "recipe" / "meta.yaml").read_text()

@@ -423,9 +423,9 @@ def test_the_publish_stage_of_a_run(
     from dataclasses import replace
 
     from tests.builders import torch_plan
-    from torchbuild import runner
-    from torchbuild.options import RunOptions
+    from torchbuild.config.options import RunOptions
     from torchbuild.results import StageResult
+    from torchbuild.run import runner
 
     for key, value in bucket.env.items():
         monkeypatch.setenv(key, value)

@@ -16,11 +16,12 @@ import pytest
 from tests.builders import source_info, torch_plan
 from tests.conftest import REPODATA
 from tests.integration.support_conda import tiny_torch_wheel
-from torchbuild import solve
-from torchbuild.options import RunOptions
+from torchbuild.conda import solve
+from torchbuild.config.options import RunOptions
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact
-from torchbuild.stages import Context, conda
+from torchbuild.stages import Context
+from torchbuild.stages.conda import stage as conda
 
 TORCH = "2.8.0"
 CUDA = "12.9"

@@ -16,13 +16,15 @@ import pytest
 from packaging.requirements import Requirement
 
 from tests.builders import real_torch_wheel, record_hash, torch_plan
-from torchbuild import scratch, smoke_checks
+from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed
-from torchbuild.options import RunOptions
+from torchbuild.host import scratch
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, smoke, smoke_conda, smoke_wheel
-from torchbuild.stages.smoke import wheel_requirements
+from torchbuild.stages import Context, smoke_conda, smoke_wheel
+from torchbuild.stages.smoke import stage as smoke
+from torchbuild.stages.smoke.resources import smoke_checks
+from torchbuild.stages.smoke.stage import wheel_requirements
 
 BROKEN_INIT = b'raise ImportError("DLL load failed while importing _C: The specified module could not be found.")\n'
 

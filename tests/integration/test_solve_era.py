@@ -12,11 +12,13 @@ import pytest
 from tests.builders import source_info, torch_plan
 from tests.conftest import REPODATA
 from tests.integration.support_conda import tiny_torch_wheel
-from torchbuild import solve as solver
-from torchbuild.checks.conda_package import read_package
-from torchbuild.options import RunOptions
+from torchbuild.conda import solve as solver
+from torchbuild.conda.checks.package import read_package
+from torchbuild.config.options import RunOptions
 from torchbuild.results import Artifact
-from torchbuild.stages import Context, conda, verify
+from torchbuild.stages import Context
+from torchbuild.stages.conda import stage as conda
+from torchbuild.stages.verify import stage as verify
 
 MAIN = REPODATA / "main"
 pytestmark = pytest.mark.skipif(not MAIN.is_dir(), reason=f"skipped: no stored repodata at {MAIN}")

@@ -18,12 +18,14 @@ from tests.integration.support_source_repair import (
     use_only_index,
     wheel_from_tree,
 )
-from torchbuild import pin
+from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed
-from torchbuild.options import RunOptions
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, build, repair, source
+from torchbuild.run import pin
+from torchbuild.stages import Context, source
+from torchbuild.stages.build import stage
+from torchbuild.stages.repair import stage as repair
 
 __all__ = ["http_index"]  # the fixture, imported for pytest
 
@@ -128,7 +130,7 @@ def test_newest_available_on_a_local_index(monkeypatch: pytest.MonkeyPatch, http
 
 def test_build_passes_the_prebuilt_wheel_through(tmp_path: Path) -> None:
     wheel = Artifact.of(make_wheel(tmp_path, PLAN.wheel))
-    result = build.run(_ctx(tmp_path / "ws", tmp_path / "cache", inputs={"source_wheel": wheel}))
+    result = stage.run(_ctx(tmp_path / "ws", tmp_path / "cache", inputs={"source_wheel": wheel}))
     assert (result.status, result.outputs["built_wheel"], result.message) == (
         "skipped", wheel, "prebuilt wheel: nothing to compile"
     )  # fmt: skip
@@ -144,7 +146,7 @@ def repaired_real(tmp_path_factory: pytest.TempPathFactory) -> tuple[Artifact, S
     root = tmp_path_factory.mktemp("real")
     cache = root / "cache"
     got = source.run(_ctx(root, cache, wheel=given)).outputs
-    built = build.run(_ctx(root, cache, inputs=dict(got))).outputs
+    built = stage.run(_ctx(root, cache, inputs=dict(got))).outputs
     return built["built_wheel"], repair.run(_ctx(root, cache, inputs={**got, **built}))
 
 
@@ -257,7 +259,7 @@ def test_repair_copies_a_wheel_that_needs_nothing(tmp_path: Path) -> None:
 def test_repair_on_win_64_vendors_what_the_wheel_imports(tmp_path: Path) -> None:
     """What a win-64 wheel gets is derived from its own import tables: a wheel without DLLs needs nothing (the
     vendoring of what real DLLs import is in tests/integration/test_windows.py and test_runtimes.py)."""
-    from torchbuild.repair_report import RepairReport
+    from torchbuild.wheel.repair_report import RepairReport
 
     plan = torch_plan(platform="win-64", torch="2.5.1")
     wheel = make_wheel(tmp_path, plan.wheel)

@@ -19,8 +19,8 @@ import pytest
 from tests.builders import make_wheel, torch_plan
 from tests.conftest import REPODATA, ROOT
 from tests.pe_fixtures import PeFixtures, build
-from torchbuild import pe, wine
-from torchbuild.options import RunOptions
+from torchbuild.config.options import RunOptions
+from torchbuild.platforms.windows import pe, wine
 from torchbuild.stages.source import fetch
 
 CELL = "win-64-cpu-py3.11-torch2.5.1"
@@ -119,7 +119,7 @@ def test_conda_package_is_win_64_with_short_paths_and_solves(win_run: Run) -> No
     assert checks["C1145"]["status"] == "passed"  # every PE file is AMD64
     assert checks["TB102"]["status"] == "passed"
     assert "characters installed" in checks["TB102"]["message"]
-    from torchbuild.checks.conda_package import read_package
+    from torchbuild.conda.checks.package import read_package
 
     pkg = read_package(next(win_run.stage_dir("conda").glob("*.conda")))
     assert all(m.name.startswith("Lib/site-packages/") for m in pkg.files())
@@ -133,8 +133,8 @@ def test_conda_package_is_win_64_with_short_paths_and_solves(win_run: Run) -> No
 def test_torch_2_5_1_sets_the_floor_14_29_and_the_package_leaves_the_runtimes_to_its_dependencies(
     win_run: Run,
 ) -> None:
-    from torchbuild.checks.conda_package import read_package
-    from torchbuild.repair_report import RepairReport
+    from torchbuild.conda.checks.package import read_package
+    from torchbuild.wheel.repair_report import RepairReport
 
     report = RepairReport.read(win_run.stage_dir("repair") / "repair.json")
     assert report.vc_runtime_floor is not None and report.vc_runtime_floor.version == "14.29"
@@ -227,9 +227,10 @@ def test_cuda_cell_vendors_the_cuda_runtime_from_its_provider_but_never_the_driv
     vendored is derived from those imports: cudart from the nvidia-cuda-runtime-cu12 12.4 wheel, msvcp140.dll from
     msvc-runtime and, because that msvcp140.dll imports it, vcruntime140_1.dll; nvcuda.dll is left to the driver,
     and the closure is complete."""
-    from torchbuild.provenance import SourceInfo
     from torchbuild.results import Artifact
-    from torchbuild.stages import Context, repair
+    from torchbuild.stages import Context
+    from torchbuild.stages.repair import stage as repair
+    from torchbuild.wheel.provenance import SourceInfo
 
     plan = torch_plan("win-64", "12.4", "3.11", "2.5.1")
     assert "cudart64_12.dll" in plan.redistributable_dlls

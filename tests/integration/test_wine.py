@@ -21,13 +21,13 @@ import pytest
 from tests.builders import make_wheel, torch_plan
 from tests.conftest import REPODATA, ROOT
 from tests.pe_fixtures import PeFixtures, build
-from torchbuild import wine
-from torchbuild.checks.loader import loader_checks
+from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed
-from torchbuild.options import RunOptions
+from torchbuild.platforms.windows import wine
 from torchbuild.results import Artifact
 from torchbuild.stages import Context, smoke_wheel
 from torchbuild.stages.source import fetch
+from torchbuild.stages.verify.loader import loader_checks
 
 CACHE = RunOptions().cache_dir
 

@@ -20,7 +20,7 @@ import pytest
 from tests.builders import make_wheel
 from tests.conftest import ROOT
 from tests.integration.support_conda import assemble_small, repack
-from torchbuild import publish_cmd
+from torchbuild.commands import publish as publish_cmd
 
 WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 CONDA = "pytorch-2.13.0-py3.11_cpu_0.conda"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from torchbuild import build_runner
-from torchbuild.build_runner import Progress, first_error, run_build, step_of
+from torchbuild.host import build_runner
+from torchbuild.host.build_runner import Progress, first_error, run_build, step_of
 
 GCC_FAIL = """\
 [1/3] /usr/bin/c++ -O3 -fPIC -c /src/ext.cpp -o ext.cpp.o

@@ -15,28 +15,30 @@ import pytest
 
 from tests.builders import make_wheel, torch_plan
 from tests.integration.support_conda import assemble_small
-from torchbuild import rattler_child, report
-from torchbuild.channels import open_channel, pep503
+from torchbuild.channels import pep503
 from torchbuild.channels import repodata as rd
+from torchbuild.channels.backends import open_channel
 from torchbuild.channels.local import LocalChannel
-from torchbuild.channels.s3_client import Location, parse_url
+from torchbuild.config.channel_spec import Location, parse_s3
 from torchbuild.channels.secrets import MASK, redact, register
+from torchbuild.commands.publish import collect, locate
+from torchbuild.conda import rattler_child
 from torchbuild.errors import UserError
-from torchbuild.publish_cmd import collect, locate
-from torchbuild.records import CellRun, StageRecord
 from torchbuild.results import Artifact
+from torchbuild.run import report
+from torchbuild.run.records import CellRun, StageRecord
 
 WHEEL = "torch-2.5.1+cpu-cp311-cp311-win_amd64.whl"
 
 
 def test_s3_urls() -> None:
-    assert parse_url("s3://my-bucket/nightly/v1/") == Location("my-bucket", "nightly/v1")
-    assert parse_url("s3://my-bucket") == Location("my-bucket", "")
+    assert parse_s3("s3://my-bucket/nightly/v1/") == Location("my-bucket", "nightly/v1")
+    assert parse_s3("s3://my-bucket") == Location("my-bucket", "")
     assert Location("my-bucket", "nightly").key("linux-64", "repodata.json") == "nightly/linux-64/repodata.json"
     assert Location("my-bucket", "").key("whl", "simple") == "whl/simple"
     for bad in ("s3://", "s3://UPPER/x", "s3://a/x", "s3://under_score/x"):
         with pytest.raises(UserError, match="S3"):
-            parse_url(bad)
+            parse_s3(bad)
 
 
 def test_unknown_scheme_names_the_valid_channels(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from torchbuild import checkout
 from torchbuild.errors import UserError
+from torchbuild.host import checkout
 
 
 def git(cwd: Path, *args: str) -> str:

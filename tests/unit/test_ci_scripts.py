@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 
 from tests.conftest import ROOT
-from torchbuild import cli, report
-from torchbuild.matrix import load
+from torchbuild.commands import cli
+from torchbuild.config.matrix import load
 from torchbuild.plan import Plan
-from torchbuild.records import CellRun, StageRecord
 from torchbuild.results import Artifact, Check
+from torchbuild.run import report
+from torchbuild.run.records import CellRun, StageRecord
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import install_cuda

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from torchbuild import matrix
+from torchbuild.config import matrix
 
 
 def pipeline(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:

@@ -11,14 +11,13 @@ import pytest
 
 from tests.builders import make_wheel, torch_plan, with_sbom
 from tests.integration.support_conda import assemble_small, repack
-from torchbuild import solve
-from torchbuild.checks import CODES
-from torchbuild.checks.conda_archive import pe_machine
-from torchbuild.checks.conda_package import check_package
-from torchbuild.checks.wheel_record import check_wheel
-from torchbuild.results import Check
-from torchbuild.wheel_to_conda import load_mapping, requirement_to_conda, wheel_requires
-from torchbuild.wheelfile import WheelInfo
+from torchbuild.conda import solve
+from torchbuild.conda.archive import pe_machine
+from torchbuild.conda.checks.package import check_package
+from torchbuild.conda.requirements import load_mapping, requirement_to_conda, wheel_requires
+from torchbuild.results import CODES, Check
+from torchbuild.wheel.checks import check_wheel
+from torchbuild.wheel.wheelfile import WheelInfo
 
 SITE = "lib/python3.11/site-packages"
 GOOD_FILES = {
@@ -198,7 +197,7 @@ def test_pe_machine_reader() -> None:
 
 
 def _info(pkg: Path, member: str) -> bytes:
-    from torchbuild.checks.conda_package import read_package
+    from torchbuild.conda.checks.package import read_package
 
     return read_package(pkg).info[member]
 

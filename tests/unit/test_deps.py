@@ -15,8 +15,8 @@ from pathlib import Path
 import py7zr
 import pytest
 
-from torchbuild import deps
-from torchbuild.deps import Dependency, DependencyError
+from torchbuild.host import downloads
+from torchbuild.host.downloads import Dependency, DependencyError
 
 
 class Server:
@@ -72,23 +72,23 @@ def dep_for(server: Server, name: str, data: bytes, **kwargs: object) -> Depende
 
 
 def test_declared_per_cell() -> None:
-    win = deps.declared("win-64", "2.5.1", "12.4")
+    win = downloads.declared("win-64", "2.5.1", "12.4")
     assert [d.name for d in win] == ["mkl-include", "mkl-static"]
     assert all(len(d.sha256) == 64 and d.url.startswith("https://") for d in win)
-    assert deps.declared("linux-64", "2.5.1", "cpu") == ()
+    assert downloads.declared("linux-64", "2.5.1", "cpu") == ()
 
 
 def test_fetch_zip_with_root_and_env(server: Server, tmp_path: Path) -> None:
     data = zip_bytes({"pkg.data/data/Library/include/mkl.h": b"/* mkl */\n", "pkg.data/data/Library/lib/mkl.lib": b"x"})
     dep = dep_for(server, "mkl.zip", data, root="pkg.data/data/Library",
                   env={"LIB": "{root}/lib;%LIB%", "CMAKE_INCLUDE_PATH": "{root}/include"})
-    root = deps.fetch(dep, tmp_path / "cache", show_progress=False)
+    root = downloads.fetch(dep, tmp_path / "cache", show_progress=False)
     assert (root / "include" / "mkl.h").read_bytes() == b"/* mkl */\n"
-    env = deps.environment(dep, root, {"lib": "C:\\VS\\lib\\x64"})  # cmd.exe names are case-insensitive
+    env = downloads.environment(dep, root, {"lib": "C:\\VS\\lib\\x64"})  # cmd.exe names are case-insensitive
     assert env == {"LIB": f"{root}/lib;C:\\VS\\lib\\x64", "CMAKE_INCLUDE_PATH": f"{root}/include"}
     assert str(root).startswith(str(tmp_path / "cache" / "deps" / dep.sha256))
     hits = len(server.hits)
-    assert deps.fetch(dep, tmp_path / "cache", show_progress=False) == root  # cached: no request
+    assert downloads.fetch(dep, tmp_path / "cache", show_progress=False) == root  # cached: no request
     assert len(server.hits) == hits
 
 
@@ -99,14 +99,14 @@ def test_fetch_7z_and_tar(server: Server, tmp_path: Path) -> None:
     with py7zr.SevenZipFile(seven, "w") as archive:
         archive.writeall(tmp_path / "src" / "magma", "magma")
     magma = dep_for(server, "magma.7z", seven.read_bytes(), root="magma")
-    root = deps.fetch(magma, tmp_path / "c", show_progress=False)
+    root = downloads.fetch(magma, tmp_path / "c", show_progress=False)
     assert (root / "include" / "magma.h").read_text() == "/* magma */\n"
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         info = tarfile.TarInfo("lib/libx.a")
         info.size = 3
         tar.addfile(info, io.BytesIO(b"abc"))
-    root = deps.fetch(dep_for(server, "x.tar.gz", buffer.getvalue()), tmp_path / "c", show_progress=False)
+    root = downloads.fetch(dep_for(server, "x.tar.gz", buffer.getvalue()), tmp_path / "c", show_progress=False)
     assert (root / "lib" / "libx.a").read_bytes() == b"abc"
 
 
@@ -114,7 +114,7 @@ def test_checksum_mismatch_unpacks_nothing(server: Server, tmp_path: Path) -> No
     dep = dep_for(server, "mkl.zip", zip_bytes({"a.h": b"1"}))
     server.files["/mkl.zip"] = zip_bytes({"a.h": b"tampered"})
     with pytest.raises(DependencyError) as err:
-        deps.fetch(dep, tmp_path / "cache", show_progress=False)
+        downloads.fetch(dep, tmp_path / "cache", show_progress=False)
     assert "checksum mismatch" in str(err.value) and dep.sha256 in str(err.value)
     assert "build_deps.yaml" in str(err.value)
     assert not list((tmp_path / "cache").rglob("a.h")) and not list((tmp_path / "cache").rglob("*.zip"))
@@ -123,14 +123,14 @@ def test_checksum_mismatch_unpacks_nothing(server: Server, tmp_path: Path) -> No
 def test_retries_transient_errors(server: Server, tmp_path: Path) -> None:
     dep = dep_for(server, "flaky.zip", zip_bytes({"ok.txt": b"ok"}))
     server.fail_first["/flaky.zip"] = 1
-    root = deps.fetch(dep, tmp_path / "cache", show_progress=False)
+    root = downloads.fetch(dep, tmp_path / "cache", show_progress=False)
     assert (root / "ok.txt").read_bytes() == b"ok" and server.hits.count("/flaky.zip") == 2
 
 
 def test_missing_file_is_not_retried(server: Server, tmp_path: Path) -> None:
     dep = Dependency(name="gone", url=f"{server.url}/gone.zip", sha256="0" * 64)
     with pytest.raises(DependencyError, match="failed after 1 attempt"):
-        deps.fetch(dep, tmp_path / "cache", show_progress=False)
+        downloads.fetch(dep, tmp_path / "cache", show_progress=False)
 
 
 @pytest.mark.parametrize("kind", ["zip", "tar-dotdot", "tar-symlink", "7z"])
@@ -155,13 +155,15 @@ def test_path_escapes_are_refused(kind: str, server: Server, tmp_path: Path) -> 
                 tar.addfile(info, io.BytesIO(b"x"))
         data, name = buffer.getvalue(), "e.tar.gz"
     with pytest.raises(DependencyError, match=r"outside|refused"):
-        deps.fetch(dep_for(server, name, data), tmp_path / "cache", show_progress=False)
+        downloads.fetch(dep_for(server, name, data), tmp_path / "cache", show_progress=False)
     assert not (tmp_path / "cache" / "deps" / "evil.txt").exists()
     assert not list((tmp_path / "cache").rglob("evil.txt"))
 
 
 def test_bad_declarations() -> None:
     with pytest.raises(DependencyError, match="lacks sha256"):
-        deps.parse({"dependencies": [{"name": "mkl", "url": "https://x/mkl.7z"}]}, "build_deps.yaml")
+        downloads.parse({"dependencies": [{"name": "mkl", "url": "https://x/mkl.7z"}]}, "build_deps.yaml")
     with pytest.raises(DependencyError, match="64 lowercase hex"):
-        deps.parse({"dependencies": [{"name": "mkl", "url": "https://x/mkl.7z", "sha256": "abc"}]}, "build_deps.yaml")
+        downloads.parse(
+            {"dependencies": [{"name": "mkl", "url": "https://x/mkl.7z", "sha256": "abc"}]}, "build_deps.yaml"
+        )

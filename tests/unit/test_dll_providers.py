@@ -9,10 +9,11 @@ import pytest
 
 from tests.builders import torch_plan
 from tests.pe_fixtures import PeFixtures, build
-from torchbuild import dll_providers, provider_dlls
-from torchbuild.dll_providers import Provider, ProviderData, ProviderError
+from torchbuild.config import dll_providers
+from torchbuild.config.dll_providers import Provider, ProviderData, ProviderError
+from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
-from torchbuild.options import RunOptions
+from torchbuild.platforms.windows import providers as provider_dlls
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.builders import torch_plan
-from torchbuild import doctor
+from torchbuild.commands import doctor
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

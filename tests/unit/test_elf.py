@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.support_source_repair import build_so, wheel_from_tree
-from torchbuild import elf
+from torchbuild.platforms.linux import elf
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from torchbuild import estimate
+from torchbuild.commands import estimate
 from torchbuild.errors import UserError
 
 

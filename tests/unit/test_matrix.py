@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from torchbuild import matrix
-from torchbuild.matrix import Cell, MatrixError
+from torchbuild.config import matrix
+from torchbuild.config.matrix import Cell, MatrixError
 
 
 def test_repo_matrix_loads_and_expands() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.pe_fixtures import PeFixtures, build
-from torchbuild import pe
+from torchbuild.platforms.windows import pe
 
 
 @pytest.fixture(scope="session")

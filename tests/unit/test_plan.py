@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from torchbuild import matrix
+from torchbuild.config import matrix
+from torchbuild.config.matrix import Cell
 from torchbuild.errors import UserError
-from torchbuild.matrix import Cell
 from torchbuild.plan import Plan, resolve
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
@@ -192,7 +192,7 @@ def test_notes_concern_the_plans_platform() -> None:
 
 
 def test_no_note_speaks_of_how_it_was_written() -> None:
-    from torchbuild.compat import PLATFORMS, load, notes_for
+    from torchbuild.config.compat import PLATFORMS, load, notes_for
 
     compat = load()
     rows = [*compat.releases, *compat.cuda.values()]

@@ -9,7 +9,7 @@ import yaml
 
 from tests.unit.test_plan import plan_of
 from torchbuild.errors import UserError
-from torchbuild.recipe import apply_selectors, evaluate_selector, render
+from torchbuild.stages.conda.recipe import apply_selectors, evaluate_selector, render
 
 CELLS = [
     ("win-64", "cpu", "3.11", "2.5.1"),

@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 from tests.builders import make_wheel, torch_plan
-from torchbuild import runner
-from torchbuild.options import RunOptions
+from torchbuild.config.options import RunOptions
 from torchbuild.results import Artifact, StageResult
+from torchbuild.run import runner
 from torchbuild.stages import Context
 
 

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from tests.builders import make_wheel, torch_plan
-from torchbuild import runner
+from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed, UserError
-from torchbuild.options import RunOptions
 from torchbuild.plan import STAGES, Plan
 from torchbuild.results import Artifact, StageResult
+from torchbuild.run import runner
 from torchbuild.stages import Context, Stage
 
 WAIT_S = 60.0

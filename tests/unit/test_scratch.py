@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from torchbuild import scratch
 from torchbuild.errors import UserError
+from torchbuild.host import scratch
 
 
 def test_scratch_is_in_memory_where_dev_shm_has_room_and_is_removed_after(tmp_path: Path) -> None:
@@ -52,8 +52,8 @@ def test_a_directory_that_is_no_tmpfs_mount_is_not_memory(tmp_path: Path) -> Non
 
 def test_an_in_memory_conda_prefix_a_failed_run_kept_is_removed_by_the_next_run(tmp_path: Path) -> None:
     from tests.builders import make_wheel, torch_plan
-    from torchbuild.smoke_venv import VenvBackend
-    from torchbuild.stages import smoke
+    from torchbuild.stages.smoke import stage as smoke
+    from torchbuild.stages.smoke.venv import VenvBackend
 
     plan = torch_plan()
     package = make_wheel(tmp_path / "in", plan.wheel)  # any file: only its size counts here

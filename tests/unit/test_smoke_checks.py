@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.builders import real_torch_wheel
-from torchbuild import smoke_checks
-from torchbuild.stages.smoke import parse_results, wheel_requirements
+from torchbuild.stages.smoke.resources import smoke_checks
+from torchbuild.stages.smoke.stage import parse_results, wheel_requirements
 
 SCRIPT = Path(smoke_checks.__file__)
 

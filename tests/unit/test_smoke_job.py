@@ -13,11 +13,13 @@ from pathlib import Path, PureWindowsPath
 import pytest
 
 from tests.conftest import ROOT
-from torchbuild import cli, runner, smoke_job
-from torchbuild.matrix import load
+from torchbuild.commands import cli
+from torchbuild.commands import smoke as smoke_job
+from torchbuild.config.matrix import load
 from torchbuild.plan import STAGES, Plan
-from torchbuild.records import StageRecord
 from torchbuild.results import Artifact
+from torchbuild.run import runner
+from torchbuild.run.records import StageRecord
 
 CELL = "win-64-cpu-py3.11"
 BUILD_ROOT = PureWindowsPath(r"D:\a\torchbuild\torchbuild")  # where a windows-2022 runner checks out

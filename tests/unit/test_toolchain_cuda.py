@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from torchbuild.toolchain import ToolchainError, cuda
+from torchbuild.platforms import cuda
+from torchbuild.platforms.toolchain import ToolchainError
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "toolchain"
 

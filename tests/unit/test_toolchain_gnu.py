@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from torchbuild.toolchain import ToolchainError, gnu
-from torchbuild.toolchain.cuda import NvccVersion
+from torchbuild.platforms.cuda import NvccVersion
+from torchbuild.platforms.linux import gcc as gnu
+from torchbuild.platforms.toolchain import ToolchainError
 
 
 def test_gcc_version_forms() -> None:

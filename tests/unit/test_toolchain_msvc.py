@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.builders import torch_plan
-from torchbuild.compat import load
-from torchbuild.toolchain import ToolchainError, msvc, traps
+from torchbuild.config.compat import load
+from torchbuild.platforms.toolchain import ToolchainError
+from torchbuild.platforms.windows import msvc, traps
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "toolchain"
 

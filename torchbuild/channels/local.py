@@ -19,12 +19,12 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from torchbuild import rattler_child
 from torchbuild.channels import Upload, pep503, wheel_path
 from torchbuild.channels.repodata import PACKAGE_SUFFIXES
-from torchbuild.checks.conda_archive import PackageUnreadable, read_package
+from torchbuild.conda import rattler_child
+from torchbuild.conda.archive import PackageUnreadable, read_package
 from torchbuild.errors import UserError
-from torchbuild.files import changed_at, copy_atomic, write_atomic
+from torchbuild.host.files import changed_at, copy_atomic, write_atomic
 from torchbuild.results import Artifact, sha256_of
 
 

@@ -44,16 +44,16 @@ from torchbuild.channels.s3_client import (
     error_code,
     make_client,
     module,
-    parse_url,
 )
-from torchbuild.console import console
+from torchbuild.config.channel_spec import parse_s3
 from torchbuild.errors import UserError
+from torchbuild.host.console import console
 from torchbuild.results import Artifact
 
 
 class S3Channel:
     def __init__(self, url: str, client: Any | None = None) -> None:
-        self.location = parse_url(url)
+        self.location = parse_s3(url)
         self.s3_url = url.rstrip("/")
         self.client = client if client is not None else make_client()
         self.url = self._http_url()

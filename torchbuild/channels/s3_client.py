@@ -5,44 +5,20 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 import sys
 import threading
-from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import Any
-from urllib.parse import urlsplit
 
 from torchbuild.channels.secrets import redact, register
-from torchbuild.console import console
 from torchbuild.errors import UserError
+from torchbuild.host.console import console
 
 MB = 1 << 20
 # Files above this go up in parts of this size, four at a time (S3 needs parts of at least 5 MB).
 PART_MB = int(os.environ.get("TORCHBUILD_S3_PART_MB", "64"))
 RETRIES = 8  # merge attempts per index file; and botocore's attempts per request unless AWS_MAX_ATTEMPTS says
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
 CONFLICT = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
-
-
-@dataclass(frozen=True)
-class Location:
-    bucket: str
-    prefix: str  # "" or "some/prefix" (no slashes at the ends)
-
-    def key(self, *parts: str) -> str:
-        return str(PurePosixPath(self.prefix, *parts)) if self.prefix else str(PurePosixPath(*parts))
-
-
-def parse_url(url: str) -> Location:
-    parts = urlsplit(url)
-    if parts.scheme != "s3" or not parts.netloc:
-        raise UserError(f"'{url}' is not an S3 channel: use s3://bucket/prefix")
-    if not _BUCKET.match(parts.netloc):
-        raise UserError(
-            f"'{parts.netloc}' in '{url}' is not a valid S3 bucket name (3-63 lowercase letters, digits, dots, dashes)"
-        )
-    return Location(bucket=parts.netloc, prefix=parts.path.strip("/"))
 
 
 def make_client() -> Any:

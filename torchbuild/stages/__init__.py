@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchbuild.options import RunOptions
+from torchbuild.config.options import RunOptions
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, StageResult
 

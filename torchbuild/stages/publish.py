@@ -3,7 +3,7 @@ anaconda:// too, see torchbuild/channels). Artifacts built elsewhere are publish
 
 from __future__ import annotations
 
-from torchbuild.channels import open_channel
+from torchbuild.channels.backends import open_channel
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.results import StageResult
 from torchbuild.stages import Context, Stage

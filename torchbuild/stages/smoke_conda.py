@@ -3,7 +3,7 @@ says how). On a host of the cell's platform it runs beside verify and smoke-whee
 
 from __future__ import annotations
 
-from torchbuild.stages import smoke
+from torchbuild.stages.smoke import stage as smoke
 
 STAGE = smoke.stage("conda", beside=('verify', 'smoke-wheel'))
 run = STAGE.run

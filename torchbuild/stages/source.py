@@ -26,13 +26,15 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from torchbuild import checkout, pip, provenance, wheel_version, wheelfile
-from torchbuild.console import console
 from torchbuild.errors import StageFailed
-from torchbuild.files import copy_atomic, link, link_atomic
+from torchbuild.host import checkout, pip
+from torchbuild.host.console import console
+from torchbuild.host.files import copy_atomic, link, link_atomic
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, StageResult
 from torchbuild.stages import Context, Stage
+from torchbuild.wheel import provenance, wheelfile
+from torchbuild.wheel import version as wheel_version
 
 NAME = "source"
 SOURCE_JSON = "source.json"  # where the wheel or checkout came from, and the time the artifacts carry

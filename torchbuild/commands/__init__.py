@@ -1,0 +1,1 @@
+"""The command line: argument parsing (cli.py) and one module per subcommand."""

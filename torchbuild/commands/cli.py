@@ -1,0 +1,372 @@
+"""Argument parsing and dispatch only. ``python pipeline.py --help``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform as host
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from rich.markup import escape
+
+from torchbuild.channels.local import check_directory
+from torchbuild.commands import publish as publish_cmd
+from torchbuild.commands import sbom as sbom_cmd
+from torchbuild.commands.plan_view import print_plan, say_resolution
+from torchbuild.conda.assembly import COMPRESSION_LEVELS, COMPRESSORS
+from torchbuild.config import matrix as matrix_mod
+from torchbuild.config.channel_spec import check_spec, local_path
+from torchbuild.config.compat import load
+from torchbuild.config.matrix import Cell, Matrix
+from torchbuild.config.options import DEFAULT_GIT_URL, RunOptions
+from torchbuild.errors import UserError, one_of
+from torchbuild.host.console import console, out
+from torchbuild.plan import Plan, resolve
+from torchbuild.run import pin
+from torchbuild.wheel import provenance
+
+COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor", "sbom")
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_REPODATA = ROOT.parent / "shared" / "data" / "repodata"
+
+
+def host_platform() -> str:
+    machine = host.machine().lower()
+    bits64 = machine in ("amd64", "x86_64")
+    if sys.platform == "win32":
+        if not bits64:
+            raise UserError("PyTorch does not support 32-bit Windows: use 64-bit Windows and 64-bit Python.")
+        return "win-64"
+    if sys.platform.startswith("linux") and bits64:
+        return "linux-64"
+    raise UserError(
+        f"No default platform for this host ({sys.platform}, {machine}): pass --platform win-64 or linux-64."
+    )
+
+
+def _selectors(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("cell selection")
+    group.add_argument("--matrix", type=Path, default=None, help="matrix file (default: matrix.yaml of the repo)")
+    group.add_argument("--cuda", help="CUDA version X.Y, or cpu")
+    group.add_argument("--py", "--python", dest="python", help="Python version X.Y")
+    group.add_argument("--platform", help="win-64 or linux-64 (default: this host's)")
+    group.add_argument("--torch", help="torch release, or 'latest' (default: the matrix's)")
+    group.add_argument("--only", metavar="CELL_ID", help="one cell of the matrix by id (see 'matrix')")
+    group.add_argument("--msvc", metavar="TOOLSET", help="pin the MSVC toolset, e.g. 14.29 (win-64)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pipeline.py",
+        description="Build, repair, package, verify and publish PyTorch for each cell of matrix.yaml.",
+        epilog="Without a command, 'run' is meant: python pipeline.py --cuda cpu --py 3.11",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="{run,plan,matrix,smoke,publish,index,doctor,sbom}")
+    run = sub.add_parser("run", help="run the stages for the selected cells (the default command)")
+    _selectors(run)
+    run.add_argument("--channel", help="publish to this channel (default: the matrix's, a local 'channel/')")
+    run.add_argument("--wheel", type=Path, help="use this prebuilt wheel as the source")
+    run.add_argument("--force", action="store_true", help="rerun stages that are already done")
+    run.add_argument("--replace", action="store_true", help="publish: replace a different file under a published name")
+    run.add_argument("--format", choices=("conda", "tar.bz2"), default="conda", help="conda package format")
+    run.add_argument(
+        "--compression-level", type=int, default=5, help="zstd (1-22) or bzip2 (1-9) level of the conda package"
+    )
+    run.add_argument("--compression-threads", type=int, default=2, help="compression threads")
+    run.add_argument(
+        "--repodata",
+        type=Path,
+        help="real conda repodata to prove the package solvable against (default: ../shared/data/repodata)",
+    )
+    run.add_argument("--cache-dir", type=Path, default=None, help="download cache (default: ~/.cache/torchbuild)")
+    source = run.add_argument_group("compiling from source (instead of a prebuilt wheel)")
+    source.add_argument("--source-dir", type=Path, help="compile this PyTorch checkout (with its submodules)")
+    source.add_argument(
+        "--git-ref", help="clone this tag, branch or full commit SHA (e.g. v2.5.1) with submodules, and compile it"
+    )
+    source.add_argument("--git-url", help=f"repository for --git-ref (default {DEFAULT_GIT_URL})")
+    plan = sub.add_parser("plan", help="print the resolved plan; nothing is run")
+    _selectors(plan)
+    plan.add_argument("--json", action="store_true", help="machine-readable output")
+    mat = sub.add_parser("matrix", help="list the cells of the matrix")
+    _selectors(mat)
+    mat.add_argument("--github", action="store_true", help="JSON for a GitHub Actions strategy.matrix")
+    mat.add_argument(
+        "--estimate", action="store_true", help="runner hours and billed minutes of one nightly of these cells"
+    )
+    smoke = sub.add_parser(
+        "smoke", help="only the smoke stages of one cell, on the build/ another machine made (the nightly's GPU job)"
+    )
+    _selectors(smoke)
+    publish_cmd.add_parsers(sub)
+    sbom_cmd.add_parser(sub)
+    doctor = sub.add_parser(
+        "doctor", help="what compiling the selected cells needs on this host: found or missing, with fixes"
+    )
+    _selectors(doctor)
+    doctor.add_argument("--cache-dir", type=Path, default=None, help="download cache (default: ~/.cache/torchbuild)")
+    return parser
+
+
+SELECTORS = (("--cuda", "cuda"), ("--py", "python"), ("--platform", "platform"), ("--torch", "torch"))
+
+
+def check_selection(args: argparse.Namespace) -> None:
+    """Selection flags that contradict each other are usage errors, before the matrix is read."""
+    if args.only is not None:
+        also = [flag for flag, dest in SELECTORS if getattr(args, dest) is not None]
+        if also:
+            raise UserError(
+                f"--only {args.only} names one cell of the matrix, with its platform, CUDA, Python and torch; "
+                f"{one_of(also)} would be ignored. Give --only alone, or {one_of(also)} without --only."
+            )
+
+
+def load_matrix(args: argparse.Namespace) -> Matrix:
+    check_selection(args)
+    path = args.matrix or ROOT / "matrix.yaml"
+    matrix = matrix_mod.load(path)
+    if args.msvc:
+        matrix = replace(matrix, build=replace(matrix.build, msvc_toolset=args.msvc))
+    if getattr(args, "channel", None) is not None:
+        try:
+            check_spec(args.channel)
+        except UserError as exc:
+            raise UserError(f"--channel: {exc}") from None
+        matrix = replace(matrix, channel=args.channel)
+    return matrix
+
+
+def check_msvc(args: argparse.Namespace, cells: Sequence[Cell]) -> None:
+    if args.msvc and not any(c.platform == "win-64" for c in cells):
+        raise UserError(
+            f"--msvc {args.msvc} pins the MSVC toolset of win-64 cells, and no selected cell is win-64 "
+            f"({one_of(sorted({c.platform for c in cells}))}): add --platform win-64, or leave --msvc out."
+        )
+
+
+def select_cells(matrix: Matrix, args: argparse.Namespace) -> list[Cell]:
+    cells = _select(matrix, args)
+    check_msvc(args, cells)
+    return cells
+
+
+def _select(matrix: Matrix, args: argparse.Namespace) -> list[Cell]:
+    cells = matrix.cells()
+    if not cells and (args.cuda is None or args.python is None):
+        raise UserError(
+            f"{matrix.path} has no cells: its exclude rules remove every platform x cuda x python combination and "
+            "include adds none. Remove an exclude rule or add an include entry (or give --cuda and --py)."
+        )
+    if args.only:
+        chosen = [c for c in cells if c.id == args.only]
+        if not chosen:
+            raise UserError(f"No cell '{args.only}' in {matrix.path}. Valid cell ids: {one_of([c.id for c in cells])}.")
+        return chosen
+    if args.cuda is None and args.python is None and args.platform is None and args.torch is None:
+        return cells
+    platform = args.platform or host_platform()
+    if args.cuda is not None and args.python is not None:
+        for cell in cells:
+            if (cell.platform, cell.cuda, cell.python) == (platform, args.cuda, args.python) and args.torch is None:
+                return [cell]
+        return [Cell(platform=platform, cuda=args.cuda, python=args.python, torch=args.torch or matrix.torch)]
+    wanted = {"platform": platform, "cuda": args.cuda, "python": args.python}
+    chosen = [c for c in cells if all(v is None or getattr(c, k) == v for k, v in wanted.items())]
+    if args.torch is not None:
+        chosen = [replace(c, torch=args.torch) for c in chosen]
+    if not chosen:
+        described = ", ".join(f"{k} {v}" for k, v in wanted.items() if v is not None)
+        raise UserError(
+            f"No cell of {matrix.path} has {described}. Give both --cuda and --py to build a cell outside the "
+            f"matrix, or choose one of: {one_of([c.id for c in cells])}."
+        )
+    return chosen
+
+
+def resolve_all(matrix: Matrix, cells: Sequence[Cell]) -> list[Plan]:
+    compat = load()
+    plans = []
+    for cell in cells:
+        try:
+            plans.append(resolve(cell, matrix, compat))
+        except UserError as exc:
+            if len(cells) == 1:
+                raise
+            raise type(exc)(f"cell {cell.id}: {exc}") from None
+    return plans
+
+
+def github_matrix(plans: Sequence[Plan], conda_builder: str = "rattler-build") -> dict[str, object]:
+    """The nightly's strategy.matrix; ``conda-builder`` says which tool the win-64 build jobs also package with
+    (matrix.yaml build.conda_builder: conda-build runs the rendered recipe on the runner's Miniconda)."""
+    runners = load().packaging.github_runners
+    return {
+        "include": [
+            {
+                "cell": p.cell_id,
+                "platform": p.platform,
+                "cuda": p.cuda,
+                "python": p.python,
+                "torch": p.torch,
+                "runs-on": runners[p.platform],
+                "conda-builder": conda_builder,
+            }
+            for p in plans
+        ]
+    }
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    matrix = load_matrix(args)
+    plans = resolve_all(matrix, select_cells(matrix, args))
+    if args.json:  # always a list, one plan per cell, however many are selected
+        print(json.dumps([p.to_dict() for p in plans], indent=2, sort_keys=True))
+        return 0
+    say_resolution(plans)
+    for plan in plans:
+        print_plan(plan)
+    return 0
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    if args.github and args.estimate:
+        raise UserError(
+            "--github and --estimate both choose what 'matrix' prints (the JSON for GitHub Actions, or the runner "
+            "hours): give one of them."
+        )
+    matrix = load_matrix(args)
+    plans = resolve_all(matrix, select_cells(matrix, args))
+    if args.github:
+        payload = github_matrix(plans, matrix.build.conda_builder)
+        print(json.dumps(payload, separators=(",", ":"), sort_keys=True))
+        return 0
+    if args.estimate:
+        from torchbuild.commands import estimate
+
+        out.print(estimate.render(estimate.for_github_matrix(github_matrix(plans))), markup=False)
+        return 0
+    for plan in plans:
+        out.print(f"{plan.cell_id:40} torch {plan.torch:8} {plan.wheel}")
+    return 0
+
+
+def check_compression(args: argparse.Namespace) -> None:
+    if args.compression_level not in COMPRESSION_LEVELS[args.format]:
+        valid = "; ".join(
+            f"{r.start} to {r.stop - 1} with --format {f} ({COMPRESSORS[f]})" for f, r in COMPRESSION_LEVELS.items()
+        )
+        raise UserError(
+            f"--compression-level {args.compression_level} does not fit --format {args.format}. Valid levels: {valid}."
+        )
+    if args.compression_threads < 1:
+        raise UserError(f"--compression-threads {args.compression_threads}: give 1 or more.")
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """Paths the user gave must be there: a flag that names a missing file would do nothing, or fail later."""
+    if args.wheel is not None and not args.wheel.is_file():
+        what = "is a directory" if args.wheel.is_dir() else "no such file"
+        raise UserError(f"--wheel {args.wheel}: {what}; give the path of a torch .whl file.")
+    if args.source_dir and not args.source_dir.is_dir():
+        raise UserError(f"--source-dir {args.source_dir}: no such directory (give the root of a PyTorch checkout).")
+    if args.repodata is not None and not args.repodata.is_dir():
+        raise UserError(
+            f"--repodata {args.repodata}: no such directory; give a directory with <channel>/<subdir>/repodata.json "
+            f"(like {DEFAULT_REPODATA}), or leave --repodata out to use that one where it exists."
+        )
+
+
+def run_options(args: argparse.Namespace) -> RunOptions:
+    check_compression(args)
+    sources = (("--wheel", args.wheel), ("--source-dir", args.source_dir), ("--git-ref", args.git_ref))
+    given = [flag for flag, value in sources if value]
+    if len(given) > 1:
+        raise UserError(f"{' and '.join(given)} both name the source: give one of --wheel, --source-dir or --git-ref.")
+    if args.git_url is not None and not args.git_ref:
+        raise UserError(
+            f"--git-url {args.git_url} names the repository --git-ref is cloned from, and no --git-ref is given: "
+            "add --git-ref (a tag, branch or commit SHA, e.g. v2.5.1), or leave --git-url out."
+        )
+    check_paths(args)
+    repodata = args.repodata or (DEFAULT_REPODATA if DEFAULT_REPODATA.is_dir() else None)
+    options = RunOptions(
+        wheel=args.wheel.resolve() if args.wheel else None,
+        force=args.force,
+        replace=getattr(args, "replace", False),
+        conda_format=args.format,
+        compression_level=args.compression_level,
+        compression_threads=args.compression_threads,
+        repodata=repodata,
+        source_dir=args.source_dir.resolve() if args.source_dir else None,
+        git_ref=args.git_ref,
+        git_url=args.git_url or DEFAULT_GIT_URL,
+    )
+    return replace(options, cache_dir=args.cache_dir) if args.cache_dir else options
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from torchbuild.run import runner
+
+    options = run_options(args)
+    provenance.environment_epoch()  # a SOURCE_DATE_EPOCH that is no time is refused before anything runs
+    matrix = load_matrix(args)
+    cells = select_cells(matrix, args)
+    resolve_all(matrix, cells)  # every cell valid before any index is asked
+    channel_dir = local_path(matrix.channel, Path.cwd())
+    if channel_dir is not None:
+        check_directory(channel_dir)  # refused now, not by the publish stage after hours of build
+    if options.wheel is not None and len(cells) != 1:
+        raise UserError(f"--wheel gives the wheel of one cell, but {len(cells)} cells are selected: add --cuda/--py.")
+    plans = pin.pin_all(cells, matrix, options)
+    return runner.run(plans, root=Path.cwd(), options=options)
+
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    from torchbuild.commands import smoke as smoke_job
+
+    matrix = load_matrix(args)
+    cells = select_cells(matrix, args)
+    if len(cells) != 1:
+        raise UserError(f"smoke takes one cell ({len(cells)} selected): give --only CELL_ID (see 'matrix').")
+    resolve_all(matrix, cells)
+    return smoke_job.run(pin.pin_to_record(cells[0], matrix, Path.cwd()), Path.cwd(), RunOptions())
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from torchbuild.commands import doctor
+
+    matrix = load_matrix(args)
+    selected = args.cuda or args.python or args.platform or args.torch or args.only
+    cells = select_cells(matrix, args)
+    if not selected:  # the whole matrix, as far as this host can build it
+        cells = [c for c in cells if c.platform == host_platform()]
+        if not cells:
+            raise UserError(
+                f"{matrix.path} has no {host_platform()} cell, and this host builds {host_platform()}: "
+                "select a cell with --only CELL_ID or --cuda/--py/--platform."
+            )
+    return doctor.report(resolve_all(matrix, cells), args.cache_dir or RunOptions().cache_dir)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
+        argv.insert(0, "run")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handlers = {"run": cmd_run, "plan": cmd_plan, "matrix": cmd_matrix, "smoke": cmd_smoke, "doctor": cmd_doctor}
+    handlers.update(publish=publish_cmd.cmd_publish, index=publish_cmd.cmd_index, sbom=sbom_cmd.cmd_sbom)
+    try:
+        return handlers[args.command](args)
+    except UserError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return exc.exit_code
+    except BrokenPipeError:  # e.g. piped into `head`
+        return 0
+    except KeyboardInterrupt:
+        console.print("[bold red]interrupted[/]: finished stages are kept; rerun the same command to resume.")
+        return 130

@@ -1,0 +1,74 @@
+"""The resolved Plan as a person reads it (``pipeline.py plan``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.markup import escape
+
+from torchbuild.config.matrix import LATEST
+from torchbuild.host.console import console, out
+from torchbuild.plan import Plan
+
+
+def print_plan(plan: Plan) -> None:
+    """Key: value lines (not a table): readable in a narrow terminal and in a CI log alike."""
+    rows = [
+        ("torch", f"{plan.torch} (asked: {plan.torch_requested}), wheel version {plan.version}"),
+        ("platform", plan.platform),
+        ("python", plan.python),
+        ("cuda", plan.cuda),
+        ("cudnn", str(plan.cudnn) if plan.cudnn is not None else "-"),
+        ("compiler", _toolchain_line(plan)),
+        ("generator", plan.toolchain.generator),
+        ("build", f"{plan.build_kind}, build number {plan.build_number}, timeout {plan.build_timeout_hours:g} h"),
+        ("build deps", ", ".join(f"{d.name} ({d.filename})" for d in plan.build_deps) or "-"),
+        ("DLLs from redistributables", ", ".join(plan.redistributable_dlls) or "-"),
+        ("loaded by name", "; ".join(f"{a} loads {', '.join(b)}" for a, b in plan.loaded_by_name) or "-"),
+        ("left to conda deps", ", ".join(sorted(set(plan.conda.provided_dlls.values()))) or "-"),
+        ("wheel", plan.wheel),
+        ("conda", f"{plan.conda.filename} (build number {plan.conda.build_number})"),
+        ("depends", ", ".join(plan.conda.depends)),
+        ("vc runtime", _vc_runtime_line(plan)),
+        ("constrains", ", ".join(plan.conda.constrains) or "-"),
+        ("channel", plan.channel),
+        ("work dir", plan.work_dir),
+        *((f"env {k}", v) for k, v in plan.env.items()),
+        *(("note", n) for n in plan.notes),
+    ]
+    width = max(len(key) for key, _ in rows)
+    out.print(f"[bold]plan {plan.cell_id}[/]")
+    for key, value in rows:
+        out.print(f"  {key:<{width}}  {escape(value)}")  # values are text, never Rich markup
+    out.print()
+
+
+def _vc_runtime_line(plan: Plan) -> str:
+    rule = plan.conda.vc_runtime
+    if rule is None:
+        return "-"
+    upper = f",<{rule.upper}" if rule.upper else ""
+    return f"{rule.package} >={rule.minimum}{upper}, or newer where the binaries were linked by a newer MSVC"
+
+
+def _toolchain_line(plan: Plan) -> str:
+    tc = plan.toolchain
+    if tc.compiler == "msvc":
+        line = f"MSVC {tc.msvc_toolset} (Visual Studio {tc.visual_studio}; vcvarsall.bat {' '.join(tc.vcvarsall_args)})"
+        if tc.nvcc:
+            line += f", nvcc {tc.nvcc} accepts MSVC {tc.msvc_accepted}"
+        return line
+    if tc.nvcc:
+        return f"gcc {tc.gcc_accepted} (what nvcc {tc.nvcc} accepts)"
+    return "gcc"
+
+
+def say_resolution(plans: Sequence[Plan]) -> None:
+    """One line per cell whose torch was 'latest': the release it resolves to (no package index asked)."""
+    for plan in plans:
+        if plan.torch_requested == LATEST:
+            console.print(
+                f"[bold]{plan.cell_id}[/]: torch 'latest' resolves to [bold]{plan.torch}[/], the newest release "
+                f"with a {plan.platform} build for {'CPU' if not plan.is_cuda else 'CUDA ' + plan.cuda} "
+                f"and Python {plan.python}."
+            )

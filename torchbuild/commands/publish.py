@@ -1,0 +1,237 @@
+"""``pipeline.py publish PATH... --channel C`` (already built artifacts, e.g. CI's) and ``pipeline.py index``.
+
+PATH is a .conda/.tar.bz2/.whl file, or a directory: every ``report.json`` below it (torchbuild/report.py's) names
+its cells' artifacts, found again relative to that report (the paths in it are from the machine that built them)
+and checked against the sha256 and size it records. Every artifact then gets the verify stage's checks that need no
+Plan before anything is written: one bad file and nothing is published. The layout a CI publish job downloads, one
+build/ per job:
+
+  artifacts/<job>/build/report.json
+  artifacts/<job>/build/<cell-id>/...      (the files the report names, below build/ as on the build machine)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any, Literal
+
+from torchbuild.channels import Channel, Upload, project_of
+from torchbuild.channels import repodata as rd
+from torchbuild.channels.backends import open_channel
+from torchbuild.conda.checks.package import check_package
+from torchbuild.config.channel_spec import check_spec
+from torchbuild.errors import UserError
+from torchbuild.host.console import console, out
+from torchbuild.results import Artifact, failures
+from torchbuild.wheel.checks import check_wheel
+
+Kind = Literal["conda", "wheel"]
+KINDS: dict[str, Kind] = {"conda_package": "conda", "repaired_wheel": "wheel"}  # report artifact -> what it is
+
+
+@dataclass(frozen=True)
+class Found:
+    artifact: Artifact
+    kind: Kind
+    subdir: str  # the conda subdir from the package's own info/index.json; "whl" for a wheel
+    source: str  # the report (and cell) or the file it came from
+    name: str  # what users install: the conda package's name, or the wheel's project
+
+
+def add_parsers(sub: Any) -> None:
+    publish = sub.add_parser(
+        "publish", help="publish built artifacts (report directories or package files) to a channel, no rebuild"
+    )
+    publish.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="directory with report.json files, "
+                         "or .conda/.tar.bz2/.whl files")  # fmt: skip
+    publish.add_argument(
+        "--channel", required=True, help="a directory, s3://bucket/prefix, anaconda://owner or anaconda://owner/label"
+    )
+    publish.add_argument("--replace", action="store_true", help="replace a different file under a published name")
+    index = sub.add_parser("index", help="rebuild a channel's indexes from the files that are in it")
+    index.add_argument("--channel", required=True, help="a directory or s3://bucket/prefix")
+
+
+def kind_of(path: Path) -> Kind:
+    if path.name.endswith(rd.PACKAGE_SUFFIXES):
+        return "conda"
+    if path.name.endswith(".whl"):
+        return "wheel"
+    raise UserError(f"{path}: cannot publish this file; give .conda, .tar.bz2 or .whl files, or directories")
+
+
+def locate(recorded: str, report: Path) -> Path | None:
+    """The file a report names, below the report's directory (or its parent): the longest tail of the recorded
+    path that exists there."""
+    windows = "\\" in recorded or re.match(r"^[A-Za-z]:", recorded)  # a report from a Windows build job
+    pure = PureWindowsPath(recorded) if windows else PurePosixPath(recorded)
+    tails = [Path(*pure.parts[i:]) for i in range(1 if pure.anchor else 0, len(pure.parts))]
+    for base in (report.parent, report.parent.parent):
+        for tail in tails:
+            if (base / tail).is_file():
+                return base / tail
+    return None
+
+
+def _from_report(report: Path) -> tuple[list[Found], list[str]]:
+    try:
+        data = json.loads(report.read_text(encoding="utf-8"))
+        cells = data["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UserError(f"{report}: not a torchbuild report (expected JSON with 'cells')") from None
+    if not isinstance(cells, list):
+        raise UserError(f"{report}: 'cells' is not a list; not a torchbuild report")
+    found: list[Found] = []
+    failed: list[str] = []
+    for number, cell in enumerate(cells, 1):
+        if not isinstance(cell, dict) or not isinstance(cell.get("cell_id", "?"), str):
+            raise UserError(f"{report}: cell {number} is not a cell object with a 'cell_id'; not a torchbuild report")
+        cell_id = cell.get("cell_id", f"#{number}")
+        if not cell.get("ok", False):
+            failed.append(f"{cell_id} ({report})")
+            continue
+        artifacts = cell.get("artifacts", {})
+        if not isinstance(artifacts, dict):
+            raise UserError(f"{report}: cell {cell_id}'s 'artifacts' is not an object; not a torchbuild report")
+        for name, kind in KINDS.items():
+            entry = artifacts.get(name)
+            if entry is None:
+                continue
+            recorded, sha256, size = _entry(entry, report, cell_id, kind)
+            path = locate(recorded, report)
+            if path is None:
+                raise UserError(
+                    f"{report}: cell {cell_id}'s {name} {recorded} is not below {report.parent} "
+                    "(download the whole build/ directory of the job)"
+                )
+            artifact = Artifact.of(path)
+            if (artifact.sha256, artifact.size) != (sha256, size):
+                raise UserError(
+                    f"{path}: sha256 {artifact.sha256} ({artifact.size} bytes) does not match {report}, which records "
+                    f"{sha256} ({size} bytes) for cell {cell_id}; nothing was published"
+                )
+            found.append(_found(artifact, kind, f"{report} ({cell_id})"))
+    return found, failed
+
+
+def _entry(entry: Any, report: Path, cell_id: str, name: str) -> tuple[str, str, int]:
+    """(path, sha256, size) of one artifact entry of a report, checked."""
+    fields = entry if isinstance(entry, dict) else {}
+    path, sha256, size = fields.get("path"), fields.get("sha256"), fields.get("size")
+    if (
+        isinstance(path, str) and path
+        and isinstance(sha256, str) and re.fullmatch(r"[0-9a-f]{64}", sha256)
+        and isinstance(size, int) and not isinstance(size, bool) and size >= 0
+    ):  # fmt: skip
+        return path, sha256, size
+    problems = [
+        *([] if isinstance(path, str) and path else ["'path' (a file path)"]),
+        *([] if isinstance(sha256, str) and re.fullmatch(r"[0-9a-f]{64}", sha256) else ["'sha256' (64 hex digits)"]),
+        *([] if isinstance(size, int) and size >= 0 else ["'size' (bytes)"]),
+    ]
+    raise UserError(
+        f"{report}: cell {cell_id}'s {name} entry lacks a valid {', '.join(problems)}: a report from another "
+        "torchbuild version, or edited? Publish the package files themselves, or rebuild"
+    )
+
+
+def validate(path: Path, kind: Kind) -> None:
+    """The verify stage's checks of a package or wheel that need no Plan; UserError naming the file and every failed
+    check. A wheel's tags are checked against its own file name, a conda package's index.json against its file
+    name."""
+    failed = failures(check_wheel(path) if kind == "wheel" else check_package(path))
+    if failed:
+        problems: dict[str, list[str]] = {}  # one line per problem, with every check it fails
+        for check in failed:
+            problems.setdefault(check.message, []).append(check.code)
+        lines = "\n".join(f"  {', '.join(codes)}: {message}" for message, codes in problems.items())
+        raise UserError(f"{path} is not a valid {'wheel' if kind == 'wheel' else 'conda package'}; nothing was "
+                        f"published:\n{lines}")  # fmt: skip
+
+
+def _found(artifact: Artifact, kind: Kind, source: str) -> Found:
+    validate(artifact.path, kind)
+    if kind == "wheel":
+        return Found(artifact, kind, "whl", source, project_of(artifact.path.name))
+    record = rd.record_of(artifact.path, artifact.sha256)
+    return Found(artifact, kind, record.subdir, source, str(record.fields["name"]))
+
+
+def collect(paths: Sequence[Path]) -> tuple[list[Found], list[str]]:
+    """Every artifact to publish, checked; and the cells left out because they failed."""
+    found: list[Found] = []
+    failed: list[str] = []
+    for path in paths:
+        if path.is_dir():
+            reports = sorted(path.rglob("report.json"))
+            if not reports:
+                raise UserError(f"{path}: no report.json below it (expected <job>/build/report.json per build job)")
+            for report in reports:
+                more, bad = _from_report(report)
+                found += more
+                failed += bad
+        elif path.is_file():
+            found.append(_found(Artifact.of(path), kind_of(path), str(path)))
+        else:
+            raise UserError(f"{path}: no such file or directory")
+    by_name: dict[str, Found] = {}
+    for item in found:
+        seen = by_name.setdefault(item.artifact.path.name, item)
+        if seen.artifact.sha256 != item.artifact.sha256:
+            raise UserError(
+                f"two different files named {item.artifact.path.name}: {seen.source} and {item.source}; "
+                "nothing was published"
+            )
+    return list(by_name.values()), failed
+
+
+def publish(paths: Sequence[Path], spec: str, root: Path, replace: bool = False) -> int:
+    channel = open_channel(spec, root)  # a bad channel URL is named before any artifact is read
+    found, failed = collect(paths)  # every artifact checked before anything is written
+    for cell in failed:
+        console.print(f"[yellow]not published[/]: cell {cell} did not pass")
+    if not found:
+        raise UserError("nothing to publish: " + ("every cell failed" if failed else "no artifacts found"))
+    uploads = channel.plan(
+        [(f.artifact, f.subdir) for f in found if f.kind == "conda"],
+        [f.artifact for f in found if f.kind == "wheel"],
+        replace=replace,
+    )
+    channel.apply(uploads)
+    for upload in uploads:
+        out.print(f"{upload.action:9} {upload.channel_path}  sha256 {upload.artifact.sha256}", markup=False)
+    say_install(channel, uploads, {f.artifact.path: f.name for f in found})
+    return 1 if failed else 0
+
+
+def say_install(channel: Channel, uploads: Sequence[Upload], names: dict[Path, str]) -> None:
+    """How to install what was published from this channel: the names and index URLs users need."""
+    conda = sorted({names[u.artifact.path] for u in uploads if u.kind == "conda"})
+    wheels = sorted({names[u.artifact.path] for u in uploads if u.kind == "wheel"})
+    console.print(f"channel: {channel.url}", markup=False)
+    if conda:
+        console.print(f"  conda install -c {channel.url} {' '.join(conda)}", markup=False)
+    if wheels:
+        console.print(f"  pip install --index-url {channel.url}/whl/simple {' '.join(wheels)}", markup=False)
+
+
+def index(spec: str, root: Path) -> int:
+    if check_spec(spec) == "anaconda":
+        raise UserError(f"index: {spec} is an anaconda.org channel, which indexes what it receives; index rebuilds "
+                        "the indexes of a directory or s3://bucket/prefix channel.")  # fmt: skip
+    channel = open_channel(spec, root)
+    out.print(f"{channel.url}: {channel.index()}")
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    return publish(args.paths, args.channel, Path.cwd(), replace=args.replace)
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    return index(args.channel, Path.cwd())

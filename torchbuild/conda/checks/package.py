@@ -1,0 +1,34 @@
+"""Every package check of a conda package (.conda or .tar.bz2): conda-verify's C11xx and torchbuild's TB1xx, in
+code order. The checks themselves are in metadata.py and content.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torchbuild.conda.archive import PACKAGE_CHECKS, TB100, CondaArchive, PackageUnreadable, read_package
+from torchbuild.conda.checks import content, metadata, sbom_match
+from torchbuild.results import Check, result, skipped
+
+# Importing these modules is what registers their checks.
+MODULES = (metadata, content, sbom_match)
+
+
+def run_checks(pkg: CondaArchive) -> list[Check]:
+    checks: list[Check] = []
+    for check in sorted(PACKAGE_CHECKS, key=lambda c: c.code):
+        outcome = check.run(pkg)
+        if isinstance(outcome, str):
+            checks.append(skipped(check.code, pkg.path, outcome))
+        else:
+            note = check.note(pkg) if check.note is not None and not outcome else ""
+            checks.append(result(check.code, pkg.path, outcome, note))
+    return checks
+
+
+def check_package(path: Path) -> list[Check]:
+    """All package checks of the conda package at ``path``; an unreadable file gives one failed TB100."""
+    try:
+        pkg = read_package(path)
+    except PackageUnreadable as exc:
+        return [result(TB100, path, [str(exc)])]
+    return [result(TB100, path, [], f"{pkg.format}, {len(pkg.files()):,} payload files"), *run_checks(pkg)]

@@ -1,0 +1,297 @@
+"""matrix.yaml: what the nightly builds. Loading validates every key with its line number.
+
+The file is read as a YAML node tree (not plain Python values) so that every error can name its line, and so
+that versions keep the text the user wrote (``12.10`` stays ``12.10``, not the float ``12.1``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import yaml
+
+from torchbuild.config.channel_spec import check_spec
+from torchbuild.config.compat import CPU, PLATFORMS
+from torchbuild.errors import UserError, one_of
+
+LATEST = "latest"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    """One point of the matrix: a platform, CUDA (or cpu), Python and requested torch version."""
+
+    platform: str
+    cuda: str
+    python: str
+    torch: str = LATEST
+
+    @property
+    def id(self) -> str:
+        """Stable id: does not change when ``latest`` moves to a new release."""
+        accel = "cpu" if self.cuda == CPU else f"cuda{self.cuda}"
+        base = f"{self.platform}-{accel}-py{self.python}"
+        return base if self.torch == LATEST else f"{base}-torch{self.torch}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildOptions:
+    max_jobs: str = "auto"  # "auto" = this host's CPU count, else a positive integer
+    compiler_cache: str = "sccache"  # sccache | clcache | none
+    generator: str = "ninja"  # ninja | visual-studio (win-64 only)
+    msvc_toolset: str = "auto"  # auto = newest toolset nvcc accepts, else e.g. "14.29"
+    timeout_hours: float = 6.0
+    conda_builder: str = "rattler-build"  # rattler-build (py-rattler-build, every cell) | conda-build (win-64, nightly)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Matrix:
+    torch: str = LATEST
+    platforms: tuple[str, ...] = PLATFORMS
+    cuda: tuple[str, ...] = (CPU,)
+    python: tuple[str, ...] = ("3.11",)
+    exclude: tuple[dict[str, str], ...] = ()
+    include: tuple[dict[str, str], ...] = ()
+    channel: str = "channel"
+    build_number: int = 0
+    build: BuildOptions = field(default_factory=BuildOptions)
+    path: str = "<defaults>"
+
+    def cells(self) -> list[Cell]:
+        """Cross product minus ``exclude``, plus ``include``, in file order, without duplicates."""
+        cells: list[Cell] = []
+        for platform in self.platforms:
+            for cuda in self.cuda:
+                for python in self.python:
+                    cell = Cell(platform=platform, cuda=cuda, python=python, torch=self.torch)
+                    if not any(_matches(cell, rule) for rule in self.exclude):
+                        cells.append(cell)
+        for rule in self.include:
+            cell = Cell(
+                platform=rule["platform"],
+                cuda=rule["cuda"],
+                python=rule["python"],
+                torch=rule.get("torch", self.torch),
+            )
+            if cell not in cells:
+                cells.append(cell)
+        return cells
+
+
+def _matches(cell: Cell, rule: dict[str, str]) -> bool:
+    return all(getattr(cell, key) == value for key, value in rule.items())
+
+
+# --- schema as data: key -> kind -------------------------------------------------------------------------
+TOP_LEVEL = {
+    "torch": "str",
+    "platforms": "list",
+    "cuda": "list",
+    "python": "list",
+    "exclude": "rules",
+    "include": "rules",
+    "channel": "str",
+    "build_number": "int",
+    "build": "build",
+}
+RULE_KEYS = ("platform", "cuda", "python", "torch")
+INCLUDE_REQUIRED = ("platform", "cuda", "python")
+BUILD_KEYS = {
+    "max_jobs": "str",
+    "compiler_cache": "str",
+    "generator": "str",
+    "msvc_toolset": "str",
+    "timeout_hours": "float",
+    "conda_builder": "str",
+}
+CHOICES = {
+    "compiler_cache": ("sccache", "clcache", "none"),
+    "generator": ("ninja", "visual-studio"),
+    "conda_builder": ("rattler-build", "conda-build"),
+}
+# What a valid value of each key looks like, shown with a wrong type.
+EXAMPLES = {
+    "the matrix": "torch: latest",
+    "torch": 'torch: "2.5.1"',
+    "platforms": "platforms: [win-64, linux-64]",
+    "cuda": 'cuda: [cpu, "12.6"]',
+    "python": 'python: ["3.11", "3.12"]',
+    "exclude": 'exclude: [{platform: linux-64, cuda: "12.6"}]',
+    "include": 'include: [{platform: win-64, cuda: "9.0", python: "3.6"}]',
+    "channel": "channel: s3://bucket/prefix",
+    "build_number": "build_number: 0",
+    "build": "build: {max_jobs: auto, timeout_hours: 6}",
+    "platform": "platform: linux-64",
+    "max_jobs": "max_jobs: 4",
+    "compiler_cache": "compiler_cache: sccache",
+    "generator": "generator: ninja",
+    "msvc_toolset": 'msvc_toolset: "14.29"',
+    "timeout_hours": "timeout_hours: 6",
+    "conda_builder": "conda_builder: rattler-build",
+}
+
+
+class MatrixError(UserError):
+    pass
+
+
+def _where(path: str, node: yaml.Node) -> str:
+    return f"{path}:{node.start_mark.line + 1}"
+
+
+def _unknown_key(path: str, node: yaml.Node, key: str, valid: list[str] | tuple[str, ...]) -> MatrixError:
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    return MatrixError(f"{_where(path, node)}: unknown key '{key}'.{hint} Valid keys: {one_of(valid)}.")
+
+
+def _example(key: str) -> str:
+    return f", e.g. {EXAMPLES[key]}" if key in EXAMPLES else ""
+
+
+def _scalar(path: str, key: str, node: yaml.Node, what: str | None = None) -> str:
+    what = what or f"'{key}'"
+    if not isinstance(node, yaml.ScalarNode):
+        kind = "a list" if isinstance(node, yaml.SequenceNode) else "a mapping"
+        raise MatrixError(f"{_where(path, node)}: {what} must be a single value, not {kind}{_example(key)}.")
+    if node.value == "" or node.tag == "tag:yaml.org,2002:null":
+        raise MatrixError(f"{_where(path, node)}: {what} is empty{_example(key)}.")
+    return str(node.value)
+
+
+def _list(path: str, key: str, node: yaml.Node) -> tuple[str, ...]:
+    if isinstance(node, yaml.ScalarNode) and node.tag != "tag:yaml.org,2002:null":
+        raise MatrixError(f"{_where(path, node)}: '{key}' must be a list, e.g. {key}: [{node.value}].")
+    if not isinstance(node, yaml.SequenceNode) or not node.value:
+        raise MatrixError(f"{_where(path, node)}: '{key}' is an empty list; give at least one value{_example(key)}.")
+    return tuple(_scalar(path, key, item, f"each '{key}' entry") for item in node.value)
+
+
+def _int(path: str, key: str, node: yaml.Node) -> int:
+    text = _scalar(path, key, node)
+    try:
+        value = int(text)
+    except ValueError:
+        raise MatrixError(f"{_where(path, node)}: '{key}' must be an integer, not '{text}'{_example(key)}.") from None
+    if value < 0:
+        raise MatrixError(f"{_where(path, node)}: '{key}' must not be negative{_example(key)}.")
+    return value
+
+
+def _float(path: str, key: str, node: yaml.Node) -> float:
+    text = _scalar(path, key, node)
+    try:
+        return float(text)
+    except ValueError:
+        raise MatrixError(f"{_where(path, node)}: '{key}' must be a number, not '{text}'{_example(key)}.") from None
+
+
+def _channel(path: str, node: yaml.Node) -> str:
+    """The channel, checked as --channel is (its form only: nothing is opened or asked at load time)."""
+    spec = _scalar(path, "channel", node)
+    try:
+        check_spec(spec)
+    except UserError as exc:
+        raise MatrixError(f"{_where(path, node)}: channel: {exc}") from None
+    return spec
+
+
+def _pairs(path: str, key: str, node: yaml.Node) -> Iterator[tuple[yaml.ScalarNode, yaml.Node]]:
+    """A mapping's (key, value) nodes; a key given twice is an error (YAML loaders keep the last, silently)."""
+    if not isinstance(node, yaml.MappingNode):
+        raise MatrixError(f"{_where(path, node)}: '{key}' must be a mapping of key: value{_example(key)}.")
+    seen: dict[str, yaml.Node] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise MatrixError(f"{_where(path, key_node)}: a key of '{key}' must be a plain name{_example(key)}.")
+        first = seen.setdefault(key_node.value, key_node)
+        if first is not key_node:
+            raise MatrixError(
+                f"{_where(path, key_node)}: '{key_node.value}' is given twice, on line {first.start_mark.line + 1} "
+                f"and on line {key_node.start_mark.line + 1}; keep one (YAML would silently use the last)."
+            )
+    yield from node.value
+
+
+def _rules(path: str, key: str, node: yaml.Node) -> tuple[dict[str, str], ...]:
+    if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
+        return ()
+    if not isinstance(node, yaml.SequenceNode):
+        raise MatrixError(f"{_where(path, node)}: '{key}' must be a list of mappings like {{cuda: '9.0'}}.")
+    rules = []
+    for item in node.value:
+        rule: dict[str, str] = {}
+        for key_node, value_node in _pairs(path, f"{key} entry", item):
+            if key_node.value not in RULE_KEYS:
+                raise _unknown_key(path, key_node, key_node.value, RULE_KEYS)
+            rule[key_node.value] = _scalar(path, key, value_node, f"'{key_node.value}' in an {key} entry")
+        if not rule:
+            raise MatrixError(f"{_where(path, item)}: an empty '{key}' entry would match every cell.")
+        if key == "include":
+            missing = [k for k in INCLUDE_REQUIRED if k not in rule]
+            if missing:
+                raise MatrixError(f"{_where(path, item)}: an include entry needs {one_of(missing)}.")
+        rules.append(rule)
+    return tuple(rules)
+
+
+def _build(path: str, node: yaml.Node) -> BuildOptions:
+    values: dict[str, object] = {}
+    for key_node, value_node in _pairs(path, "build", node):
+        key = key_node.value
+        kind = BUILD_KEYS.get(key)
+        if kind is None:
+            raise _unknown_key(path, key_node, key, list(BUILD_KEYS))
+        value: object = _float(path, key, value_node) if kind == "float" else _scalar(path, key, value_node)
+        if key in CHOICES and value not in CHOICES[key]:
+            raise MatrixError(
+                f"{_where(path, value_node)}: build.{key} '{value}' is not one of {one_of(CHOICES[key])}."
+            )
+        if key == "max_jobs" and value != "auto" and not (isinstance(value, str) and value.isdigit()):
+            raise MatrixError(f"{_where(path, value_node)}: build.max_jobs must be 'auto' or a positive integer.")
+        values[key] = value
+    return BuildOptions(**values)  # type: ignore[arg-type]
+
+
+def parse(text: str, path: str = "matrix.yaml") -> Matrix:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise MatrixError(f"{path}{line}: invalid YAML: {problem}.") from None
+    if root is None:
+        raise MatrixError(f"{path}: the file is empty; see the README for the keys a matrix takes.")
+    values: dict[str, object] = {"path": path}
+    for key_node, value_node in _pairs(path, "the matrix", root):
+        key = key_node.value
+        kind = TOP_LEVEL.get(key)
+        if kind is None:
+            raise _unknown_key(path, key_node, key, list(TOP_LEVEL))
+        if key == "channel":
+            values[key] = _channel(path, value_node)
+        elif kind == "str":
+            values[key] = _scalar(path, key, value_node)
+        elif kind == "list":
+            values[key] = _list(path, key, value_node)
+        elif kind == "int":
+            values[key] = _int(path, key, value_node)
+        elif kind == "rules":
+            values[key] = _rules(path, key, value_node)
+        else:
+            values[key] = _build(path, value_node)
+    return Matrix(**values)  # type: ignore[arg-type]
+
+
+def load(path: Path) -> Matrix:
+    if not path.is_file():
+        raise MatrixError(f"{path}: no such matrix file (use --matrix PATH).")
+    return parse(path.read_text(encoding="utf-8"), str(path))
+
+
+def with_torch(matrix: Matrix, torch: str | None) -> Matrix:
+    return matrix if torch is None else replace(matrix, torch=torch)

@@ -1,0 +1,224 @@
+"""Build dependencies of a cell (MKL, MAGMA, ...), declared in ``data/build_deps.yaml`` with URL and sha256:
+downloaded with retries and a progress bar, verified, unpacked safely (no member may land outside its folder),
+and cached by hash in ``<cache>/deps/<sha256>/``.
+
+Each dependency names the variables it gives the build, e.g. ``CMAKE_INCLUDE_PATH: "{root}/include"`` and
+``LIB: "{root}/lib;%LIB%"`` (``%VAR%`` is the value the build environment had before).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from torchbuild.config import datafiles
+from torchbuild.config.compat import Rule
+from torchbuild.errors import UserError
+from torchbuild.results import sha256_of
+
+RETRIES = 3
+ARCHIVES = (".7z", ".zip", ".whl", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
+
+
+class DependencyError(UserError):
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dependency:
+    name: str
+    url: str
+    sha256: str
+    root: str = ""  # the folder inside the archive that is the dependency's root ("" = the archive's top)
+    env: Mapping[str, str] = field(default_factory=dict)
+    when: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def filename(self) -> str:
+        return PurePosixPath(urllib.request.url2pathname(self.url.split("?")[0].split("#")[0])).name
+
+
+def _parse_table(raw: Mapping[str, Any]) -> tuple[Dependency, ...]:
+    return parse(raw, "torchbuild/data/build_deps.yaml")
+
+
+def _table() -> tuple[Dependency, ...]:
+    return datafiles.table("build_deps.yaml", _parse_table)
+
+
+def parse(raw: Mapping[str, Any], where: str) -> tuple[Dependency, ...]:
+    deps = []
+    for row in raw.get("dependencies") or []:
+        missing = [k for k in ("name", "url", "sha256") if not row.get(k)]
+        if missing:
+            raise DependencyError(f"{where}: dependency {row.get('name', '?')!r} lacks {', '.join(missing)}.")
+        if not re.fullmatch(r"[0-9a-f]{64}", str(row["sha256"])):
+            raise DependencyError(f"{where}: {row['name']}: sha256 must be 64 lowercase hex digits.")
+        if not str(row["url"]).lower().endswith(ARCHIVES):
+            raise DependencyError(f"{where}: {row['name']}: the URL must end in one of {', '.join(ARCHIVES)}.")
+        deps.append(
+            Dependency(
+                name=str(row["name"]),
+                url=str(row["url"]),
+                sha256=str(row["sha256"]),
+                root=str(row.get("root", "")),
+                env={str(k): str(v) for k, v in (row.get("env") or {}).items()},
+                when=dict(row.get("when") or {}),
+            )
+        )
+    return tuple(deps)
+
+
+def declared(platform: str, torch: str, cuda: str) -> tuple[Dependency, ...]:
+    """The dependencies whose ``when`` matches the cell (same conditions as packaging.yaml's rules)."""
+    return tuple(d for d in _table() if Rule(value=d.name, when=d.when).applies(platform, torch, cuda))
+
+
+# --- download ---------------------------------------------------------------------------------------------
+
+
+def download(
+    url: str,
+    dest: Path,
+    sha256: str,
+    retries: int = RETRIES,
+    show_progress: bool = True,
+    pinned_in: str = "torchbuild/data/build_deps.yaml",
+) -> Path:
+    """Download ``url`` to ``dest`` (atomically), retrying transient failures; refuse a wrong sha256 (``pinned_in``:
+    the data file that pins it, named in the error)."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    from torchbuild.host.console import console
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    last_error = ""
+    for attempt in range(1, retries + 1):
+        fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+        os.close(fd)
+        tmp = Path(tmp_name)
+        try:
+            digest = hashlib.sha256()
+            with urllib.request.urlopen(url, timeout=60) as response, tmp.open("wb") as out:
+                total = int(response.headers.get("Content-Length") or 0) or None
+                with Progress(
+                    "{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                    console=console, disable=not show_progress, transient=True,
+                ) as bar:  # fmt: skip
+                    task = bar.add_task(dest.name, total=total)
+                    while block := response.read(1 << 20):
+                        digest.update(block)
+                        out.write(block)
+                        bar.advance(task, len(block))
+            got = digest.hexdigest()
+            if got != sha256:
+                raise DependencyError(
+                    f"{url}: checksum mismatch: expected sha256 {sha256}, got {got}. The file changed upstream or "
+                    "the download was tampered with; nothing was unpacked. If the new file is trusted, update its "
+                    f"sha256 in {pinned_in}."
+                )
+            os.replace(tmp, dest)
+            return dest
+        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            last_error = str(getattr(exc, "reason", exc))
+            if isinstance(exc, urllib.error.HTTPError) and 400 <= exc.code < 500 and exc.code != 429:
+                break  # not transient
+            if attempt < retries:
+                time.sleep(min(2**attempt, 10))
+        finally:
+            tmp.unlink(missing_ok=True)
+    raise DependencyError(f"download of {url} failed after {attempt} attempt(s): {last_error}")
+
+
+# --- unpacking --------------------------------------------------------------------------------------------
+
+
+def _safe_target(dest: Path, member: str, archive: Path) -> Path:
+    target = (dest / member).resolve()
+    if not target.is_relative_to(dest.resolve()) or PurePosixPath(member).is_absolute():
+        raise DependencyError(f"{archive.name}: member {member!r} would be written outside {dest}; refused.")
+    return target
+
+
+def extract(archive: Path, dest: Path) -> None:
+    """Unpack .7z (py7zr), .zip/.whl or .tar.* into ``dest``; any member that escapes ``dest`` (``..``, an absolute
+    path, a link) fails the whole archive before anything is written."""
+    dest.mkdir(parents=True, exist_ok=True)
+    name = archive.name.lower()
+    if name.endswith(".7z"):
+        import py7zr
+
+        with py7zr.SevenZipFile(archive) as seven:
+            for entry in seven.list():
+                _safe_target(dest, entry.filename, archive)
+                if entry.is_symlink:
+                    raise DependencyError(f"{archive.name}: member {entry.filename!r} is a link; refused.")
+            seven.extractall(path=dest)
+    elif name.endswith((".zip", ".whl")):
+        with zipfile.ZipFile(archive) as zipped:
+            for info in zipped.infolist():
+                _safe_target(dest, info.filename, archive)
+            zipped.extractall(dest)
+    else:
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                _safe_target(dest, member.name, archive)
+                if member.issym() or member.islnk():
+                    _safe_target(dest, str(PurePosixPath(member.name).parent / member.linkname), archive)
+                if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
+                    raise DependencyError(f"{archive.name}: member {member.name!r} is a device or fifo; refused.")
+            tar.extractall(dest)
+
+
+def fetch(dep: Dependency, cache_dir: Path, show_progress: bool = True) -> Path:
+    """The unpacked root of ``dep``, from ``<cache>/deps/<sha256>/`` when it is there."""
+    base = cache_dir / "deps" / dep.sha256
+    unpacked = base / "root"
+    if (base / ".complete").is_file():
+        return unpacked / dep.root if dep.root else unpacked
+    archive = base / dep.filename
+    if not archive.is_file() or sha256_of(archive) != dep.sha256:
+        download(dep.url, archive, dep.sha256, show_progress=show_progress)
+    staging = Path(tempfile.mkdtemp(prefix=".root-", dir=base))
+    try:
+        extract(archive, staging)
+        if unpacked.exists():
+            shutil.rmtree(unpacked)
+        os.replace(staging, unpacked)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    (base / ".complete").write_text(dep.url + "\n", encoding="utf-8")
+    root = unpacked / dep.root if dep.root else unpacked
+    if not root.is_dir():
+        raise DependencyError(f"{dep.name}: {dep.filename} has no folder {dep.root!r} (the 'root' in build_deps.yaml).")
+    return root
+
+
+def environment(dep: Dependency, root: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """The variables ``dep`` gives the build: ``{root}`` is its unpacked root, ``%VAR%`` the current value."""
+    result = {}
+    for name, template in dep.env.items():
+        value = template.replace("{root}", str(root))
+        result[name] = expand(value, env)
+    return result
+
+
+_REF = re.compile(r"%([A-Za-z_][A-Za-z0-9_()]*)%")
+
+
+def expand(value: str, env: Mapping[str, str]) -> str:
+    """Expand ``%VAR%`` references the way cmd.exe does (case-insensitive names; unknown ones become empty)."""
+    upper = {k.upper(): v for k, v in env.items()}
+    return _REF.sub(lambda m: upper.get(m.group(1).upper(), ""), value)

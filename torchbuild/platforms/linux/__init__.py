@@ -1,0 +1,1 @@
+"""linux-64: gcc, ELF files and manylinux."""

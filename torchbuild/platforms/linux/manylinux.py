@@ -1,0 +1,99 @@
+"""A fast verdict on whether a Linux wheel already satisfies its manylinux policy, from auditwheel's policy data.
+
+auditwheel's full analysis (what ``auditwheel show`` and ``repair`` run) walks every library each extension loads,
+system ones included: 50 s for the torch wheel, to conclude "nothing to vendor". When the import closure is complete
+(elf.py: every DT_NEEDED is in the wheel or on the policy's whitelist) and, read from the wheel's own ELF files, no
+versioned symbol is newer than the policy allows, no instruction set is beyond its architecture, no blacklisted
+symbol of an allowed library is used and no extension references PyFPE_jbuf, the wheel is already compliant: that
+is auditwheel's own verdict, reached without loading the system's libraries. Anything else is left to auditwheel.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+from torchbuild.platforms.linux import elf
+
+EXTENSION_SUFFIXES = (".abi3.so",)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    compliant: bool
+    reason: str  # why not, or what was checked
+
+
+def _is_extension(name: str) -> bool:
+    base = Path(name).name
+    return ".cpython-" in base or base.endswith(EXTENSION_SUFFIXES)
+
+
+def _blacklisted(handle: ELFFile, needed: tuple[str, ...], blacklist: Mapping[str, frozenset[str]]) -> list[str]:
+    from elftools.elf.sections import SymbolTableSection
+
+    wanted = frozenset().union(*(blacklist[lib] for lib in needed if lib in blacklist))
+    if not wanted:
+        return []
+    section = handle.get_section_by_name(".dynsym")
+    if not isinstance(section, SymbolTableSection):
+        return []
+    return sorted(
+        sym.name for sym in section.iter_symbols() if sym["st_shndx"] == "SHN_UNDEF" and sym.name in wanted
+    )
+
+
+def verdict(
+    wheel: Path, platform_tag: str, closure: elf.ClosureReport, scratch: Path | None = None, kept: Path | None = None
+) -> Verdict:
+    """Whether ``wheel`` (with ``closure``, its elf.check_wheel report) already satisfies ``platform_tag``.
+    ``kept``: where elf.check_wheel kept the ELF members (``keep_in``); otherwise each is copied out again."""
+    from auditwheel.elfutils import elf_find_versioned_symbols, elf_references_pyfpe_jbuf
+    from auditwheel.lddtree import _get_platform
+
+    if not closure.ok:  # executables' gaps do not count: auditwheel grafts only for what extensions load
+        return Verdict(False, "the import closure is not complete inside the wheel and the policy's libraries")
+    policies, policy = elf.manylinux_policies(platform_tag)
+    allowed = {name: {f"{name}_{v}" for v in versions} for name, versions in policy.symbol_versions.items()}
+    blacklist = {lib: frozenset(symbols) for lib, symbols in policy.blacklist.items()}
+    by_path = {e.path: e for e in closure.elves}
+    problems: list[str] = []
+    with zipfile.ZipFile(wheel) as archive, tempfile.TemporaryDirectory(dir=scratch, prefix="manylinux-") as tmp:
+        for name, info in sorted(by_path.items()):
+            copy = Path(tmp) / "member" if kept is None else elf.kept_path(kept, name)
+            if kept is None:
+                with archive.open(name) as src, copy.open("wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+            try:
+                with copy.open("rb") as handle:
+                    parsed = ELFFile(handle)
+                    for _lib, version in elf_find_versioned_symbols(parsed):
+                        family = version.partition("_")[0]
+                        if family in allowed and version not in allowed[family]:
+                            problems.append(f"{name} needs {version}, newer than {policy.name} allows")
+                    try:
+                        extended = _get_platform(parsed).extended_architecture  # raises on an unknown ISA
+                    except ValueError as exc:
+                        problems.append(f"{name}: {exc}")
+                        extended = None
+                    if extended is not None and not policies.architecture.is_superset(extended):
+                        problems.append(f"{name} needs the {extended.value} instruction set")
+                    problems += [f"{name} uses {s}, blacklisted in {policy.name}" for s in
+                                 _blacklisted(parsed, info.needed, blacklist)]  # fmt: skip
+                    if _is_extension(name) and elf_references_pyfpe_jbuf(parsed):
+                        problems.append(f"{name} references PyFPE_jbuf")
+            except (ELFError, ValueError, OSError) as exc:
+                problems.append(f"{name} cannot be read: {exc}")
+            if problems:
+                break  # one reason is enough: auditwheel decides the rest
+    if problems:
+        return Verdict(False, problems[0])
+    checked = f"{len(by_path)} ELF files: symbol versions, instruction sets and symbols within {policy.name}"
+    return Verdict(True, checked)

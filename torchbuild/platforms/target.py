@@ -1,0 +1,54 @@
+"""What a platform module resolves for a cell (its toolchain, build environment, site-packages and ABI tag), behind
+one Protocol; each OS implements it in its build module (platforms/windows/build.py, platforms/linux/build.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from torchbuild.config.compat import Compat, CudaRelease, TorchRelease
+from torchbuild.config.matrix import BuildOptions
+
+
+@dataclass(frozen=True, kw_only=True)
+class Toolchain:
+    """The compilers a cell needs. Windows fills the msvc_* fields, Linux the gcc_* fields."""
+
+    compiler: str  # "msvc" | "gcc"
+    generator: str  # CMAKE_GENERATOR
+    nvcc: str | None = None  # CUDA version whose nvcc compiles the cell
+    msvc_toolset: str | None = None  # e.g. "14.11" -> vcvarsall.bat x64 -vcvars_ver=14.11
+    msvc_accepted: str | None = None  # the toolset range this nvcc accepts, e.g. "14.10-14.11"
+    visual_studio: int | None = None  # year of the Visual Studio that ships msvc_toolset
+    vcvarsall_args: tuple[str, ...] = ()
+    gcc_accepted: str | None = None  # gcc majors nvcc accepts, e.g. "6-13"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """What a platform module needs to know to resolve its part of a Plan."""
+
+    compat: Compat
+    release: TorchRelease
+    cuda: CudaRelease | None
+    python: str
+    options: BuildOptions
+
+
+class Platform(Protocol):
+    name: str  # conda subdir: win-64, linux-64
+
+    def toolchain(self, target: Target) -> Toolchain: ...
+
+    def build_env(self, target: Target, toolchain: Toolchain) -> Mapping[str, str]: ...
+
+    def site_packages(self, python: str) -> str: ...
+
+    def python_abi_tag(self, python: str) -> str: ...
+
+
+def cpython_abi_tag(python: str) -> str:
+    """cp36m before Python 3.8 (pymalloc flag), cp38 after."""
+    major, minor = (int(p) for p in python.split(".")[:2])
+    return f"cp{major}{minor}m" if (major, minor) < (3, 8) else f"cp{major}{minor}"

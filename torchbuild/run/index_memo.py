@@ -1,0 +1,105 @@
+"""The pin step's question to the package indexes ("which torch versions do you offer for this target?"), answered
+again from a record while nothing it depends on has changed, so that a rerun does not start pip twice.
+
+pip itself reuses an index's answer for as long as the index allows (PyPI's pages: ``Cache-Control: max-age=600``);
+the record is kept no longer (MAX_AGE_S). It is also dropped when anything pip reads to answer has changed: the
+PIP_* environment, the interpreter, any configuration file pip looks for (present or not, from ``pip config
+debug``), the constraints files, and local find-links and file:// index directories (a wheel added there changes
+the directory). ``--force`` always asks pip, and records its answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.parse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from torchbuild.host.files import changed_at, write_atomic
+
+MAX_AGE_S = 600.0
+LOCATION_SETTINGS = ("find-links", "index-url", "extra-index-url")
+
+
+def _stat(path: str) -> list[int]:
+    try:
+        return [os.stat(path).st_size, changed_at(Path(path))]
+    except OSError:
+        return [-1, -1]
+
+
+def local_directories(locations: Sequence[str], project: str) -> list[str]:
+    """The directories on this machine among pip's index and find-links locations (a file:// URL or a path), with
+    the project's folder of a file:// simple index."""
+    found: list[str] = []
+    for location in locations:
+        parsed = urllib.parse.urlparse(location)
+        if parsed.scheme in ("http", "https"):
+            continue
+        path = urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else location
+        found += [path, os.path.join(path, project)]
+    return found
+
+
+def _environment() -> dict[str, str]:
+    names = ("HOME", "VIRTUAL_ENV", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "APPDATA", "PROGRAMDATA")
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("PIP_") or k in names}
+
+
+def _depends_on(target: Sequence[str], paths: Sequence[str]) -> dict[str, object]:
+    return {
+        "target": list(target),
+        "python": sys.executable,
+        "environment": _environment(),
+        "files": {p: _stat(p) for p in sorted(set(paths))},
+    }
+
+
+def recall(record: Path, target: Sequence[str]) -> list[Version] | None:
+    """The recorded answer for ``target``, if it is young enough and nothing it depends on has changed."""
+    try:
+        raw = json.loads(record.read_text(encoding="utf-8"))
+        entry = raw[json.dumps(list(target))]
+        fresh = 0 <= time.time() - float(entry["at"]) < MAX_AGE_S
+        if not fresh or entry["depends_on"] != _depends_on(target, list(entry["depends_on"]["files"])):
+            return None
+        return [Version(v) for v in entry["versions"]]
+    except (OSError, ValueError, KeyError, TypeError, InvalidVersion):
+        return None
+
+
+def remember(record: Path, target: Sequence[str], versions: Sequence[Version], paths: Sequence[str]) -> None:
+    try:
+        raw = json.loads(record.read_text(encoding="utf-8"))
+        if not isinstance(raw, dict):
+            raw = {}
+    except (OSError, ValueError):
+        raw = {}
+    raw[json.dumps(list(target))] = {
+        "at": time.time(),
+        "versions": [str(v) for v in versions],
+        "depends_on": _depends_on(target, paths),
+    }
+    record.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(record, json.dumps(raw, indent=1) + "\n")
+
+
+def offered(
+    record: Path | None,
+    target: Sequence[str],
+    ask: Callable[[], tuple[list[Version], list[str]]],
+    fresh: bool = False,
+) -> list[Version]:
+    """``ask()`` (the versions, and the paths the answer depended on), or the recorded answer where it holds;
+    ``fresh``: ask in any case (and record the answer)."""
+    if record is not None and not fresh and (known := recall(record, target)) is not None:
+        return known
+    versions, paths = ask()
+    if record is not None:
+        remember(record, target, versions, paths)
+    return versions

@@ -1,0 +1,159 @@
+"""The run's report: JSON, Markdown (also for $GITHUB_STEP_SUMMARY) and JUnit XML, each written atomically."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PureWindowsPath
+from typing import Any
+
+from torchbuild.host.console import MARKS, console
+from torchbuild.host.files import write_atomic
+from torchbuild.run.records import CellRun
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    json: Path
+    markdown: Path
+    junit: Path
+
+
+def as_dict(cells: Sequence[CellRun]) -> dict[str, Any]:
+    return {
+        "ok": all(c.ok for c in cells),
+        "cells": [
+            {
+                "cell_id": c.plan.cell_id,
+                "ok": c.ok,
+                "torch": c.plan.version,
+                "platform": c.plan.platform,
+                "python": c.plan.python,
+                "cuda": c.plan.cuda,
+                "stages": [r.to_dict() for r in c.records],
+                "artifacts": {name: a.to_dict() for name, a in c.artifacts.items()},
+            }
+            for c in cells
+        ],
+    }
+
+
+# Status icons of the Markdown reports (this one, and the nightly's summary: scripts/ci_summary.py).
+ICONS = {"passed": "✅", "cached": "♻️", "skipped": "⏭️", "failed": "❌", "not run": "·"}
+
+
+def icon(status: str) -> str:
+    return ICONS.get(status, status)
+
+
+def artifact_table(rows: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """Markdown rows ``| cell | artifact | size | sha256 |`` of report.json artifact entries, each file once."""
+    lines = ["| cell | artifact | size | sha256 |", "|---|---|---|---|"]
+    seen: set[tuple[str, str]] = set()
+    for cell_id, artifact in rows:
+        name = PureWindowsPath(str(artifact["path"])).name  # a report from a Windows job has '\\' paths
+        if (cell_id, name) not in seen:
+            seen.add((cell_id, name))
+            lines.append(f"| `{cell_id}` | `{name}` | {int(artifact['size']) / 1e6:.1f} MB | `{artifact['sha256']}` |")
+    return lines
+
+
+def markdown(cells: Sequence[CellRun]) -> str:
+    data = as_dict(cells)
+    stages = [s["stage"] for s in data["cells"][0]["stages"]]
+    lines = ["## torchbuild", "", "| cell | torch | " + " | ".join(stages) + " |"]
+    lines.append("|" + "---|" * (2 + len(stages)))
+    for cell in data["cells"]:
+        row = [f"`{cell['cell_id']}`", cell["torch"]]
+        row += [f"{icon(s['status'])} {s['duration']:.0f}s" for s in cell["stages"]]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", *artifact_table((c["cell_id"], a) for c in data["cells"] for a in c["artifacts"].values())]
+    ran_on = [(c["cell_id"], s) for c in data["cells"] for s in c["stages"] if s.get("ran_on")]
+    if ran_on:
+        lines += ["", "### Where the checks ran", ""]
+        lines += [f"- {cell_id} / {s['stage']}: {s['status']} {s['ran_on']}" for cell_id, s in ran_on]
+    problems = [(c["cell_id"], s) for c in data["cells"] for s in c["stages"] if s["status"] == "failed"]
+    if problems:
+        lines += ["", "### Failures", ""]
+        for cell_id, stage in problems:
+            lines += [f"**{cell_id} / {stage['stage']}**", "", "```", stage["message"], "```", ""]
+    skipped = [
+        (c["cell_id"], s) for c in data["cells"] for s in c["stages"] if s["status"] == "skipped" and s["message"]
+    ]
+    if skipped:
+        lines += ["", "### Skipped", ""]
+        lines += [f"- {cell_id} / {s['stage']}: {s['message']}" for cell_id, s in skipped]
+    return "\n".join(lines) + "\n"
+
+
+def junit(cells: Sequence[CellRun]) -> str:
+    suites = ET.Element("testsuites", name="torchbuild")
+    for cell in cells:
+        cases = [(r.stage, r) for r in cell.records]
+        suite = ET.SubElement(
+            suites,
+            "testsuite",
+            name=cell.plan.cell_id,
+            tests=str(len(cases) + sum(len(r.checks) for r in cell.records)),
+            failures=str(sum(r.status == "failed" for r in cell.records)),
+            skipped=str(sum(r.status in ("skipped", "not run") for r in cell.records)),
+            time=f"{sum(r.duration for r in cell.records):.3f}",
+        )
+        for stage, record in cases:
+            case = ET.SubElement(
+                suite, "testcase", classname=cell.plan.cell_id, name=stage, time=f"{record.duration:.3f}"
+            )
+            if record.status == "failed":
+                ET.SubElement(
+                    case, "failure", message=record.message.splitlines()[0] if record.message else "failed"
+                ).text = record.message
+            elif record.status in ("skipped", "not run"):
+                ET.SubElement(case, "skipped", message=record.message or record.status)
+            if record.ran_on:
+                properties = ET.SubElement(case, "properties")
+                ET.SubElement(properties, "property", name="ran_on", value=record.ran_on)
+                ET.SubElement(case, "system-out").text = record.message
+            for check in record.checks:
+                sub = ET.SubElement(suite, "testcase", classname=f"{cell.plan.cell_id}.{stage}", name=check.name)
+                if check.status == "failed":
+                    ET.SubElement(sub, "failure", message=f"{check.code} {check.message}".strip()).text = check.file
+                elif check.status == "skipped":
+                    ET.SubElement(sub, "skipped", message=check.message)
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def write(cells: Sequence[CellRun], directory: Path) -> ReportPaths:
+    paths = ReportPaths(json=directory / "report.json", markdown=directory / "report.md", junit=directory / "junit.xml")
+    write_atomic(paths.json, json.dumps(as_dict(cells), indent=2, sort_keys=True) + "\n")
+    write_atomic(paths.markdown, markdown(cells))
+    write_atomic(paths.junit, junit(cells))
+    return paths
+
+
+def print_summary(cells: Sequence[CellRun], paths: ReportPaths) -> None:
+    from rich.table import Table
+
+    table = Table(title="summary", title_justify="left")
+    table.add_column("cell")
+    table.add_column("torch")
+    for record in cells[0].records:
+        table.add_column(record.stage)
+    for cell in cells:
+        table.add_row(
+            cell.plan.cell_id,
+            cell.plan.version,
+            *(f"{MARKS.get(r.status, r.status)} {r.duration:.0f}s" for r in cell.records),
+        )
+    console.print(table)
+    for cell in cells:
+        shown: set[Path] = set()
+        for name, artifact in cell.artifacts.items():
+            if artifact.path not in shown:  # a stage that passes its input through names the same file again
+                shown.add(artifact.path)
+                console.print(f"  {name:<15} {artifact.path}  {artifact.size / 1e6:.1f} MB  sha256 {artifact.sha256}")
+    ok = all(c.ok for c in cells)
+    verdict = "[green]all cells passed[/]" if ok else "[red]some cells failed[/] (details above and in the report)"
+    console.print(f"{verdict}; report: {paths.json}, {paths.markdown}, {paths.junit}")

@@ -1,0 +1,325 @@
+"""Runs the stages of each cell in order, records them in ``build/<cell-id>/state.json``, resumes, reports.
+
+The runner sees only final Plans (``pin.py`` resolved ``latest`` before it starts). Each stage declares the artifact
+names it reads and writes (``torchbuild/stages``); before anything runs, the runner refuses a stage that reads a
+name no earlier stage writes, and a stage gets only the artifacts it declared it reads.
+
+A stage is skipped on a rerun when its recorded input key (the Plan, the run options that shape its output and the
+sha256 of every artifact it reads) is unchanged and its recorded outputs are still there: an output whose size and
+mtime are as recorded is trusted; one whose mtime changed is hashed again and must have the recorded sha256.
+``--force`` reruns everything. A failed stage stops its cell; later stages are reported as not run.
+
+A stage starts when every earlier stage is done, less those it declares it runs beside (``Stage.beside``; on a host
+of the cell's platform the wheel's smoke runs beside conda and verify, the conda package's beside verify): it may
+run while they do, and is recorded as itself; a stage that waits for it waits for it to end. Once a stage failed,
+nothing more starts: the stages still running end and are recorded, the rest are "not run".
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from torchbuild.config.options import RunOptions
+from torchbuild.errors import StageFailed, UserError
+from torchbuild.host.console import console, step_done, step_start
+from torchbuild.host.files import write_atomic
+from torchbuild.plan import STAGES, Plan
+from torchbuild.results import Artifact, StageResult, sha256_of
+from torchbuild.run import report, repro
+from torchbuild.run.records import CellRun, StageRecord
+from torchbuild.stages import Context, Stage, publish, smoke_conda, smoke_wheel, source
+from torchbuild.stages.build import stage as build
+from torchbuild.stages.conda import stage as conda
+from torchbuild.stages.repair import stage as repair
+from torchbuild.stages.verify import stage as verify
+
+ARCHIVES = (".whl", ".conda", ".tar.bz2")  # outputs whose members a rebuild of the same inputs must reproduce
+
+StageFunction = Callable[[Context], StageResult]
+
+
+# Every stage's module, in the order the stages run (plan.STAGES names them).
+MODULES = (source, build, repair, conda, verify, smoke_wheel, smoke_conda, publish)
+
+
+def pipeline() -> tuple[Stage, ...]:
+    """Every stage's declaration, in order."""
+    declared = tuple(module.STAGE for module in MODULES)
+    assert tuple(stage.name for stage in declared) == STAGES, "runner.MODULES and plan.STAGES disagree"
+    return declared
+
+
+def declared_in(stage: str) -> str:
+    """The file that declares ``stage``, for messages about its declaration."""
+    module = next((m for m in MODULES if m.STAGE.name == stage), None)
+    if module is None or module.__file__ is None:
+        return "torchbuild/stages"
+    path = Path(module.__file__)
+    return "/".join(path.parts[path.parts.index("torchbuild"):]) if "torchbuild" in path.parts else str(path)
+
+
+def check_flow(stages: Sequence[Stage]) -> None:
+    """Refuse a stage that reads an artifact no earlier stage declares it writes, one beside a stage that is not
+    earlier than it, and one that reads what a stage it runs beside writes."""
+    written: list[str] = []
+    for index, stage in enumerate(stages):
+        unknown = [name for name in stage.reads if name not in written]
+        if unknown:
+            earlier = ", ".join(written) or "nothing"
+            raise UserError(
+                f"stage '{stage.name}' reads {', '.join(unknown)}, which no earlier stage writes (written before it: "
+                f"{earlier}). Fix the stage's declaration in {declared_in(stage.name)}."
+            )
+        earlier_stages = {s.name: s for s in stages[:index]}
+        for other in stage.beside:
+            if other not in earlier_stages:
+                raise UserError(
+                    f"stage '{stage.name}' runs beside '{other}', which is not a stage before it (before it: "
+                    f"{', '.join(earlier_stages) or 'none'}). Fix the stage's declaration in "
+                    f"{declared_in(stage.name)}."
+                )
+            clash = sorted(set(stage.reads) & set(earlier_stages[other].writes))
+            if clash:
+                raise UserError(
+                    f"stage '{stage.name}' runs beside '{other}' but reads {', '.join(clash)}, which '{other}' "
+                    f"writes. Fix the stage's declaration in {declared_in(stage.name)}."
+                )
+        written += [name for name in stage.writes if name not in written]
+
+
+def waits_for(stages: Sequence[Stage], plan: Plan) -> dict[str, tuple[str, ...]]:
+    """For each stage, the earlier stages it starts after: all of them, less those it runs beside for this Plan."""
+    waits: dict[str, tuple[str, ...]] = {}
+    for index, stage in enumerate(stages):
+        beside = set(stage.beside) if stage.beside_when(plan) else set()
+        waits[stage.name] = tuple(s.name for s in stages[:index] if s.name not in beside)
+    return waits
+
+
+class State:
+    """``build/<cell-id>/state.json``: the last result of each stage, written atomically after every stage."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.stages: dict[str, StageRecord] = {}
+        if path.is_file():
+            try:
+                raw = json.loads(path.read_text(encoding="utf-8"))
+                self.stages = {s: StageRecord.from_dict(r) for s, r in raw.get("stages", {}).items()}
+            except (ValueError, KeyError, TypeError):
+                console.print(f"[yellow]warning:[/] {path} is unreadable; every stage runs again.")
+
+    def save(self, plan: Plan) -> None:
+        payload = {
+            "cell_id": plan.cell_id,
+            "plan": plan.to_dict(),
+            "stages": {s: r.to_state() for s, r in self.stages.items()},
+        }
+        write_atomic(self.path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+
+
+def input_key(stage: Stage, plan: Plan, options: RunOptions, inputs: Mapping[str, Artifact]) -> str:
+    shaping = {name: str(getattr(options, name)) for name in stage.shaped_by}
+    payload = {
+        "stage": stage.name,
+        "plan": {k: v for k, v in plan.to_dict().items() if k != "channel"},
+        "options": shaping,
+        "inputs": {name: a.sha256 for name, a in sorted(inputs.items())},
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _mtimes(outputs: Mapping[str, Artifact]) -> dict[str, int]:
+    return {name: a.path.stat().st_mtime_ns for name, a in outputs.items() if a.path.is_file()}
+
+
+def intact(record: StageRecord) -> bool:
+    """Every recorded output is still the file that was recorded (see the module's docstring)."""
+    for name, artifact in record.outputs.items():
+        path = artifact.path
+        if not path.is_file():
+            return False
+        stat = path.stat()
+        if stat.st_size != artifact.size:
+            return False
+        if stat.st_mtime_ns != record.mtimes.get(name) and sha256_of(path) != artifact.sha256:
+            return False
+    return True
+
+
+def _reusable(stage: Stage, previous: StageRecord | None, key: str, options: RunOptions) -> bool:
+    return (
+        not options.force
+        and not stage.always_runs(options)
+        and previous is not None
+        and previous.key == key
+        and previous.status in ("passed", "skipped")
+        and intact(previous)
+    )
+
+
+def _run_stage(stage: Stage, function: StageFunction, ctx: Context, key: str, announce: bool = True) -> StageRecord:
+    if announce:
+        step_start(stage.name)
+    started = time.monotonic()
+    try:
+        result = function(ctx)
+    except UserError as exc:
+        message = str(exc) if isinstance(exc, StageFailed) else f"{stage.name}: {exc}"
+        checks = list(exc.checks) if isinstance(exc, StageFailed) else []
+        return StageRecord(stage.name, "failed", time.monotonic() - started, message=message, key=key, checks=checks)
+    undeclared = sorted(set(result.outputs) - set(stage.writes))
+    if undeclared:
+        message = f"{stage.name}: wrote {', '.join(undeclared)}, which it does not declare (it writes {stage.writes})"
+        return StageRecord(stage.name, "failed", time.monotonic() - started, message=message, key=key)
+    return StageRecord(
+        stage=stage.name,
+        status=result.status,
+        duration=time.monotonic() - started,
+        message=result.message,
+        key=key,
+        outputs=dict(result.outputs),
+        checks=list(result.checks),
+        mtimes=_mtimes(result.outputs),
+        ran_on=result.ran_on,
+    )
+
+
+def _reproduced(record: StageRecord, previous: StageRecord, before: Mapping[str, dict[str, str]]) -> str:
+    """The stage's message, with what differs from its last build of the same inputs (the members of the archives
+    it makes: their bytes must not depend on when or where they were made)."""
+    notes = []
+    for name, artifact in record.outputs.items():
+        old = previous.outputs.get(name)
+        if old is not None and old.sha256 != artifact.sha256 and name in before:
+            changed = repro.differences(before[name], repro.fingerprint(artifact.path))
+            notes.append(repro.describe(artifact.path.name, changed))
+    return "; ".join(part for part in (record.message, *notes) if part)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    stage: Stage
+    function: StageFunction
+    ctx: Context
+    key: str
+    same_inputs: StageRecord | None  # the last passed run of the same inputs, if any (for the reproducibility note)
+    before: Mapping[str, dict[str, str]]  # that run's archives, fingerprinted before they are made again
+
+
+class _CellRun:
+    """One cell's stages as they start and end: what is available, what each recorded, the state file."""
+
+    def __init__(self, plan: Plan, root: Path, options: RunOptions, functions: Mapping[str, StageFunction]) -> None:
+        self.plan, self.root, self.options, self.functions = plan, root, options, functions
+        self.state = State(root / plan.work_dir / "state.json")
+        self.available: dict[str, Artifact] = {}
+        self.records: dict[str, StageRecord] = {}
+
+    @property
+    def failed(self) -> bool:
+        return any(record.status == "failed" for record in self.records.values())
+
+    def prepare(self, stage: Stage) -> _Job | StageRecord:
+        """The job that runs ``stage``, or its cached record when its last run still holds (recorded already)."""
+        inputs = {name: self.available[name] for name in stage.reads if name in self.available}
+        key = input_key(stage, self.plan, self.options, inputs)
+        previous = self.state.stages.get(stage.name)
+        if previous is not None and _reusable(stage, previous, key, self.options):
+            record = dataclasses.replace(previous, status="cached", duration=0.0, mtimes=_mtimes(previous.outputs))
+            record.message = f"unchanged since last run ({previous.status})"
+            self.records[stage.name] = record
+            self.available.update(previous.outputs)
+            self.state.stages[stage.name] = dataclasses.replace(previous, mtimes=record.mtimes)
+            step_done(stage.name, record.status, 0.0, record.message)
+            return record
+        function = self.functions.get(stage.name) or stage.run
+        ctx = Context(plan=self.plan, root=self.root, options=self.options, inputs=inputs)
+        same = previous if previous is not None and previous.key == key and previous.status == "passed" else None
+        archives = {n: a for n, a in same.outputs.items() if a.path.name.endswith(ARCHIVES)} if same else {}
+        before = {name: repro.fingerprint(artifact.path) for name, artifact in archives.items()}
+        return _Job(stage, function, ctx, key, same, before)
+
+    def finish(self, job: _Job, record: StageRecord, end_group: bool) -> None:
+        if job.same_inputs is not None and record.status == "passed":
+            record.message = _reproduced(record, job.same_inputs, job.before)
+        self.available.update(record.outputs)
+        self.records[job.stage.name] = record
+        if record.status == "failed":
+            self.state.stages.pop(job.stage.name, None)
+        else:
+            self.state.stages[job.stage.name] = record
+        self.state.save(self.plan)
+        step_done(job.stage.name, record.status, record.duration, record.message, record.outputs, end_group=end_group)
+
+
+def run_cell(
+    plan: Plan,
+    root: Path,
+    options: RunOptions,
+    stages: Mapping[str, StageFunction] | None = None,
+) -> CellRun:
+    """Run every stage of ``plan``. ``stages`` replaces the functions of the stages it names (their declarations
+    stay): the smoke command replays the build job's stages this way, and tests hand over artifacts.
+
+    A stage that can start while no other runs or can start runs in this thread (a compile of hours stays
+    interruptible); stages that run beside each other run in threads of their own."""
+    declared = pipeline()
+    check_flow(declared)
+    waits = waits_for(declared, plan)
+    cell_run = _CellRun(plan, root, options, stages or {})
+    console.rule(f"[bold]{plan.cell_id}[/]  torch {plan.version}  ({plan.conda.filename})")
+    pending = list(declared)
+    running: dict[concurrent.futures.Future[StageRecord], _Job] = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(declared)) as pool:
+        while pending or running:
+            done = cell_run.records
+            ready = [] if cell_run.failed else [s for s in pending if all(w in done for w in waits[s.name])]
+            if ready:
+                stage = ready[0]
+                pending.remove(stage)
+                job = cell_run.prepare(stage)
+                if isinstance(job, StageRecord):
+                    continue
+                if not running and len(ready) == 1:
+                    cell_run.finish(job, _run_stage(stage, job.function, job.ctx, job.key), end_group=True)
+                    continue
+                alongside = [j.stage.name for j in running.values()]
+                step_start(stage.name + (f" (beside {', '.join(alongside)})" if alongside else ""),
+                           group=not alongside)  # fmt: skip
+                running[pool.submit(_run_stage, stage, job.function, job.ctx, job.key, False)] = job
+                continue
+            if not running:
+                break  # what is left waits for a stage that failed
+            finished, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in finished:
+                job = running.pop(future)
+                cell_run.finish(job, future.result(), end_group=not running)
+    for stage in pending:
+        cell_run.records[stage.name] = StageRecord(stage.name, "not run", message="an earlier stage failed")
+    cell_run.state.save(plan)
+    return CellRun(plan=plan, records=[cell_run.records[stage.name] for stage in declared])
+
+
+def run(
+    plans: Sequence[Plan],
+    root: Path,
+    options: RunOptions,
+    stages: Mapping[str, StageFunction] | None = None,
+) -> int:
+    """Run every plan; write the reports; return the exit code (0 only when every cell passed)."""
+    cells = [run_cell(plan, root, options, stages) for plan in plans]
+    paths = report.write(cells, root / "build")
+    report.print_summary(cells, paths)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as handle:
+            handle.write(paths.markdown.read_text(encoding="utf-8"))
+    return 0 if all(c.ok for c in cells) else 1

@@ -1,0 +1,1 @@
+"""conda: the repaired wheel becomes the cell's conda package."""

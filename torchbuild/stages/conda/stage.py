@@ -1,0 +1,156 @@
+"""conda: the repaired wheel becomes the cell's conda package (.conda, or .tar.bz2 when asked).
+
+The package is made from the same wheel as the pip artifact, never from a second compile: the wheel is installed
+into the Plan's site-packages of a staging prefix (wheel_install.py; in memory where there is room for it,
+scratch.py), its Requires-Dist become conda run
+dependencies (wheel_to_conda.py), and the package is assembled with py-rattler-build (package_assembly.py) from the
+rendered recipe (``recipes/pytorch``), which also goes into ``info/recipe``.
+
+In a conda environment the runtimes come from the environment: the package leaves out every DLL one of its run
+dependencies provides (``plan.conda.provided_dlls``: the VC runtime from vc14_runtime, libiomp5md.dll from
+intel-openmp, the CUDA libraries from their packages), so that each is loaded once, and depends on a VC runtime at
+least as new as the floor the repair read from the binaries (``repair_report``). The wheel keeps its copies: pip has
+no such packages.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from torchbuild.conda.assembly import assemble, build_timestamp, check_options
+from torchbuild.conda.requirements import wheel_requires
+from torchbuild.config import dll_providers
+from torchbuild.errors import StageFailed
+from torchbuild.host import scratch
+from torchbuild.host.console import console
+from torchbuild.plan import Plan
+from torchbuild.platforms.windows import vc_runtime
+from torchbuild.results import Artifact, StageResult
+from torchbuild.stages import Context, Stage
+from torchbuild.stages.conda import recipe
+from torchbuild.wheel import sbom, wheelfile
+from torchbuild.wheel.install import license_files, unpack_wheel
+from torchbuild.wheel.provenance import SourceInfo
+from torchbuild.wheel.repair_report import RepairReport
+
+NAME = "conda"
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path.resolve())
+
+
+def run(ctx: Context) -> StageResult:
+    plan = ctx.plan
+    check_options(ctx.options)
+    wheel_artifact = ctx.inputs.get("repaired_wheel")
+    if wheel_artifact is None:
+        raise StageFailed(NAME, "no wheel to package: the repair stage recorded no 'repaired_wheel' output")
+    wheel = wheelfile.read_wheel(wheel_artifact.path, NAME)
+    requires = wheel_requires(wheel, plan)
+    report_artifact = ctx.inputs.get("repair_report")
+    report = RepairReport.read(report_artifact.path) if report_artifact else None
+    source_artifact = ctx.inputs.get("source_info")
+    if source_artifact is None:
+        raise StageFailed(NAME, "no source_info from the source stage: the package's time and origin are not known")
+    source = SourceInfo.read(source_artifact.path)
+    vc_spec = vc_runtime_spec(plan, report)
+    with zipfile.ZipFile(wheel.path) as archive:
+        left_out = dll_providers.provided_members(archive.namelist(), plan.conda.provided_dlls)
+        unpacked_size = sum(info.file_size for info in archive.infolist())
+    rendered = recipe.render(
+        plan,
+        ctx.stage_dir("recipe"),
+        wheel_path=_relative(wheel.path, ctx.root),
+        wheel_requires=requires,
+        vc_runtime=vc_spec,
+        left_out=sorted(left_out),
+    )
+
+    out_dir = ctx.stage_dir(NAME)
+    for stale in [*out_dir.glob("*.conda"), *out_dir.glob("*.tar.bz2")]:
+        stale.unlink()
+    shutil.rmtree(out_dir / "payload", ignore_errors=True)  # where earlier versions unpacked it
+    document = package_sbom(plan, wheel.path.name, source, report, left_out)
+    info_sbom = out_dir / sbom.FILE_NAME
+    info_sbom.write_text(document, encoding="utf-8")
+    name = plan.conda.archives[ctx.options.conda_format]
+    with scratch.directory(unpacked_size, out_dir, "payload-") as staging:
+        started = time.perf_counter()
+        member = sbom.wheel_member(wheel.dist_info)
+        replace = {member: document.encode("utf-8")}
+        payload = unpack_wheel(wheel, plan, staging, leave_out=left_out, replace=replace)
+        unpacked = time.perf_counter() - started
+        what = (
+            f"assembling {name}: {payload.files:,} files, {payload.size / 1e6:,.0f} MB, "
+            f"{'zstd' if ctx.options.conda_format == 'conda' else 'bzip2'} level {ctx.options.compression_level}, "
+            f"{ctx.options.compression_threads} thread(s)"
+        )
+        console.print(f"  {what} ...")
+        started = time.perf_counter()
+        with console.status(what + " ..."):
+            path = assemble(
+                rendered.meta,
+                subdir=plan.conda.subdir,
+                payload_dir=staging,
+                out_dir=out_dir,
+                options=ctx.options,
+                recipe_dir=rendered.directory,
+                licenses=license_files(wheel, payload, plan),
+                info_files=[info_sbom],
+                timestamp=build_timestamp(source.epoch),
+            )
+        assembled = time.perf_counter() - started
+    info_sbom.unlink()
+    if path.name != name:
+        raise StageFailed(NAME, f"assembled {path} but the Plan names the package {name}")
+
+    artifact = Artifact.of(path)
+    message = (
+        f"{name}: {artifact.size / 1e6:.1f} MB from {payload.files:,} files "
+        f"(unpack {unpacked:.1f} s{' in memory' if scratch.in_memory_path(staging) else ''}, "
+        f"assemble {assembled:.1f} s)"
+    )
+    if vc_spec:
+        message += f"; depends on {vc_spec}"
+    if left_out:
+        shown = ", ".join(f"{member} ({package})" for member, package in sorted(left_out.items()))
+        message += f"; left out, provided by run dependencies: {shown}"
+    if payload.scripts_not_made:
+        message += f"; no {plan.platform} launchers for {', '.join(payload.scripts_not_made)}"
+    return StageResult(outputs={"conda_package": artifact}, message=message)
+
+
+def package_sbom(
+    plan: Plan, wheel_name: str, source: SourceInfo, report: RepairReport | None, left_out: Mapping[str, str]
+) -> str:
+    """The SBOM of what the package holds: the wheel's vendored files less those left to run dependencies, at
+    their paths in the package."""
+    vendored = [row for row in (report.vendored if report else ()) if row.path not in left_out]
+    name, version = wheel_name.split("-")[:2]
+    subject = sbom.Subject(artifact=plan.conda.filename, name=name, version=version, source=source)
+    return sbom.build(subject, vendored, source.epoch, path_prefix=plan.conda.site_packages + "/")
+
+
+def vc_runtime_spec(plan: Plan, report: RepairReport | None) -> str | None:
+    """The package's VC runtime dependency: the Plan's rule, at least as new as the binaries' floor."""
+    rule = plan.conda.vc_runtime
+    if rule is None:
+        return None
+    return vc_runtime.conda_spec(rule, report.vc_runtime_floor if report else None)
+
+
+STAGE = Stage(
+    name=NAME,
+    run=run,
+    reads=("repaired_wheel", "repair_report", "source_info"),
+    writes=("conda_package",),
+    shaped_by=("conda_format", "compression_level", "compression_threads"),
+)

@@ -1,0 +1,1 @@
+"""repair: make the wheel self-contained for its platform tag."""

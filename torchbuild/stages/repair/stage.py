@@ -1,0 +1,356 @@
+"""repair: make the wheel self-contained for its platform tag, then prove it with a static import-closure check.
+
+linux-64: auditwheel (with patchelf) vendors what the wheel needs beyond the manylinux policy of the Plan's tag and
+sets that tag. What must never be vendored is excluded (see ``auditwheel_excludes``). When auditwheel's analysis
+finds nothing to vendor and the wheel already carries the Plan's name, the wheel is copied through: running
+auditwheel's repair on a 1 GB archive only to get the same bytes back costs minutes. The closure check runs on the
+result either way.
+
+win-64: delvewheel vendors what the wheel's own import tables need and what is loaded by name at run time (derived in
+torchbuild/windows.py, with the name-mangling policy), from their providers (torchbuild/dll_providers.py),
+keeping torch's own DLLs as they are. The PE import-closure check (torchbuild/pe.py) then proves every .dll/.pyd
+resolves each import, that what is loaded by name is there, and that every VC runtime DLL serves the binaries' MSVC.
+Every DLL taken from a provider must carry its vendor's valid Authenticode signature (windows.signer_of).
+
+Both: the result gets the SBOM of what was vendored (<dist-info>/sboms/torchbuild.cdx.json, torchbuild/sbom.py) and
+is written in a deterministic form dated the cell's epoch (torchbuild/wheel_rewrite.py, provenance.py), without
+recompressing a member; auditwheel and delvewheel run with SOURCE_DATE_EPOCH set to it. The same inputs give the
+same bytes.
+
+Reads ``built_wheel`` and ``source_info``; writes ``repaired_wheel`` (named ``plan.wheel``) and ``repair_report``
+(``repair.json``: what was vendored, from where, signed by whom, and the VC runtime floor the binaries set;
+torchbuild/repair_report.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torchbuild.errors import StageFailed
+from torchbuild.host.proc import run_tool
+from torchbuild.platforms.linux import elf, manylinux
+from torchbuild.platforms.windows import pe
+from torchbuild.platforms.windows.vc_runtime import Floor
+from torchbuild.results import Artifact, StageResult
+from torchbuild.stages import Context, Stage
+from torchbuild.stages.repair import windows
+from torchbuild.wheel import sbom
+from torchbuild.wheel.provenance import ENV as EPOCH_ENV
+from torchbuild.wheel.provenance import SourceInfo
+from torchbuild.wheel.repair_report import RepairReport, Vendored
+from torchbuild.wheel.rewrite import dist_info_of, rewrite
+
+NAME = "repair"
+REPORT = "repair.json"
+AUDITWHEEL_TIMEOUT_S = 3600
+DELVEWHEEL_TIMEOUT_S = 3600
+
+
+def run(ctx: Context) -> StageResult:
+    repair = REPAIRERS.get(ctx.plan.platform)
+    if repair is None:
+        raise StageFailed(NAME, UNSUPPORTED.get(ctx.plan.platform, f"no repair for platform {ctx.plan.platform}"))
+    wheel = ctx.inputs.get("built_wheel")
+    if wheel is None:
+        raise StageFailed(NAME, "no wheel from the build stage (its output 'built_wheel' is missing)")
+    return repair(ctx, wheel.path)
+
+
+def source_of(ctx: Context) -> SourceInfo:
+    info = ctx.inputs.get("source_info")
+    if info is None:
+        raise StageFailed(NAME, "no source_info from the source stage: where the wheel came from is not known")
+    return SourceInfo.read(info.path)
+
+
+def finish(ctx: Context, made: Path, target: Path, vendored: Sequence[Vendored]) -> None:
+    """``made`` as ``target``: with the SBOM of what was vendored added (<dist-info>/sboms/, PEP 770), and in the
+    deterministic form dated the cell's epoch, so that the same inputs give the same bytes."""
+    source = source_of(ctx)
+    name, version = target.name.split("-")[:2]
+    subject = sbom.Subject(artifact=target.name, name=name, version=version.replace("_", "-"), source=source)
+    with zipfile.ZipFile(made) as archive:
+        member = sbom.wheel_member(dist_info_of(archive))
+    document = sbom.build(subject, vendored, source.epoch).encode("utf-8")
+    rewrite(made, target, files={member: document}, epoch=source.epoch)
+
+
+def tool_env(ctx: Context) -> dict[str, str]:
+    """What auditwheel and delvewheel run with: the epoch, which also keeps delvewheel's command line (with this
+    machine's paths) out of the wheel."""
+    return {EPOCH_ENV: str(source_of(ctx).epoch)}
+
+
+# --- linux-64 --------------------------------------------------------------------------------------------
+
+
+def auditwheel_excludes(wheel: Path) -> dict[str, str]:
+    """SONAME patterns auditwheel must not graft, with the reason.
+
+    - Driver libraries (libcuda.so*, libnvidia-ml.so*): they belong to the installed NVIDIA driver.
+    - Every shared library the wheel ships itself (torch/lib/libtorch_cpu.so, libc10.so, libgomp.so.1, ...): they
+      are found in the wheel through $ORIGIN at run time, which the closure check below verifies. Without the
+      exclude, auditwheel looks them up on the build machine for ELF files whose RUNPATH does not reach torch/lib
+      (torch 2.13's torch/bin/test_shim has only $ORIGIN) and either fails ("required library libtorch.so could
+      not be located") or grafts a second copy, e.g. the system's libgomp.so.1 beside torch/lib/libgomp.so.1:
+      two OpenMP runtimes in one process.
+    """
+    excludes = dict(elf.DRIVER_LIBRARIES)
+    with zipfile.ZipFile(wheel) as archive:
+        for name in archive.namelist():
+            if elf.SHARED_OBJECT.search(name):
+                excludes.setdefault(Path(name).name, f"shipped in the wheel as {name}")
+    return excludes
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What auditwheel's analysis says about a wheel for one target tag."""
+
+    graft: tuple[str, ...]  # libraries it would vendor for the target
+    found_at: Mapping[str, str]  # of those, where this machine has each
+    unlocated: tuple[str, ...]  # of those, the ones not found on this machine (nothing to vendor them from)
+    eligible: bool  # the wheel's symbols/ISA allow the target tag
+    consistent_with: str  # the best tag auditwheel finds the wheel consistent with
+
+
+def analyse(wheel: Path, platform_tag: str, excludes: Mapping[str, str]) -> Analysis:
+    """auditwheel's own analysis (the one `auditwheel show` and `auditwheel repair` run), for the target tag."""
+    from auditwheel import lddtree, wheel_abi
+    from auditwheel.error import NonPlatformWheelError
+
+    # auditwheel memoises the library search path (LD_LIBRARY_PATH, ld.so.conf) and each wheel's ELF data for the
+    # life of the process; start from what is true now, as the `auditwheel repair` process after it will.
+    for memo in (lddtree.load_ld_paths, lddtree.parse_ld_so_conf, wheel_abi.get_wheel_elfdata):
+        memo.cache_clear()
+    policies, wanted = elf.manylinux_policies(platform_tag)
+    base = platform_tag[: -len("_" + policies.architecture.value)]
+    try:
+        info: Any = wheel_abi.analyze_wheel_abi(
+            policies.libc,
+            policies.architecture,
+            wheel,
+            frozenset(excludes),
+            disable_isa_ext_check=False,
+            allow_graft=True,
+            requested_policy_base_name=base,
+        )
+    except NonPlatformWheelError as exc:
+        raise StageFailed(NAME, f"{wheel}: {exc.message}") from None
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise StageFailed(NAME, f"auditwheel cannot analyse {wheel}: {exc}") from None
+    libs = info.external_refs[wanted.name].libs
+    return Analysis(
+        graft=tuple(sorted(libs)),
+        found_at={name: str(path) for name, path in libs.items() if path is not None},
+        unlocated=tuple(sorted(name for name, path in libs.items() if path is None)),
+        eligible=not wanted > info.overall_policy,
+        consistent_with=str(info.overall_policy.name),
+    )
+
+
+def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
+    plan = ctx.plan
+    tag = plan.wheel_tags.platform
+    out_dir = ctx.stage_dir(NAME)
+    target = out_dir / plan.wheel
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix="elf-members-") as kept:
+        closure = elf.check_wheel(wheel, tag, scratch=out_dir, keep_in=Path(kept))
+        fast = manylinux.verdict(wheel, tag, closure, out_dir, Path(kept)) if wheel.name == plan.wheel else None
+    if fast is not None and fast.compliant:
+        finish(ctx, wheel, target, [])
+        how = (
+            f"already {tag}, nothing to vendor ({fast.reason}; {time.monotonic() - started:.0f} s, auditwheel's "
+            "full analysis not needed); copied through (SBOM added)"
+        )
+        grafted: list[Vendored] = []
+    else:
+        how, analysis, made = _auditwheel(ctx, wheel, tag, out_dir / "auditwheel" / target.name, fast)
+        grafted = _grafted(wheel, made, analysis) if made != wheel else []
+        finish(ctx, made, target, grafted)
+        shutil.rmtree(out_dir / "auditwheel", ignore_errors=True)
+        closure = elf.check_wheel(target, tag, scratch=out_dir)
+
+    checks = closure.checks()
+    if not closure.ok:
+        problems = [f"{m.file} needs {m.needed}" for m in closure.missing] + [b.reason for b in closure.bad]
+        raise StageFailed(
+            NAME,
+            f"import closure of {target} is broken ({len(problems)} problems): "
+            + "; ".join(problems[:10])
+            + (" ..." if len(problems) > 10 else ""),
+        )
+    _write_report(ctx, target, grafted)
+    return StageResult(outputs=_outputs(ctx, target), checks=checks, message=f"{how}; closure: {closure.summary()}")
+
+
+def _auditwheel(
+    ctx: Context, wheel: Path, tag: str, target: Path, fast: manylinux.Verdict | None
+) -> tuple[str, Analysis, Path]:
+    """auditwheel's analysis, and its repair (into ``target``) where it finds something to do; returns what it did,
+    the analysis and the wheel to finish from."""
+    excludes = auditwheel_excludes(wheel)
+    started = time.monotonic()
+    analysis = analyse(wheel, tag, excludes)
+    analysed_s = time.monotonic() - started
+    if analysis.unlocated:
+        raise StageFailed(
+            NAME,
+            f"{wheel} needs {', '.join(analysis.unlocated)}, which is neither in the wheel nor allowed by {tag}, "
+            "and auditwheel cannot find it on this machine to vendor it (add its directory to LD_LIBRARY_PATH, "
+            "or ship it in the wheel)",
+        )
+    if not analysis.eligible:
+        raise StageFailed(
+            NAME,
+            f"{wheel} cannot be {tag}: auditwheel finds it consistent with {analysis.consistent_with} at best "
+            "(versioned symbols from a newer glibc/libstdc++, or newer ISA extensions). Build it in the manylinux "
+            "image of the Plan's tag.",
+        )
+    why = f" ({fast.reason})" if fast is not None else " (the wheel's name is not the Plan's)"
+    if not analysis.graft and wheel.name == ctx.plan.wheel:
+        how = f"auditwheel{why}: nothing to vendor, already {tag} ({analysed_s:.0f} s analysis)"
+        how += "; copied through (SBOM added)"
+        return how, analysis, wheel
+    _auditwheel_repair(ctx, wheel, tag, excludes, target)
+    vendored = ", ".join(analysis.graft) or "nothing"
+    how = f"auditwheel repair to {tag}{why}: vendored {vendored} ({time.monotonic() - started:.0f} s)"
+    return how, analysis, target
+
+
+def _grafted(wheel: Path, target: Path, analysis: Analysis) -> list[Vendored]:
+    """The libraries auditwheel put into the repaired wheel (renamed libfoo-<hash>.so.1), and where they came from."""
+    with zipfile.ZipFile(wheel) as archive:
+        before = set(archive.namelist())
+    found = []
+    with zipfile.ZipFile(target) as archive:
+        for info in archive.infolist():
+            if info.filename in before or not elf.SHARED_OBJECT.search(info.filename):
+                continue
+            base = Path(info.filename).name
+            soname = next((n for n in analysis.graft if base.split("-")[0] == n.split(".so")[0]), base)
+            data = archive.read(info)
+            found.append(
+                Vendored(
+                    path=info.filename,
+                    sha256=hashlib.sha256(data).hexdigest(),
+                    size=len(data),
+                    version=None,
+                    provider="system",
+                    origin=analysis.found_at.get(soname, soname),
+                )
+            )
+    return found
+
+
+def _auditwheel_repair(ctx: Context, wheel: Path, tag: str, excludes: Mapping[str, str], target: Path) -> None:
+    argv: list[str] = [sys.executable, "-m", "auditwheel", "repair", "--plat", tag, "--only-plat"]
+    for pattern in excludes:
+        argv += ["--exclude", pattern]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="auditwheel-", dir=target.parent) as tmp:
+        run_tool(
+            [*argv, "--wheel-dir", tmp, str(wheel)],
+            stage=NAME,
+            log=ctx.stage_dir("logs") / f"{NAME}.log",
+            env=tool_env(ctx),
+            timeout=AUDITWHEEL_TIMEOUT_S,
+            what="auditwheel repair",
+        )
+        made = sorted(Path(tmp).glob("*.whl"))
+        if [p.name for p in made] != [target.name]:
+            names = ", ".join(p.name for p in made) or "no wheel"
+            raise StageFailed(NAME, f"auditwheel repair of {wheel} made {names}; expected {target.name}")
+        shutil.move(str(made[0]), target)
+
+
+# --- win-64 ----------------------------------------------------------------------------------------------
+
+
+def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
+    plan = ctx.plan
+    out_dir = ctx.stage_dir(NAME)
+    target = out_dir / plan.wheel
+    log = ctx.stage_dir("logs") / f"{NAME}.log"
+    machine = pe.TAG_MACHINES.get(plan.wheel_tags.platform, "AMD64")
+    started = time.monotonic()
+    found = windows.needs(plan, wheel, ctx.options.cache_dir, log)
+    located = found.located
+    located_s = time.monotonic() - started
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="delvewheel-", dir=out_dir) as tmp:
+        argv = windows.delvewheel_argv(
+            wheel, Path(tmp), sorted({hit.path.parent for hit in located}), sorted({hit.name for hit in located})
+        )
+        run_tool(argv, stage=NAME, log=log, env=tool_env(ctx), timeout=DELVEWHEEL_TIMEOUT_S, what="delvewheel repair")
+        made = sorted(Path(tmp).glob("*.whl"))
+        if [p.name for p in made] != [wheel.name]:
+            got = ", ".join(p.name for p in made) or "no wheel"
+            raise StageFailed(NAME, f"delvewheel repair of {wheel} made {got}; expected {wheel.name}")
+        vendored = windows.vendored(made[0], located, found.signers)
+        finish(ctx, made[0], target, vendored)
+    repaired_s = time.monotonic() - started
+
+    started = time.monotonic()
+    report = pe.check_wheel(target, python=plan.python, machine=machine)
+    checks = [*report.checks(), *windows.runtime_checks(target, plan, found.runtime_loaded, found.floor)]
+    failed = [c for c in checks if c.status == "failed" and c.code != "P100"]
+    if failed:
+        target.unlink()
+        raise StageFailed(
+            NAME,
+            f"the repaired {target.name} is not self-contained ({len(failed)} problems): "
+            + "; ".join(c.message for c in failed[:8])
+            + (" ..." if len(failed) > 8 else ""),
+            checks,
+        )
+    _write_report(ctx, target, vendored, found.floor, found.runtime_loaded)
+    names = ", ".join(f"{hit.name} ({hit.origin})" for hit in located) or "nothing"
+    floor = f"; VC runtime floor MSVC {found.floor.version} ({found.floor.set_by})" if found.floor else ""
+    message = (
+        f"delvewheel --ignore-existing --no-mangle-all: vendored {names} into {target.name} "
+        f"(providers {located_s:.1f} s, delvewheel {repaired_s:.0f} s){floor}; closure checked in "
+        f"{time.monotonic() - started:.0f} s: {report.summary()}"
+    )
+    return StageResult(outputs=_outputs(ctx, target), checks=tuple(checks), message=message)
+
+
+def _write_report(
+    ctx: Context,
+    target: Path,
+    vendored: Sequence[Vendored],
+    floor: Floor | None = None,
+    runtime_loaded: Sequence[str] = (),
+) -> None:
+    RepairReport(
+        wheel=target.name,
+        platform=ctx.plan.platform,
+        vendored=tuple(vendored),
+        vc_runtime_floor=floor,
+        runtime_loaded=tuple(runtime_loaded),
+    ).write(ctx.stage_dir(NAME) / REPORT)
+
+
+def _outputs(ctx: Context, target: Path) -> dict[str, Artifact]:
+    return {"repaired_wheel": Artifact.of(target), "repair_report": Artifact.of(ctx.stage_dir(NAME) / REPORT)}
+
+
+# --- platforms -------------------------------------------------------------------------------------------
+
+REPAIRERS: Mapping[str, Callable[[Context, Path], StageResult]] = {"linux-64": _repair_linux, "win-64": _repair_windows}
+UNSUPPORTED: Mapping[str, str] = {}
+
+
+STAGE = Stage(name=NAME, run=run, reads=("built_wheel", "source_info"), writes=("repaired_wheel", "repair_report"))

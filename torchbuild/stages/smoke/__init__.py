@@ -1,0 +1,1 @@
+"""What the two smoke stages share: the stage body, the environment backends and the check script."""

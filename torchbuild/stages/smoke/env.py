@@ -1,0 +1,132 @@
+"""What the smoke stages' environment backends share: one environment (``Env``), the ``Backend`` protocol each kind
+of host implements (a venv and a conda prefix on the host itself: smoke_venv.py; python.org's embeddable CPython for
+Windows under Wine on a Linux host: smoke_wine.py), and the reading of smoke_checks.py's results.
+
+A backend makes an environment (``setup``), runs the checks in it (``run_checks``) and says where they ran
+(``where``: "under Wine 8.0, CPython 3.11.9 embeddable"); the stage does the rest (messages, clean-up). Each smoke
+stage makes one environment with a backend of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from torchbuild.results import Check, Status
+from torchbuild.stages.smoke.resources import smoke_checks
+
+if TYPE_CHECKING:
+    from torchbuild.plan import Plan
+
+STATUSES: dict[str, Status] = {"passed": "passed", "failed": "failed", "skipped": "skipped"}
+# Every check runs in its own process (import torch: seconds); the DataLoader spawns two more.
+CHECKS_TIMEOUT_S = smoke_checks.CHECK_TIMEOUT_S * len(smoke_checks.CHECKS)
+
+
+@dataclass(frozen=True)
+class Env:
+    """One fresh environment and what it is made from."""
+
+    kind: str  # wheel | conda
+    root: Path  # everything of this environment: the interpreter and packages, the empty working directory, ...
+    artifact: Path  # the wheel or the .conda installed into it
+    log: Path
+
+    @property
+    def cwd(self) -> Path:
+        return self.root / "cwd"
+
+    def fresh(self) -> None:
+        if self.root.exists():
+            shutil.rmtree(self.root)
+        self.cwd.mkdir(parents=True)
+
+    def checks_script(self) -> Path:
+        """smoke_checks.py copied beside the environment, in a folder of its own (its folder is sys.path[0] of every
+        check process)."""
+        script = self.root / "checks" / "smoke_checks.py"
+        script.parent.mkdir(exist_ok=True)
+        shutil.copyfile(Path(smoke_checks.__file__), script)
+        return script
+
+
+class Backend(Protocol):
+    """Makes the environments of one kind of host and runs the checks in them."""
+
+    @property
+    def where(self) -> str:
+        """Where the checks run, for every result: "in a fresh venv on this linux-64 host (Python 3.11.7)"."""
+        ...
+
+    def describe(self, kind: str) -> str:
+        """What an environment of ``kind`` is, for messages: "a fresh venv", "the conda layout"."""
+        ...
+
+    def setup(self, env: Env) -> str:
+        """Make ``env`` from scratch; return what was done (for the install check's message). Raises UserError."""
+        ...
+
+    def run_checks(self, env: Env) -> list[Check]:
+        ...
+
+    def close(self) -> None:
+        """Release what the backend holds (a running wineserver)."""
+        ...
+
+
+def expect_args(plan: Plan, torch_file: str) -> list[str]:
+    args = ["--expect-version", plan.version, "--expect-cuda", plan.cuda, "--expect-torch-file", torch_file]
+    if plan.is_cuda and plan.cudnn is not None:
+        args += ["--expect-cudnn", str(plan.cudnn)]
+    return args
+
+
+def result_lines(stdout: str) -> dict[str, Mapping[str, Any]]:
+    """smoke_checks.py's JSON lines by check name."""
+    results: dict[str, Mapping[str, Any]] = {}
+    for line in stdout.splitlines():
+        try:
+            result = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(result, dict) and result.get("check") in smoke_checks.CHECKS:
+            results[result["check"]] = result
+    return results
+
+
+def parse_results(kind: str, stdout: str, artifact: str) -> list[Check]:
+    """smoke_checks.py's JSON lines -> named Checks; a check without a result line is a failure."""
+    results = result_lines(stdout)
+    checks = []
+    for name in smoke_checks.CHECKS:
+        result = results.get(name)
+        if result is None:
+            message = "no result (smoke_checks.py stopped before this check)"
+            checks.append(Check(name=f"{kind}: {name}", status="failed", message=message, file=artifact))
+            continue
+        message = str(result.get("message", ""))
+        status = STATUSES.get(str(result.get("status")))
+        if status is None:
+            status, message = "failed", f"unknown status {result.get('status')!r}: {message}"
+        if status == "failed" and result.get("output"):
+            message = f"{message}\n{result['output']}"
+        checks.append(Check(name=f"{kind}: {name}", status=status, message=message, file=artifact))
+    return checks
+
+
+def leftovers(env: Env) -> list[Check]:
+    """A failed check when the checks wrote into the working directory (a bug worth seeing)."""
+    found = sorted(p.name for p in env.cwd.iterdir())
+    if not found:
+        return []
+    message = f"the checks left files in the working directory: {', '.join(found)}"
+    return [Check(name=f"{env.kind}: empty cwd", status="failed", message=message)]
+
+
+def log_run(env: Env, argv: Sequence[str], stdout: str, stderr: str) -> None:
+    with env.log.open("a", encoding="utf-8") as handle:
+        handle.write(f"$ (cd {env.cwd}; {' '.join(argv)})\n{stdout}\n{stderr}\n")

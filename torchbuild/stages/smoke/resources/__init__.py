@@ -1,0 +1,1 @@
+"""Files copied into the fresh test environments: standard library only."""

@@ -1,0 +1,215 @@
+"""The smoke stages (smoke-wheel, smoke-conda): the artifacts proven in fresh environments. This module is no stage
+of its own: it is what the two stage modules share (each declares one environment).
+
+Each stage builds its environment fresh under its stage directory, by the backend that can run the target here:
+
+- on a host of the cell's platform (smoke_venv.py): smoke-wheel, a venv with the repaired wheel; smoke-conda, a
+  venv as a conda prefix with the conda package linked into it by py-rattler;
+- a win-64 cell on a Linux host with Wine (smoke_wine.py): python.org's embeddable CPython for Windows of the cell's
+  Python (pinned by sha256), with the wheel and its Windows dependencies, or the conda layout of the package;
+  under Wine, with the VC runtime native-only.
+
+On the host the wheel's environment needs only the repaired wheel and runs beside conda and verify; the conda
+package's beside verify (``beside_host``). Under Wine they run one after the other, after verify (one Wine session
+at a time). In each, ``smoke_checks.py`` runs from an empty working directory, the checks in child processes, and
+every check becomes a named ``Check`` ("wheel: import", "conda: dataloader spawn", ...). Every result says where it
+ran ("under Wine 8.0, CPython 3.11.9 embeddable", "on this linux-64 host (Python 3.11.7)"). A failed check fails the
+stage; the failing environment is kept for debugging. Where this host cannot run the target (a win-64 cell without
+Wine, a Python without an embeddable distribution, no interpreter for the Plan's Python), the stage is skipped with
+the reason and no check is reported as passed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from torchbuild.errors import StageFailed, UserError
+from torchbuild.host import scratch
+from torchbuild.host.files import write_atomic
+from torchbuild.plan import Plan
+from torchbuild.platforms.windows import python_embed, wine
+from torchbuild.results import Check, StageResult
+from torchbuild.stages import Context, Stage
+from torchbuild.stages.smoke.env import Backend, Env, parse_results
+from torchbuild.stages.smoke.resources import smoke_checks
+from torchbuild.stages.smoke.venv import STAGE as BACKEND_STAGE
+from torchbuild.stages.smoke.venv import VenvBackend, find_python, wheel_requirements
+from torchbuild.stages.smoke.wine import WineBackend
+
+__all__ = ["parse_results", "reads", "run", "stage", "stage_name", "wheel_requirements"]
+
+INPUTS = {"wheel": "repaired_wheel", "conda": "conda_package"}  # environment -> the artifact installed into it
+
+
+def stage_name(kind: str) -> str:
+    return f"smoke-{kind}"
+
+
+def reads(kind: str) -> tuple[str, ...]:
+    """What the stage of ``kind`` reads: its artifact; the conda environment also takes the wheel's requirements."""
+    return (INPUTS[kind],) if kind == "wheel" else (INPUTS[kind], INPUTS["wheel"])
+
+
+def host_platform() -> str:
+    from rattler.platform import Subdir
+
+    return str(Subdir.current())
+
+
+def beside_host(plan: Plan) -> bool:
+    """On a host of the cell's platform a smoke stage runs beside the stages it declares (it reads nothing they
+    write; a failure among them still stops publish). Under Wine not: verify's loader check and the other smoke
+    stage start Wine sessions too."""
+    return plan.platform == host_platform()
+
+
+def _skipped(kind: str, reason: str, short: str | None = None) -> StageResult:
+    checks = tuple(
+        Check(name=f"{kind}: {name}", status="skipped", message=f"skipped: {reason}") for name in smoke_checks.CHECKS
+    )
+    return StageResult(status="skipped", checks=checks, message=f"skipped: {short or reason.split(' (')[0]}")
+
+
+def _inputs(ctx: Context, kind: str) -> dict[str, Path]:
+    """The artifacts of the stage of ``kind``, by environment kind."""
+    name = stage_name(kind)
+    wanted = reads(kind)
+    missing = [artifact for artifact in wanted if artifact not in ctx.inputs]
+    if missing:
+        raise StageFailed(
+            name,
+            f"needs the input{'s' if len(wanted) > 1 else ''} {' and '.join(wanted)}; missing: {', '.join(missing)}; "
+            f"given: {', '.join(sorted(ctx.inputs)) or 'none'}",
+        )
+    paths = {env: ctx.inputs[artifact].path for env, artifact in INPUTS.items() if artifact in wanted}
+    for env, path in paths.items():
+        if not path.is_file():
+            raise StageFailed(name, f"the {env} input {path} does not exist (rerun the stage that makes it)")
+    return paths
+
+
+def backend_for(ctx: Context, kind: str) -> Backend | StageResult:
+    """The backend that runs the cell's target on this host, or the skipped result saying why there is none."""
+    plan = ctx.plan
+    host = host_platform()
+    if plan.platform == host:
+        python = find_python(plan.python)
+        if python is None:
+            return _skipped(kind, f"needs Python {plan.python} on this host (no working python{plan.python} on PATH)")
+        return VenvBackend(plan, python, _inputs(ctx, kind)["wheel"])
+    if plan.platform != "win-64" or host != "linux-64":
+        return _skipped(kind, f"needs a {plan.platform} host (this host is {host})")
+    found = wine.find()
+    if found is None:
+        return _skipped(kind, f"needs a win-64 host or Wine ({wine.INSTALL_HINT}; this host is {host})",
+                        f"needs a win-64 host or Wine ({wine.INSTALL_HINT})")  # fmt: skip
+    try:
+        pinned = python_embed.pinned_for(plan.python)
+    except python_embed.NotPinned as exc:
+        return _skipped(kind, str(exc), f"needs a win-64 host: {exc.short}")
+    paths = _inputs(ctx, kind)
+    name = stage_name(kind)
+    try:  # a download whose sha256 is not the pinned one stops here, before anything runs
+        embedded = python_embed.provision(pinned, ctx.options.cache_dir)
+    except UserError as exc:
+        raise StageFailed(name, f"the embeddable CPython {pinned.cpython}: {exc}") from None
+    return WineBackend(plan, found, embedded, paths["wheel"], ctx.options.cache_dir, ctx.stage_dir(name))
+
+
+KEPT = "in-memory-environment"  # in the stage directory: where the environment in memory is, until removed
+UNPACKED_PER_PACKED = 8  # a torch conda package unpacks to 4-5 times its size; room for the rest of the prefix
+
+
+def _environment_root(base: Path, kind: str, backend: Backend, artifact: Path) -> Path:
+    """Where the environment is made: the conda prefix on the host in memory where there is room (rattler extracts
+    the package into the prefix's package cache and links it from there: 1.8 s in /dev/shm against 9 s on this
+    machine's disk), else, and for every other environment, ``base/kind`` (uv links the wheel's files from its cache
+    on the disk: in memory it would copy them, slower). An environment in memory that an earlier failed run kept is
+    removed first."""
+    recorded = base / KEPT
+    if recorded.is_file():
+        earlier = Path(recorded.read_text(encoding="utf-8").strip())
+        if scratch.in_memory_path(earlier) and earlier.name.startswith("torchbuild-smoke-"):
+            shutil.rmtree(earlier, ignore_errors=True)
+        recorded.unlink()
+    if kind == "conda" and isinstance(backend, VenvBackend):
+        made = scratch.make_in_memory(artifact.stat().st_size * UNPACKED_PER_PACKED, f"torchbuild-{stage_name(kind)}-")
+        if made is not None:
+            write_atomic(recorded, f"{made}\n")
+            shutil.rmtree(base / kind, ignore_errors=True)  # one an earlier failed run kept on disk
+            return made
+    return base / kind
+
+
+def _failure(name: str, env: Env, backend: Backend, checks: Sequence[Check]) -> StageFailed:
+    failed = [c for c in checks if c.status == "failed"]
+    first = failed[0]
+    where = f"{backend.describe(env.kind)} {backend.where}"
+    lines = [f"{first.name} failed in {where} with {env.artifact.name}: {first.message}"]
+    lines += [f"also failed: {c.name}: {c.message.splitlines()[0]}" for c in failed[1:]]
+    lines.append(_kept(env))
+    return StageFailed(name, "\n".join(lines), checks)
+
+
+def _kept(env: Env) -> str:
+    where = " (in memory; the next run of this stage removes it)" if scratch.in_memory_path(env.root) else ""
+    return f"The environment is kept for debugging: {env.root}{where} (log: {env.log})"
+
+
+def _run_env(name: str, env: Env, backend: Backend) -> list[Check]:
+    """The environment made and checked: its checks. Raises the stage's failure, with the checks, if one failed."""
+    env.log.unlink(missing_ok=True)
+    started = time.perf_counter()
+    try:
+        what = backend.setup(env)
+    except UserError as exc:  # a StageFailed of the backend, pip's error, a download refused
+        message = str(exc).removeprefix(f"{BACKEND_STAGE}: ")
+        setup = Check(name=f"{env.kind}: install", status="failed", message=message, file=env.artifact.name)
+        failed = f"{setup.name} failed ({backend.where}): {setup.message}\n{_kept(env)}"
+        raise StageFailed(name, failed, [setup]) from None
+    took = time.perf_counter() - started
+    message = f"{what}: {took:.1f} s"
+    installed = Check(name=f"{env.kind}: install", status="passed", message=message, file=env.artifact.name)
+    checks = [installed, *backend.run_checks(env)]
+    if any(c.status == "failed" for c in checks):
+        raise _failure(name, env, backend, checks)
+    return checks
+
+
+def run(ctx: Context, kind: str) -> StageResult:
+    """The stage of ``kind`` (wheel or conda): its environment made fresh and checked."""
+    chosen = backend_for(ctx, kind)
+    if isinstance(chosen, StageResult):
+        return chosen
+    backend = chosen
+    name = stage_name(kind)
+    base = ctx.stage_dir(name)
+    artifact = _inputs(ctx, kind)[kind]
+    env = Env(kind, _environment_root(base, kind, backend, artifact), artifact, ctx.stage_dir("logs") / f"{name}.log")
+    try:
+        all_checks = _run_env(name, env, backend)
+    finally:
+        backend.close()
+    shutil.rmtree(env.root, ignore_errors=True)
+    (base / KEPT).unlink(missing_ok=True)
+    shutil.rmtree(base / "wineprefix", ignore_errors=True)
+    ran = [c for c in all_checks if not c.name.endswith(": install")]
+    passed = sum(c.status == "passed" for c in ran)
+    skipped = [c for c in ran if c.status == "skipped"]
+    message = f"{passed}/{len(ran)} checks passed {backend.where} in {backend.describe(kind)}"
+    if isinstance(backend, WineBackend):
+        message += f" ({', '.join(f'{k}={v}' for k, v in backend.settings.items())})"
+    if skipped:
+        message += "; skipped: " + ", ".join(
+            f"{c.name} ({c.message.removeprefix('skipped ').strip('()')})" for c in skipped
+        )
+    return StageResult(status="passed", checks=tuple(all_checks), message=message, ran_on=backend.where)
+
+
+def stage(kind: str, beside: tuple[str, ...]) -> Stage:
+    """The declaration of the smoke stage of ``kind``; on a host of the cell's platform it runs beside ``beside``."""
+    return Stage(name=stage_name(kind), run=lambda ctx: run(ctx, kind), reads=reads(kind), beside=beside,
+                 beside_when=beside_host)  # fmt: skip

@@ -1,0 +1,232 @@
+"""The smoke environments on the host itself (a linux-64 cell on Linux, a win-64 cell on Windows):
+
+- wheel: a fresh venv (``uv venv``) from the host's Python of the Plan's version, then one ``uv pip install
+  <repaired wheel> numpy`` (its dependencies from pip's configured package indexes; numpy pinned as smoke_envs.yaml
+  says). uv does in seconds what ``python -m venv`` and pip take a minute for (torchbuild/uv.py).
+- conda: a venv as the prefix (its python is the venv's), the conda package linked into it by py-rattler's
+  ``install``, then the wheel's own requirements and numpy installed beside it the same way.
+
+In each, smoke_checks.py runs from an empty working directory with the environment's python.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from email.parser import Parser
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from torchbuild.conda import rattler_child
+from torchbuild.config import smoke_envs as smoke_requirements
+from torchbuild.errors import StageFailed
+from torchbuild.host import uv
+from torchbuild.host.proc import run_tool
+from torchbuild.results import Check, sha256_of
+from torchbuild.stages.smoke.env import CHECKS_TIMEOUT_S, Env, expect_args, leftovers, log_run, parse_results
+from torchbuild.stages.smoke.resources import smoke_checks
+
+if TYPE_CHECKING:
+    from torchbuild.plan import Plan
+
+STAGE = "smoke"
+INSTALL_TIMEOUT_S = 900.0
+KINDS = {"wheel": "a fresh venv", "conda": "a fresh conda prefix"}
+
+
+def find_python(version: str) -> str | None:
+    """An interpreter of this X.Y: the one running torchbuild, else ``pythonX.Y`` on PATH if it really is one
+    (a pyenv shim for a version that is not active is on PATH but fails)."""
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" == version:
+        return sys.executable
+    candidate = shutil.which(f"python{version}")
+    if candidate is None:
+        return None
+    try:
+        probe = subprocess.run(
+            [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return candidate if probe.returncode == 0 and probe.stdout.strip() == version else None
+
+
+def wheel_requirements(wheel: Path) -> list[str]:
+    """The wheel's Requires-Dist, minus those only for extras (pip evaluates the other markers)."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            names = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+            if len(names) != 1:
+                raise StageFailed(STAGE, f"{wheel.name} has {len(names)} .dist-info/METADATA files, not 1")
+            metadata = Parser().parsestr(archive.read(names[0]).decode("utf-8"))
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise StageFailed(STAGE, f"cannot read {wheel}: {exc}") from None
+    requirements = []
+    for line in metadata.get_all("Requires-Dist") or []:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement as exc:
+            raise StageFailed(STAGE, f"{wheel.name}: invalid Requires-Dist '{line}': {exc}") from None
+        if requirement.marker is None or "extra" not in str(requirement.marker):
+            requirements.append(line)
+    return requirements
+
+
+def prefix(env: Env) -> Path:
+    return env.root / "venv"
+
+
+def python_of(env: Env) -> Path:
+    return prefix(env) / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+@dataclass(frozen=True)
+class VenvBackend:
+    plan: Plan
+    python: str  # the host interpreter of the Plan's X.Y
+    wheel: Path  # the repaired wheel (the conda environment takes its requirements from it)
+
+    @property
+    def where(self) -> str:
+        version = subprocess.run(
+            [self.python, "-c", "import platform; print(platform.python_version())"],
+            capture_output=True, text=True, check=False,
+        ).stdout.strip()  # fmt: skip
+        return f"on this {self.plan.platform} host (Python {version or self.plan.python})"
+
+    def describe(self, kind: str) -> str:
+        return KINDS[kind]
+
+    def extras(self) -> list[str]:
+        plan = self.plan
+        wanted = smoke_requirements.wanted(plan.platform, plan.torch, plan.cuda, plan.python, under_wine=False)
+        return [w.requirement for w in wanted]
+
+    def setup(self, env: Env) -> str:
+        env.fresh()
+        try:
+            uv.venv(prefix(env), self.python, env.log)
+        except uv.UvError as exc:
+            raise StageFailed(STAGE, f"cannot make the venv {prefix(env)}: {exc}") from None
+        if env.kind == "wheel":
+            _pip_install(env, [str(env.artifact), *self.extras()])
+            return f"fresh venv + uv pip install {env.artifact.name} {' '.join(self.extras())}"
+        return self._conda(env)
+
+    def _conda(self, env: Env) -> str:
+        plan = self.plan
+        site_packages = prefix(env) / plan.conda.site_packages
+        if _purelib(env).resolve() != site_packages.resolve():
+            raise StageFailed(
+                STAGE,
+                f"the venv's site-packages is {_purelib(env)}, but {env.artifact.name} puts its "
+                f"files under {plan.conda.site_packages}: the package would not be importable",
+            )
+        try:
+            installed = rattler_child.call(
+                "install_archive",
+                timeout=INSTALL_TIMEOUT_S,
+                archive=str(env.artifact),
+                prefix=str(prefix(env)),
+                cache_dir=str(env.root / "pkgs"),
+            )
+        except rattler_child.RattlerError as exc:
+            raise StageFailed(STAGE, f"rattler install of {env.artifact.name} into {env.root} failed: {exc}") from None
+        with env.log.open("a", encoding="utf-8") as handle:
+            handle.write(f"rattler install {env.artifact} -> {prefix(env)}: {installed['record']}\n")
+        # Only the pytorch package comes from a conda file: its dependencies (sympy, filelock, ...) have no
+        # package files here (the repodata is metadata only), so the wheel's own requirements come from pip. pip
+        # sees the conda-installed torch by its .dist-info and leaves it alone; conda_origin() proves that.
+        requirements = [
+            r for r in wheel_requirements(self.wheel) if canonicalize_name(Requirement(r).name) != "torch"
+        ]
+        _pip_install(env, [*requirements, *self.extras()])
+        origin = conda_origin(env, plan)
+        from_pip = {canonicalize_name(Requirement(r).name) for r in requirements}
+        not_from_pip = [d for d in installed["depends"] if canonicalize_name(d.split()[0]) not in from_pip]
+        return (
+            f"venv prefix + rattler install {env.artifact.name} ({origin}) + uv pip install of the wheel's "
+            f"requirements and numpy; conda-only dependencies not installed: {', '.join(not_from_pip) or 'none'}"
+        )
+
+    def run_checks(self, env: Env) -> list[Check]:
+        script = env.checks_script()
+        torch_file = _purelib(env) / "torch" / "__init__.py"
+        argv = [str(python_of(env)), str(script), *expect_args(self.plan, str(torch_file))]
+        try:
+            proc = subprocess.run(
+                argv,
+                cwd=env.cwd,
+                env=smoke_checks.clean_env(),
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=CHECKS_TIMEOUT_S,
+                check=False,
+            )
+            stdout, stderr = proc.stdout, proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            stdout = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            stderr = f"[timed out after {CHECKS_TIMEOUT_S:.0f} s]"
+        log_run(env, argv, stdout, stderr)
+        return parse_results(env.kind, stdout, env.artifact.name) + leftovers(env)
+
+    def close(self) -> None:
+        return None
+
+
+def _pip_install(env: Env, args: list[str]) -> None:
+    try:
+        uv.install(python_of(env), args, log=env.log)
+    except uv.UvError as exc:
+        raise StageFailed(STAGE, f"installing {' '.join(args)} into {prefix(env)} failed: {exc}") from None
+
+
+def _purelib(env: Env) -> Path:
+    out = run_tool(
+        [python_of(env), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        stage=STAGE,
+        log=env.log,
+        what=f"{python_of(env)} (site-packages)",
+    )
+    return Path(out.strip().splitlines()[-1])
+
+
+def conda_origin(env: Env, plan: Plan) -> str:
+    """Prove that torch in the prefix is the conda package's: its conda-meta record lists torch/__init__.py
+    with the sha256 of the file that is there now (after pip ran)."""
+    conda = plan.conda
+    record_path = prefix(env) / "conda-meta" / f"{conda.name}-{conda.version}-{conda.build_string}.json"
+    if not record_path.is_file():
+        found = sorted(p.name for p in (prefix(env) / "conda-meta").glob("*.json"))
+        raise StageFailed(
+            STAGE,
+            f"installing {env.artifact.name} left no {record_path} (conda-meta has: "
+            f"{', '.join(found) or 'nothing'}): the package's name, version or build string "
+            "differ from the Plan",
+        )
+    record: dict[str, Any] = json.loads(record_path.read_text(encoding="utf-8"))
+    init = f"{conda.site_packages}/torch/__init__.py"
+    entries = {p["_path"]: p for p in record.get("paths_data", {}).get("paths", [])}
+    if init not in entries:
+        raise StageFailed(STAGE, f"{env.artifact.name} does not contain {init} (per {record_path})")
+    actual = sha256_of(prefix(env) / init)
+    if entries[init].get("sha256") != actual:
+        raise StageFailed(
+            STAGE,
+            f"{prefix(env) / init} is not the file from {env.artifact.name} (sha256 {actual}, "
+            f"the package's {entries[init].get('sha256')}): pip replaced it",
+        )
+    return f"conda-meta/{record_path.name}: {len(entries)} files, torch/__init__.py sha256 matches"

@@ -1,0 +1,208 @@
+"""The smoke environments of a win-64 cell on a Linux host: python.org's embeddable CPython for Windows of the Plan's
+Python (python_embed.py, pinned by sha256), run under Wine (wine.py) with the Microsoft VC runtime native-only, so
+a wheel without it fails as on a clean Windows machine.
+
+- wheel: the embeddable CPython with the repaired wheel and its Windows dependencies unpacked into
+  ``Lib\\site-packages`` (Requires-Dist evaluated for the Windows target, win_amd64 wheels: win_deps.py) and numpy's
+  win_amd64 wheel (smoke_envs.yaml pins it per torch/Python range, with the reason).
+- conda: the conda layout (win_env.py): the package's files where conda puts them and ``Library\\bin`` with what its
+  run dependencies install, taken from the vendor wheels; the same dependencies and numpy beside it.
+
+The checks are smoke_checks.py's, run by that python.exe from an empty working directory, as on Windows. On top of
+them, Wine's loader lines of each check process are read: an export a DLL of the wheel imports that is missing
+fails the check (Windows would refuse the load with error 127; Wine loads it and aborts only when it is called), and
+a failed check names the DLLs that were not found.
+
+What differs from Windows, on purpose and said in every result: KMP_AFFINITY=disabled (Intel's OpenMP in torch >=
+2.9 aborts at start-up under Wine 8.0: GetNumaNodeProcessorMaskEx is not implemented), and for CPython 3.12/3.13
+the two workarounds in ``wine_fixes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from torchbuild.config import smoke_envs as smoke_requirements
+from torchbuild.platforms.windows import dependencies as win_deps
+from torchbuild.platforms.windows import environments as win_env
+from torchbuild.platforms.windows import wine
+from torchbuild.platforms.windows.python_embed import Embedded
+from torchbuild.results import Check
+from torchbuild.stages.smoke.env import (
+    CHECKS_TIMEOUT_S,
+    Env,
+    expect_args,
+    leftovers,
+    log_run,
+    parse_results,
+    result_lines,
+)
+
+if TYPE_CHECKING:
+    from torchbuild.plan import Plan
+
+STAGE = "smoke"
+KINDS = {"wheel": "a fresh embeddable CPython", "conda": "the conda layout"}
+WINE_ENV = {"KMP_AFFINITY": "disabled", "PYTHONNOUSERSITE": "1"}
+# Wine 8.0 workarounds for CPython >= 3.12; each is explained where it is written.
+SITECUSTOMIZE = '''\
+# Written by torchbuild for the smoke test under Wine 8.0 only.
+# CPython 3.12+ implements os.getppid() with KERNEL32.PssCaptureSnapshot, which Wine 8.0 does not implement: the
+# call aborts the process. torch's DataLoader workers call os.getppid() (their ManagerWatchdog), so every worker would
+# die. This asks NtQueryInformationProcess for the parent's pid instead, which is what the function returns.
+import ctypes
+import os
+
+
+class _BasicInformation(ctypes.Structure):
+    _fields_ = [("ExitStatus", ctypes.c_void_p), ("PebBaseAddress", ctypes.c_void_p),
+                ("AffinityMask", ctypes.c_void_p), ("BasePriority", ctypes.c_void_p),
+                ("UniqueProcessId", ctypes.c_void_p), ("InheritedFromUniqueProcessId", ctypes.c_void_p)]
+
+
+def _getppid():
+    info = _BasicInformation()
+    ctypes.WinDLL("ntdll").NtQueryInformationProcess(
+        ctypes.c_void_p(-1), 0, ctypes.byref(info), ctypes.sizeof(info), None)
+    return info.InheritedFromUniqueProcessId or 0
+
+
+os.getppid = _getppid
+'''
+
+
+def wine_fixes(prefix: Path, python: str) -> list[str]:
+    """What the environment changes for Wine 8.0, said in the install check's message."""
+    if tuple(int(p) for p in python.split(".")) < (3, 12):
+        return []
+    # _wmi.pyd (3.12+) calls propsys.VariantToString, a stub in Wine 8.0: platform.uname() and everything that asks
+    # for the machine's name abort. Without the module, platform falls back to the registry, as before 3.12.
+    (prefix / "_wmi.pyd").unlink(missing_ok=True)
+    (prefix / win_env.SITE_PACKAGES / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
+    return ["_wmi.pyd removed", "os.getppid from NtQueryInformationProcess"]
+
+
+@dataclass
+class WineBackend:
+    plan: Plan
+    found: wine.Wine  # the Wine that runs the checks
+    embedded: Embedded
+    wheel: Path  # the repaired wheel: the conda layout takes the same dependencies
+    cache_dir: Path
+    workdir: Path  # where the prefix is copied to
+    _session: wine.Session | None = field(default=None, init=False)
+    _deps: list[win_deps.Resolved] | None = field(default=None, init=False)
+
+    @property
+    def where(self) -> str:
+        return f"under {self.found.label}, {self.embedded.pinned.label}"
+
+    @property
+    def settings(self) -> dict[str, str]:
+        """What the Windows processes get that they would not on Windows (said in the stage's result)."""
+        return {"KMP_AFFINITY": WINE_ENV["KMP_AFFINITY"]}
+
+    def describe(self, kind: str) -> str:
+        return KINDS[kind]
+
+    def session(self) -> wine.Session:
+        if self._session is None:
+            prefix = wine.fresh_prefix(self.found, self.cache_dir, self.workdir / "wineprefix")
+            self._session = wine.Session(self.found, prefix, WINE_ENV)
+            self._session.start()
+        return self._session
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.stop()
+            self._session = None
+
+    def dependencies(self, log: Path) -> list[win_deps.Resolved]:
+        """The wheel's requirements for the Windows target and numpy (and what smoke_envs.yaml adds), once."""
+        if self._deps is None:
+            plan = self.plan
+            markers = {**plan.conda.marker_environment, "python_full_version": self.embedded.pinned.cpython,
+                       "implementation_version": self.embedded.pinned.cpython}  # fmt: skip
+            roots = [(str(r), "torch") for r in win_deps.applicable(win_deps.metadata_requires(self.wheel), markers)]
+            wanted = smoke_requirements.wanted(plan.platform, plan.torch, plan.cuda, plan.python, under_wine=True)
+            roots += [(w.requirement, "smoke_envs.yaml") for w in wanted]
+            dest = self.cache_dir / "win-wheels" / f"py{plan.python}"
+            self._deps = win_deps.resolve(
+                roots, python=plan.python, markers=markers, dest=dest, log=log, skip=["torch"]
+            )
+        return self._deps
+
+    def setup(self, env: Env) -> str:
+        env.fresh()
+        root = prefix(env)
+        win_env.python_env(self.embedded, root)
+        scheme = self.plan.conda.install_scheme
+        deps = self.dependencies(env.log)
+        what = [self.embedded.pinned.label]
+        if env.kind == "wheel":
+            win_deps.unpack(env.artifact, root, scheme)
+            what.append(f"{env.artifact.name} unpacked into Lib\\site-packages")
+        else:
+            win_env.extract_package(env.artifact, root)
+            provided = win_env.library_bin(
+                root, self.plan.conda.provided_dlls, cuda=self.plan.cuda, cudnn=self.plan.cudnn,
+                python=self.plan.python, cache_dir=self.cache_dir, log=env.log,
+            )  # fmt: skip
+            what.append(f"{env.artifact.name} laid out as conda installs it; Library\\bin: {provided.describe()}")
+        for dep in deps:
+            win_deps.unpack(dep.wheel, root, scheme)
+        what.append(f"{len(deps)} win_amd64 wheels: {', '.join(f'{d.name} {d.version}' for d in deps)}")
+        what += wine_fixes(root, self.plan.python)
+        return "; ".join(what)
+
+    def run_checks(self, env: Env) -> list[Check]:
+        session = self.session()
+        script = env.checks_script()
+        torch_file = wine.windows_path(prefix(env) / win_env.SITE_PACKAGES / "torch" / "__init__.py")
+        argv = [str(prefix(env) / "python.exe"), wine.windows_path(script), *expect_args(self.plan, torch_file)]
+        ran = session.run(argv, timeout=CHECKS_TIMEOUT_S, cwd=env.cwd)
+        stderr = ran.stderr if ran.returncode is not None else f"{ran.stderr}\n[timed out after {CHECKS_TIMEOUT_S} s]"
+        log_run(env, ["wine", *argv], ran.stdout, stderr)
+        checks = parse_results(env.kind, ran.stdout, env.artifact.name)
+        return loader_verdicts(checks, result_lines(ran.stdout), prefix(env), ran.stderr) + leftovers(env)
+
+
+def prefix(env: Env) -> Path:
+    return env.root / "env"
+
+
+def loader_verdicts(
+    checks: Sequence[Check], results: Mapping[str, Mapping[str, object]], root: Path, shared: str = ""
+) -> list[Check]:
+    """Each check with what Wine's loader said: a passed check whose process imported a missing export fails (error
+    127 on Windows); a failed one names what was not found. Wine writes the loader lines of the check processes
+    (started by the checks script, two at a time) to the stderr of the Wine session, ``shared``, where they cannot
+    be told apart: a check without lines of its own takes those, and a missing export there fails the import check."""
+    out: list[Check] = []
+    for check in checks:
+        name = check.name.split(": ", 1)[1]
+        output = str((results.get(name) or {}).get("output", ""))
+        own = [p for p in wine.loader_problems(output) if not p.known]
+        common = [p for p in wine.loader_problems(shared) if not p.known]
+        if own or check.status == "failed":
+            problems = own or list({p.describe(root): p for p in common}.values())
+        elif name == "import":
+            problems = [p for p in common if p.kind in ("missing export", "unimplemented call")]
+        else:
+            problems = []
+        exports = [p for p in problems if p.kind in ("missing export", "unimplemented call")]
+        if check.status == "passed" and exports:
+            said = "; ".join(p.describe(root) for p in exports)
+            message = f"{check.message}; but Wine's loader reports: {said} (Windows refuses such a load: error 127)"
+            out.append(Check(name=check.name, status="failed", message=message, file=check.file))
+        elif check.status == "failed" and problems:
+            said = "; ".join(p.describe(root) for p in problems)
+            first, _, rest = check.message.partition("\n")
+            message = f"{first} [Wine's loader: {said}]" + (f"\n{rest}" if rest else "")
+            out.append(Check(name=check.name, status="failed", message=message, file=check.file))
+        else:
+            out.append(check)
+    return out

@@ -1,0 +1,1 @@
+"""verify: static checks of the cell's artifacts and a solve against real repodata."""

@@ -1,0 +1,130 @@
+"""The loader check of a win-64 cell's artifacts (TB205, TB108): every .dll and .pyd loaded with LoadLibraryExW by
+loadcheck.exe under Wine, with the DLL directories added as Python 3.8+ and torch add them, and the VC runtime
+native-only (loadcheck.py, wine.py). It needs no Python: the embeddable CPython's folder is only where python3X.dll
+(and the vcruntime140.dll every python.exe ships) are, as python.exe's own folder is on Windows.
+
+- TB205, the wheel: its PE files where pip puts them; DLL directories torch\\lib and torch.libs.
+- TB108, the conda package: laid out as conda installs it, with ``Library\\bin`` holding the DLLs of its run
+  dependencies from the vendor wheels (environments.py), which torch adds as a DLL directory in a conda environment.
+
+A file that does not load fails the check naming it, the Windows error and what was missing (a DLL and who needs
+it, or DLL.Function). Where Wine, mingw-w64 or a pinned embeddable CPython is missing, both are skipped, saying why.
+"""
+
+from __future__ import annotations
+
+import shutil
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from torchbuild.errors import UserError
+from torchbuild.platforms.windows import environments, loadcheck, pe, python_embed, wine
+from torchbuild.results import Check, define, result, skipped
+
+if TYPE_CHECKING:
+    from torchbuild.plan import Plan
+
+TB205 = define("TB205", "every DLL and extension of the wheel loads (LoadLibraryExW)")
+TB108 = define("TB108", "every DLL and extension loads in the conda layout (LoadLibraryExW)")
+PE_LOADED = (".dll", ".pyd")
+
+
+def _pe_files(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.suffix.lower() in PE_LOADED)
+
+
+def _unpack_pe(wheel: Path, dest: Path) -> None:
+    """Only the wheel's .dll and .pyd files, where pip puts them (all that a load needs)."""
+    with zipfile.ZipFile(wheel) as archive:
+        for member in archive.infolist():
+            parts = PurePosixPath(member.filename).parts
+            inside = ".." not in parts and not member.filename.startswith("/")
+            if member.filename.lower().endswith(PE_LOADED) and inside:
+                target = dest.joinpath(*parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(member) as src, target.open("wb") as out:
+                    shutil.copyfileobj(src, out, 1 << 20)
+
+
+def _verdict(code: str, artifact: Path, run: loadcheck.Run, where: str, log: Path) -> Check:
+    problems = [r.describe() for r in run.failed]
+    note = f"{len(run.results)} files loaded {where} in {run.seconds:.1f} s, the VC runtime native-only"
+    if run.attempts > 1:
+        note += f" (the helper printed nothing on its first start and was started again; both outputs in {log.name})"
+    return result(code, artifact, problems, note)
+
+
+def loader_checks(
+    plan: Plan, wheel: Path | None, conda: Path | None, work: Path, cache_dir: Path, log: Path
+) -> list[Check]:
+    """TB205 for the wheel, TB108 for the conda package (win-64 cells only)."""
+    if plan.platform != "win-64":
+        return []
+    wanted = [(code, path) for code, path in ((TB205, wheel), (TB108, conda)) if path is not None]
+
+    def skip(reason: str) -> list[Check]:
+        return [skipped(code, path, f"skipped: {reason}") for code, path in wanted]
+
+    found = wine.find()
+    if found is None:
+        return skip(f"needs a win-64 host or Wine ({wine.INSTALL_HINT})")
+    try:
+        exe = loadcheck.build(cache_dir, log)
+        embedded = python_embed.provision(python_embed.pinned_for(plan.python), cache_dir, show_progress=False)
+    except python_embed.NotPinned as exc:
+        return skip(exc.short)
+    except loadcheck.Unavailable as exc:
+        return skip(str(exc))
+    where = f"under {found.label} (python{embedded.tag}.dll from {embedded.pinned.label})"
+    base = work / "loadcheck"
+    shutil.rmtree(base, ignore_errors=True)
+    checks: list[Check] = []
+    try:
+        prefix = wine.fresh_prefix(found, cache_dir, base / "wineprefix")
+        with wine.Session(found, prefix) as session:
+            if wheel is not None:
+                tree = base / "wheel"
+                _unpack_pe(wheel, tree)
+                dirs = pe.load_system_set().search_dirs
+                run = loadcheck.check(session, exe, tree, _pe_files(tree), python_dir=str(embedded.root), dll_dirs=dirs)
+                run.write_log(log, f"the wheel {wheel.name}")
+                checks.append(_verdict(TB205, wheel, run, where, log))
+            if conda is not None:
+                checks.append(_conda(plan, conda, base / "conda", session, exe, embedded, cache_dir, log, where))
+    except UserError as exc:
+        checks += [result(code, path, [f"the loader check could not run: {exc}"]) for code, path in wanted
+                   if not any(c.code == code for c in checks)]  # fmt: skip
+    shutil.rmtree(base, ignore_errors=True)
+    return checks
+
+
+def _conda(
+    plan: Plan,
+    conda: Path,
+    root: Path,
+    session: wine.Session,
+    exe: Path,
+    embedded: python_embed.Embedded,
+    cache_dir: Path,
+    log: Path,
+    where: str,
+) -> Check:
+    environments.python_env(embedded, root)
+    python_files = set(_pe_files(root))
+    environments.extract_package(conda, root)
+    library = environments.library_bin(
+        root, plan.conda.provided_dlls, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python, cache_dir=cache_dir,
+        log=log,
+    )  # fmt: skip
+    files = [f for f in _pe_files(root) if f not in python_files and not f.startswith(environments.LIBRARY_BIN + "/")]
+    site = plan.conda.site_packages
+    dirs: Sequence[str] = [f"{site}/{d}" for d in pe.load_system_set().search_dirs] + [environments.LIBRARY_BIN]
+    run = loadcheck.check(session, exe, root, files, python_dir=".", dll_dirs=dirs)
+    run.write_log(log, f"the conda layout of {conda.name}")
+    check = _verdict(TB108, conda, run, where, log)
+    if check.status == "passed":
+        return Check(check.name, check.status, f"{check.message}; Library\\bin: {library.describe()}", check.code,
+                     check.file)  # fmt: skip
+    return check

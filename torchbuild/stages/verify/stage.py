@@ -1,0 +1,200 @@
+"""verify: static checks of the cell's artifacts, read back from disk, and a solve against real repodata.
+
+- the conda package: conda-verify's checks (C11xx) and torchbuild's (TB10x), that it is the Plan's package, and
+  (win-64) that it works in the environment it is installed into (TB105-TB107, checks/conda_environment.py);
+- the wheel: RECORD, tags, member paths (TB20x);
+- (win-64) the loader check (TB205 wheel, TB108 conda layout, checks/loader.py): every DLL and extension loaded
+  with LoadLibraryExW under Wine, so a DLL that would not load stops the cell before smoke and publish;
+- the solve (TB301): ``pytorch`` with the cell's Python, against a temporary channel holding only the new package
+  plus the real repodata of the cell's era (conda-forge; `main` of 2018 for Python 3.5/3.6 win-64 cells), with the
+  virtual packages of a typical machine, must pick this very build.
+
+Every check goes into the StageResult and into ``checks.json`` in the stage directory; any failed check fails the
+stage with a message naming each failed check's code and file.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from torchbuild.conda import solve as solver
+from torchbuild.conda.archive import TB100, CondaArchive, PackageUnreadable, read_package
+from torchbuild.conda.checks.package import run_checks
+from torchbuild.errors import StageFailed
+from torchbuild.host.files import write_atomic
+from torchbuild.plan import Plan
+from torchbuild.results import Artifact, Check, StageResult, define, failures, result, sha256_of, skipped, summary
+from torchbuild.stages import Context, Stage
+from torchbuild.stages.verify.environment import environment_checks
+from torchbuild.stages.verify.loader import loader_checks
+from torchbuild.wheel.checks import check_wheel
+from torchbuild.wheel.repair_report import RepairReport
+
+NAME = "verify"
+SOLVER_LINES = 15  # of the solver's explanation, in a failed solve check
+TB104 = define("TB104", "the package is the one the Plan names")
+TB301 = define("TB301", "pytorch resolves to this build against the real repodata")
+
+
+def plan_problems(pkg: CondaArchive, plan: Plan, artifact: Artifact) -> list[str]:
+    """TB104: the file is the one the conda stage recorded, and its index.json is the Plan's package."""
+    problems: list[str] = []
+    fmt = "tar.bz2" if pkg.path.name.endswith(".tar.bz2") else "conda"
+    expected_name = plan.conda.archives[fmt]
+    if pkg.path.name != expected_name:
+        problems.append(f"file name {pkg.path.name}, the Plan's is {expected_name}")
+    size = pkg.path.stat().st_size
+    if artifact.size and size != artifact.size:
+        problems.append(f"{size} bytes on disk, the conda stage recorded {artifact.size}")
+    if artifact.sha256 and sha256_of(pkg.path) != artifact.sha256:
+        problems.append("sha256 on disk differs from what the conda stage recorded")
+    conda = plan.conda
+    wanted = {
+        "name": conda.name,
+        "version": conda.version,
+        "build": conda.build_string,
+        "build_number": conda.build_number,
+        "subdir": conda.subdir,
+    }
+    for key, value in wanted.items():
+        if pkg.index.get(key) != value:
+            problems.append(f"index.json {key} is {pkg.index.get(key)!r}, the Plan's is {value!r}")
+    for key, specs in (("depends", conda.depends), ("constrains", conda.constrains)):
+        have = pkg.index.get(key) or []
+        missing = [s for s in specs if s not in have]
+        if missing:
+            problems.append(f"index.json {key} lacks the Plan's {', '.join(missing)}")
+    return problems
+
+
+def _names_in(channel: Path, subdir: str) -> set[str]:
+    names: set[str] = set()
+    for sub in (subdir, "noarch"):
+        path = channel / sub / "repodata.json"
+        if path.is_file():
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            for key in ("packages", "packages.conda"):
+                names.update(str(r["name"]) for r in (raw.get(key) or {}).values())
+    return names
+
+
+def _leave_out(local: Path, subdir: str, file_name: str, names: set[str]) -> list[str]:
+    """Drop the run dependencies named ``names`` from the package's record in the local channel's repodata (a
+    repodata patch, as channels apply them); returns the dropped specs."""
+    path = local / subdir / "repodata.json"
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    record = (raw.get("packages.conda") or {}).get(file_name) or (raw.get("packages") or {}).get(file_name)
+    if record is None:
+        return []
+    dropped = [d for d in record.get("depends", []) if d.split()[0] in names]
+    record["depends"] = [d for d in record.get("depends", []) if d not in dropped]
+    write_atomic(path, json.dumps(raw, indent=1) + "\n")
+    return dropped
+
+
+def solve_check(package: Path, plan: Plan, repodata: Path | None, work: Path) -> Check:
+    """TB301: `pytorch` + `python X.Y.*` against a channel of this package alone plus the real repodata of the
+    cell's era (packaging.yaml `solve_channels`)."""
+    if repodata is None:
+        return skipped(TB301, package, "no repodata to solve against (RunOptions.repodata is not set)")
+    channel = plan.solve.channel
+    real = repodata / channel
+    if not (real / plan.conda.subdir / "repodata.json").is_file():
+        return skipped(TB301, package, f"no {channel} repodata for {plan.conda.subdir} in {repodata}")
+    specs = [plan.conda.name, f"python {plan.python}.*"]
+    virtual = plan.solve.virtual_packages
+    with tempfile.TemporaryDirectory(prefix="solve-", dir=work) as tmp:
+        local = solver.make_local_channel([package], Path(tmp) / "channel")
+        dropped: list[str] = []
+        if plan.solve.absent:
+            unservable = set(plan.solve.absent) - _names_in(real, plan.conda.subdir)
+            dropped = _leave_out(local, plan.conda.subdir, package.name, unservable)
+        try:
+            solution = solver.solve([local, real], specs, plan.conda.subdir, virtual, cache_dir=Path(tmp) / "cache")
+        except solver.Unsolvable as exc:
+            explanation = "\n".join(str(exc).splitlines()[:SOLVER_LINES])
+            return result(TB301, package, [f"{' + '.join(specs)} has no solution against {channel}: {explanation}"])
+    ours = [
+        s
+        for s in solution
+        if s.file_name == package.name and s.channel.rstrip("/") == solver.channel_url(local).rstrip("/")
+    ]
+    if not ours:
+        chosen = [str(s) for s in solution if s.name == plan.conda.name]
+        return result(TB301, package, [f"the solution took {', '.join(chosen) or 'no ' + plan.conda.name}"])
+    python = next((s.version for s in solution if s.name == "python"), "?")
+    vpk = ", ".join(f"{k}={v}" for k, v in virtual.items())
+    picked = ", ".join(f"{s.name} {s.version} {s.build}" for s in solution if s.name in ("vc", "vc14_runtime"))
+    note = (
+        f"{ours[0].name}-{ours[0].version}-{ours[0].build} from the new package's channel, with python {python} "
+        f"and {len(solution) - 2} more packages from {channel} ({vpk})"
+        + (f"; VC runtime: {picked}" if picked else "")
+        + (f"; left out, no record in the stored {channel} data: {', '.join(dropped)}" if dropped else "")
+    )
+    return result(TB301, package, [], note)
+
+
+def conda_checks(
+    artifact: Artifact, plan: Plan, repodata: Path | None, work: Path, report: RepairReport | None = None
+) -> list[Check]:
+    # The solve (rattler, in a process of its own) runs while this one reads the package back.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        solved = pool.submit(solve_check, artifact.path, plan, repodata, work)
+        try:
+            pkg = read_package(artifact.path)
+        except PackageUnreadable as exc:
+            reason = "the package could not be read (TB100)"
+            return [result(TB100, artifact.path, [str(exc)]), skipped(TB301, artifact.path, reason)]
+        return [
+            result(TB100, pkg.path, [], f"{pkg.format}, {len(pkg.files()):,} payload files"),
+            *run_checks(pkg),
+            result(TB104, pkg.path, plan_problems(pkg, plan, artifact), f"{plan.conda.filename} as planned"),
+            *environment_checks(pkg, plan, report),
+            solved.result(),
+        ]
+
+
+def _write(checks: Sequence[Check], path: Path) -> None:
+    write_atomic(path, json.dumps([c.to_dict() for c in checks], indent=2) + "\n")
+
+
+def run(ctx: Context) -> StageResult:
+    plan = ctx.plan
+    work = ctx.stage_dir(NAME)
+    conda = ctx.inputs.get("conda_package")
+    wheel = ctx.inputs.get("repaired_wheel")
+    if conda is None and wheel is None:
+        raise StageFailed(NAME, "nothing to verify: no 'conda_package' or 'repaired_wheel' from the earlier stages")
+    checks: list[Check] = []
+    repair = ctx.inputs.get("repair_report")
+    repaired = RepairReport.read(repair.path) if repair else None
+    if conda is not None:
+        checks += conda_checks(conda, plan, ctx.options.repodata, work, repaired)
+    if wheel is not None:
+        checks += check_wheel(wheel.path, plan)
+    log = ctx.stage_dir("logs") / "verify-loadcheck.log"
+    checks += loader_checks(
+        plan, wheel.path if wheel else None, conda.path if conda else None, work, ctx.options.cache_dir, log
+    )
+    report = work / "checks.json"
+    _write(checks, report)
+
+    failed = failures(checks)
+    counts = {s: sum(c.status == s for c in checks) for s in ("passed", "failed", "skipped")}
+    line = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    if failed:
+        raise StageFailed(NAME, f"{len(failed)} of {len(checks)} checks failed ({report}):\n{summary(failed)}", checks)
+    return StageResult(outputs={"checks": Artifact.of(report)}, checks=tuple(checks), message=line)
+
+
+STAGE = Stage(
+    name=NAME,
+    run=run,
+    reads=("repaired_wheel", "repair_report", "conda_package"),
+    writes=("checks",),
+    shaped_by=("repodata",),
+)

@@ -1,0 +1,146 @@
+"""Checks of a wheel read back from disk: RECORD against the content (TB201), tags against the Plan (TB202),
+member paths (TB203); without a Plan (``publish`` of a wheel built elsewhere), WHEEL's tags against the file
+name's (TB204)."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import zipfile
+from collections import Counter
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from torchbuild.conda.checks.sbom_match import TB206, wheel_problems
+from torchbuild.results import Check, define, result, skipped
+from torchbuild.wheel import sbom, wheelfile
+
+if TYPE_CHECKING:
+    from torchbuild.plan import Plan
+
+TB201 = define("TB201", "wheel RECORD matches every file (sha256, size)")
+TB202 = define("TB202", "wheel tags match the Plan")
+TB203 = define("TB203", "no wheel member escapes the install root")
+TB204 = define("TB204", "WHEEL's tags equal the file name's")
+SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # signature files RECORD cannot list (they sign it)
+HASHES = ("sha256", "sha384", "sha512")  # the wheel spec forbids weaker ones
+
+
+def _digest(algorithm: str, handle: IO[bytes]) -> tuple[str, int]:
+    digest = hashlib.new(algorithm)
+    size = 0
+    while block := handle.read(1 << 20):
+        digest.update(block)
+        size += len(block)
+    return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii"), size
+
+
+def record_problems(zf: zipfile.ZipFile, dist_info: str) -> list[str]:
+    """What is wrong between RECORD and the archive's files."""
+    record_name = f"{dist_info}/RECORD"
+    try:
+        text = zf.read(record_name).decode("utf-8")
+    except KeyError:
+        return [f"{record_name} is missing"]
+    rows = {row[0]: row for row in csv.reader(io.StringIO(text)) if row}
+    members = [m for m in zf.infolist() if not m.is_dir()]
+    problems = [
+        f"{name} is in the archive {n} times" for name, n in Counter(m.filename for m in members).items() if n > 1
+    ]
+    for member in members:
+        name = member.filename
+        if name == record_name or (name.startswith(dist_info + "/") and name.rsplit("/", 1)[-1] in SIGNATURES):
+            continue
+        row = rows.pop(name, None)
+        if row is None:
+            problems.append(f"{name} is not in RECORD")
+            continue
+        if len(row) < 3 or "=" not in row[1]:
+            problems.append(f"{name}: RECORD has no hash for it")
+            continue
+        algorithm, _, expected = row[1].partition("=")
+        if algorithm not in HASHES:
+            problems.append(f"{name}: RECORD uses {algorithm}; valid: {', '.join(HASHES)}")
+            continue
+        with zf.open(member) as handle:
+            actual, size = _digest(algorithm, handle)
+        if actual != expected:
+            problems.append(f"{name}: {algorithm} differs from RECORD")
+        if row[2] != str(size):
+            problems.append(f"{name}: {size} bytes, RECORD says {row[2] or 'nothing'}")
+    rows.pop(record_name, None)
+    problems += [f"{name} is in RECORD but not in the archive" for name in sorted(rows)]
+    return problems
+
+
+def own_tag_problems(wheel: wheelfile.WheelName, zf: zipfile.ZipFile) -> list[str]:
+    """WHEEL's Tag lines must equal the file name's tags."""
+    try:
+        inside = wheelfile.wheel_file_tags(zf, wheel)
+    except (wheelfile.WheelError, ValueError) as exc:
+        return [str(exc)]
+    if inside != wheel.tags:
+        shown = ", ".join(sorted(str(t) for t in inside)) or "none"
+        return [f"WHEEL's Tag lines ({shown}) differ from the file name's"]
+    return []
+
+
+def tag_problems(path: Path, zf: zipfile.ZipFile, plan: Plan) -> list[str]:
+    """The file name's tags must include the Plan's, and WHEEL's Tag lines must equal the file name's."""
+    try:
+        wheel = wheelfile.parse_name(path)
+        planned = wheelfile.parse_name(plan.wheel)
+    except wheelfile.WheelError as exc:
+        return [str(exc)]
+    problems: list[str] = []
+    if wheel.name != planned.name or wheel.version != planned.version:
+        problems.append(f"{wheel.name} {wheel.version}, the Plan's is {planned.name} {planned.version}")
+    missing = sorted(str(t) for t in planned.tags - wheel.tags)
+    if missing:
+        problems.append(f"the file name lacks the Plan's tag(s) {', '.join(missing)} (Plan's wheel: {plan.wheel})")
+    return problems + own_tag_problems(wheel, zf)
+
+
+def check_wheel(path: Path, plan: Plan | None = None) -> list[Check]:
+    """TB201-TB203 for the wheel at ``path``, against ``plan``; without one, TB204 instead of TB202."""
+    tags = TB202 if plan is not None else TB204
+    codes = (TB201, tags, TB203)
+    try:
+        name = wheelfile.parse_name(path)
+        zf = wheelfile.open_wheel(path)
+    except wheelfile.WheelError as exc:
+        return [result(code, path, [str(exc)]) for code in codes]
+    with zf:
+        escaping = [f"{member} ({why})" for member, why in wheelfile.unsafe_members(zf)]
+        try:
+            dist_info = wheelfile.dist_info_dir(zf, name)
+        except wheelfile.WheelError as exc:
+            return [result(TB201, path, [str(exc)]), result(tags, path, [str(exc)]), result(TB203, path, escaping)]
+        files = sum(1 for m in zf.infolist() if not m.is_dir())
+        if plan is not None:
+            tag_check = result(TB202, path, tag_problems(path, zf, plan), f"tags include the Plan's ({plan.wheel})")
+        else:
+            tag_check = result(TB204, path, own_tag_problems(name, zf), ", ".join(sorted(map(str, name.tags))))
+        return [
+            result(TB201, path, record_problems(zf, dist_info), f"{files:,} files match RECORD"),
+            tag_check,
+            result(TB203, path, escaping),
+            _sbom_check(path, zf, dist_info, required=plan is not None),
+        ]
+
+
+def _sbom_check(path: Path, zf: zipfile.ZipFile, dist_info: str, required: bool) -> Check:
+    problems = wheel_problems(zf, dist_info)
+    if problems is None:
+        missing = f"no {sbom.wheel_member(dist_info)}"
+        return (
+            result(TB206, path, [missing]) if required else skipped(TB206, path, f"{missing} (not made by torchbuild)")
+        )
+    return result(
+        TB206,
+        path,
+        problems,
+        f"{len(sbom.listed_files(zf.read(sbom.wheel_member(dist_info)).decode()))} vendored files listed",
+    )

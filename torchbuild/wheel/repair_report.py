@@ -1,0 +1,66 @@
+"""``repair.json``: what the repair stage vendored and read from the binaries, for the stages after it (the conda
+package's runtime dependency and what it leaves out, the environment closure, the SBOM) and for people."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torchbuild.host.files import write_atomic
+from torchbuild.platforms.windows.vc_runtime import Floor
+
+
+@dataclass(frozen=True)
+class Vendored:
+    """One file the repair put into the wheel."""
+
+    path: str  # in the wheel, e.g. torch.libs/msvcp140.dll
+    sha256: str
+    size: int
+    version: str | None  # the PE FileVersion (DLLs); None for ELF libraries
+    provider: str  # dll_providers.yaml's name (msvc-runtime, nvidia-cuda-runtime, ...), or "system" (auditwheel)
+    origin: str  # the provider wheel's file name, or the directory it was copied from
+    origin_sha256: str = ""  # of the provider wheel, when it came from one
+    origin_url: str = ""  # where pip found the provider wheel
+    origin_name: str = ""  # the provider wheel's distribution name and version
+    origin_version: str = ""
+    license: str = ""  # as the provider wheel declares it
+    signer: str = ""  # the Authenticode signer (CN, O; root), or why there is none
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    wheel: str  # the repaired wheel's file name
+    platform: str
+    vendored: tuple[Vendored, ...] = ()
+    vc_runtime_floor: Floor | None = None
+    runtime_loaded: tuple[str, ...] = ()  # DLLs shipped because they are loaded by name at run time (no import)
+    notes: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["vc_runtime_floor"] = self.vc_runtime_floor.to_dict() if self.vc_runtime_floor else None
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+    def write(self, path: Path) -> None:
+        write_atomic(path, self.to_json())
+
+    @classmethod
+    def read(cls, path: Path) -> RepairReport:
+        raw: Mapping[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        floor = raw.get("vc_runtime_floor")
+        return cls(
+            wheel=str(raw["wheel"]),
+            platform=str(raw["platform"]),
+            vendored=tuple(Vendored(**v) for v in raw.get("vendored", ())),
+            vc_runtime_floor=Floor(**floor) if floor else None,
+            runtime_loaded=tuple(raw.get("runtime_loaded", ())),
+            notes=tuple(raw.get("notes", ())),
+        )
+
+
+def names(vendored: Sequence[Vendored]) -> list[str]:
+    return [Path(v.path).name for v in vendored]

@@ -1,0 +1,267 @@
+"""Reading and validating wheel files: the name (PEP 427 / packaging), the tags the Plan expects, member paths, and
+the .dist-info metadata. Used by the source, repair, conda and verify stages; the Plan is read, never imported.
+
+Failures raise ``WheelError`` with one line that names the file, what was expected and what was found; a stage turns
+it into ``StageFailed`` (``validate_for_plan`` does that directly).
+"""
+
+from __future__ import annotations
+
+import configparser
+import email.message
+import email.parser
+import re
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from packaging.tags import Tag
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from torchbuild.errors import StageFailed, one_of
+from torchbuild.platforms.linux.elf import manylinux_policies
+
+if TYPE_CHECKING:
+    from torchbuild.plan import Plan
+
+DISTRIBUTION = "torch"
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+class WheelError(ValueError):
+    """A wheel that cannot be used; the message names the file."""
+
+
+@dataclass(frozen=True)
+class WheelName:
+    """What a wheel's file name says (PEP 427)."""
+
+    filename: str
+    name: str  # canonical distribution name
+    version: Version
+    tags: frozenset[Tag]
+
+    @property
+    def interpreters(self) -> frozenset[str]:
+        return frozenset(t.interpreter for t in self.tags)
+
+    @property
+    def abis(self) -> frozenset[str]:
+        return frozenset(t.abi for t in self.tags)
+
+    @property
+    def platforms(self) -> frozenset[str]:
+        return frozenset(t.platform for t in self.tags)
+
+    @property
+    def dist_info(self) -> str:
+        """The .dist-info directory the name implies (names normalised with '_' as PEP 427 says)."""
+        return f"{self.name.replace('-', '_')}-{self.version}.dist-info"
+
+
+def parse_name(path: Path | str) -> WheelName:
+    filename = Path(path).name
+    try:
+        name, version, _build, tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename as exc:
+        raise WheelError(f"{filename} is not a valid wheel file name: {exc}") from None
+    return WheelName(filename=filename, name=str(name), version=version, tags=tags)
+
+
+def open_wheel(path: Path) -> zipfile.ZipFile:
+    """Open a wheel as a zip archive. WheelError when it is missing, not a zip, or truncated."""
+    if path.is_dir():
+        raise WheelError(f"{path} is a directory, not a wheel file")
+    if not path.is_file():
+        raise WheelError(f"wheel not found: {path}")
+    try:
+        return zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise WheelError(f"{path} is not a wheel (not a zip archive / truncated): {exc}") from None
+
+
+def unsafe_member(name: str) -> str | None:
+    """Why a member name would escape the install root, or None if it is safe."""
+    normal = name.replace("\\", "/")
+    if normal.startswith("/"):
+        return "absolute path"
+    if _DRIVE.match(normal):
+        return "drive letter"
+    if ".." in normal.split("/"):
+        return "'..' component"
+    if "\x00" in normal:
+        return "NUL byte"
+    return None
+
+
+def unsafe_members(archive: zipfile.ZipFile) -> list[tuple[str, str]]:
+    return [(n, why) for n in archive.namelist() if (why := unsafe_member(n)) is not None]
+
+
+def dist_info_dir(archive: zipfile.ZipFile, wheel: WheelName) -> str:
+    """The archive's one top-level .dist-info directory, checked against the file name."""
+    found = sorted({n.split("/", 1)[0] for n in archive.namelist() if n.split("/", 1)[0].endswith(".dist-info")})
+    if len(found) != 1:
+        what = "none" if not found else ", ".join(found)
+        raise WheelError(f"{wheel.filename}: expected one .dist-info directory, found {what}")
+    stem = found[0][: -len(".dist-info")]
+    name, _, version = stem.rpartition("-")
+    try:
+        same_version = Version(version) == wheel.version
+    except InvalidVersion:
+        same_version = False
+    if canonicalize_name(name) != wheel.name or not same_version:
+        raise WheelError(
+            f"{wheel.filename}: its metadata directory {found[0]} does not match the file name "
+            f"(expected {wheel.dist_info})"
+        )
+    return found[0]
+
+
+def read_dist_info(archive: zipfile.ZipFile, wheel: WheelName, member: str) -> email.message.Message:
+    """METADATA or WHEEL (RFC 822 style) from the .dist-info directory."""
+    path = f"{dist_info_dir(archive, wheel)}/{member}"
+    try:
+        text = archive.read(path).decode("utf-8")
+    except KeyError:
+        raise WheelError(f"{wheel.filename}: {path} is missing") from None
+    except (zipfile.BadZipFile, UnicodeDecodeError, OSError) as exc:
+        raise WheelError(f"{wheel.filename}: cannot read {path}: {exc}") from None
+    return email.parser.Parser().parsestr(text)
+
+
+def wheel_file_tags(archive: zipfile.ZipFile, wheel: WheelName) -> frozenset[Tag]:
+    message = read_dist_info(archive, wheel, "WHEEL")
+    tags: set[Tag] = set()
+    for line in message.get_all("Tag") or ():
+        parts = str(line).strip().split("-")
+        if len(parts) != 3 or not all(parts):
+            raise WheelError(f"{wheel.filename}: malformed 'Tag: {line}' in {wheel.dist_info}/WHEEL")
+        tags.add(Tag(*parts))
+    return frozenset(tags)
+
+
+@dataclass(frozen=True)
+class WheelInfo:
+    """What the conda stage (and the smoke stages) need of a wheel's .dist-info."""
+
+    path: Path
+    name: str  # the distribution name as in METADATA
+    version: str
+    dist_info: str  # e.g. torch-2.13.0+cpu.dist-info
+    requires: tuple[str, ...]  # Requires-Dist, verbatim
+    tags: tuple[str, ...]  # WHEEL's Tag lines
+    entry_points: Mapping[str, Mapping[str, str]]  # group -> script name -> "module:attr"
+
+    @property
+    def data_dir(self) -> str:
+        return self.dist_info.removesuffix(".dist-info") + ".data"
+
+
+def read_wheel(path: Path, stage: str) -> WheelInfo:
+    """A wheel's .dist-info: name, version, Requires-Dist, tags and entry points. StageFailed naming the file."""
+    try:
+        name = parse_name(path)
+        with open_wheel(path) as zf:
+            dist_info = dist_info_dir(zf, name)
+            metadata = read_dist_info(zf, name, "METADATA")
+            tags = wheel_file_tags(zf, name)
+            entry_member = f"{dist_info}/entry_points.txt"
+            entry_text = zf.read(entry_member).decode("utf-8") if entry_member in zf.namelist() else ""
+    except WheelError as exc:
+        raise StageFailed(stage, str(exc)) from None
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # script names are case-sensitive
+    try:
+        parser.read_string(entry_text)
+    except configparser.Error as exc:
+        raise StageFailed(stage, f"{path}: {dist_info}/entry_points.txt cannot be parsed: {exc}") from None
+    return WheelInfo(
+        path=path,
+        name=str(metadata.get("Name", "")),
+        version=str(metadata.get("Version", "")),
+        dist_info=dist_info,
+        requires=tuple(str(r) for r in metadata.get_all("Requires-Dist") or ()),
+        tags=tuple(sorted(str(t) for t in tags)),
+        entry_points={group: dict(parser.items(group)) for group in parser.sections()},
+    )
+
+
+# --- what a Plan expects ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelTags:
+    """The tags of a cell's wheel, resolved into the Plan."""
+
+    interpreter: str  # cp311
+    abi: str  # cp311; cp37m before Python 3.8
+    platform: str  # win_amd64, manylinux_2_28_x86_64
+    # Platform tags of an input wheel that can become ``platform`` (the repair stage retags), most preferred first.
+    accepted_platforms: tuple[str, ...]
+
+
+def accepted_platform_tags(target: str) -> tuple[str, ...]:
+    """Platform tags of an input wheel that can become a wheel tagged ``target``, most preferred first.
+
+    For a manylinux target: the target and every older manylinux policy (and their legacy aliases) from auditwheel's
+    policy data, then the unrepaired ``linux_<arch>`` of a local build. Anything else: the target tag only.
+    """
+    if not target.startswith("manylinux"):
+        return (target,)
+    policies, wanted = manylinux_policies(target)
+    older = sorted((p for p in policies if p.name != policies.linux.name and not p < wanted), key=lambda p: p.priority)
+    tags = [str(name) for p in older for name in (p.name, *p.aliases)]
+    return (*tags, str(policies.linux.name))
+
+
+def plan_problems(wheel: WheelName, plan: Plan, version: str | None = None) -> list[str]:
+    """What in the file name does not fit the Plan (empty when it fits). ``version`` replaces the Plan's version
+    (PyPI's unlabelled wheel of the Plan's build carries the plain release version)."""
+    tags = plan.wheel_tags
+    expected = version or plan.version
+    problems = []
+    if wheel.name != DISTRIBUTION:
+        problems.append(f"distribution '{wheel.name}', expected '{DISTRIBUTION}'")
+    if wheel.version != Version(expected):
+        problems.append(f"version {wheel.version}, expected {expected}")
+    if tags.interpreter not in wheel.interpreters:
+        problems.append(f"python tag {one_of(sorted(wheel.interpreters))}, expected {tags.interpreter}")
+    elif tags.abi not in wheel.abis:
+        problems.append(f"abi tag {one_of(sorted(wheel.abis))}, expected {tags.abi}")
+    if not wheel.platforms & set(tags.accepted_platforms):
+        problems.append(
+            f"platform tag {one_of(sorted(wheel.platforms))}, expected one that becomes {tags.platform} "
+            f"for {plan.platform}: {one_of(tags.accepted_platforms)}"
+        )
+    return problems
+
+
+def validate_for_plan(path: Path, plan: Plan, *, stage: str, version: str | None = None) -> WheelName:
+    """Everything the source stage needs to trust an input wheel; StageFailed naming the file otherwise.
+    ``version``: see ``plan_problems``."""
+    if not path.exists():
+        raise StageFailed(stage, f"wheel not found: {path}")
+    try:
+        with open_wheel(path) as archive:
+            wheel = parse_name(path)
+            problems = plan_problems(wheel, plan, version)
+            if problems:
+                raise WheelError(f"{path} is not the wheel of {plan.cell_id} ({plan.wheel}): " + "; ".join(problems))
+            bad = unsafe_members(archive)
+            if bad:
+                listed = ", ".join(f"{n!r} ({why})" for n, why in bad[:5])
+                raise WheelError(f"{path} has members that escape the install root: {listed}")
+            inside = wheel_file_tags(archive, wheel)
+            if inside != wheel.tags:
+                raise WheelError(
+                    f"{path}: the tags in {wheel.dist_info}/WHEEL ({', '.join(sorted(map(str, inside)))}) differ "
+                    f"from the file name's ({', '.join(sorted(map(str, wheel.tags)))})"
+                )
+            read_dist_info(archive, wheel, "METADATA")
+    except WheelError as exc:
+        raise StageFailed(stage, str(exc)) from None
+    return wheel
