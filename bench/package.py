@@ -130,11 +130,11 @@ def main() -> int:
         wheel = wheelfile.read_wheel(args.wheel, "bench")
         staging = work / "payload"
         started = time.perf_counter()
-        unpack_wheel(wheel, plan, staging)
+        unpack_wheel(wheel, plan.conda.install_scheme, staging, windows=plan.platform == "win-64")
         unpack = time.perf_counter() - started
         count, size = payload_bytes(staging)
         print(f"payload: {args.wheel.name} unpacked in {unpack:.1f} s: {count:,} files, {size / 1e6:,.0f} MB")
-        rendered = recipe.render(plan, work / "recipe", wheel_requires=wheel_requires(wheel, plan))
+        rendered = recipe.render(plan, work / "recipe", wheel_requires=wheel_requires(wheel, plan.conda.requirements))
 
         rows: list[Row] = []
         (work / "a").mkdir()

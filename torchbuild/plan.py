@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from torchbuild.conda import requirements, solve
-from torchbuild.config import dll_providers
+from torchbuild.conda import solve
+from torchbuild.conda.requirements import Conversion
+from torchbuild.config import dll_providers, pypi_to_conda
 from torchbuild.config.compat import (
     CPU,
     Compat,
@@ -26,13 +27,15 @@ from torchbuild.config.compat import (
     version_key,
 )
 from torchbuild.config.matrix import LATEST, BuildOptions, Cell, Matrix
+from torchbuild.config.pypi_to_conda import NameRule
 from torchbuild.errors import UserError, one_of, some_of
 from torchbuild.host import downloads as build_deps
 from torchbuild.host.downloads import Dependency
+from torchbuild.host.pip import target_args as pip_target_args
 from torchbuild.platforms.linux.build import Linux
 from torchbuild.platforms.target import Platform, Target, Toolchain
 from torchbuild.platforms.windows.build import Windows
-from torchbuild.wheel.wheelfile import WheelTags, accepted_platform_tags
+from torchbuild.wheel.wheelfile import Expected, WheelTags, accepted_platform_tags
 
 STAGES = ("source", "build", "repair", "conda", "verify", "smoke-wheel", "smoke-conda", "publish")
 SMOKE_STAGES = ("smoke-wheel", "smoke-conda")
@@ -55,11 +58,17 @@ class CondaPackage:
     requirement_overrides: Mapping[str, str]  # PyPI name -> the conda spec that replaces its converted pin
     marker_environment: Mapping[str, str]  # PEP 508 marker values of the target, for the wheel's Requires-Dist
     install_scheme: Mapping[str, str]  # where a wheel's .data/<key>/ goes in the prefix ({dist}: the wheel's name)
+    pypi_names: Mapping[str, NameRule]  # PyPI name -> conda name (torchbuild/data/pypi_to_conda.yaml)
     # The VC runtime dependency (win-64): its version is at least the floor read from the binaries (vc_runtime.py),
     # so the conda stage writes it; it is not in ``depends``.
     vc_runtime: VcRuntimeRule | None = None
     # DLL pattern -> the run dependency that installs it into the environment: the package leaves its copy out.
     provided_dlls: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def requirements(self) -> Conversion:
+        """How the wheel's Requires-Dist become this package's run dependencies."""
+        return Conversion(markers=self.marker_environment, overrides=self.requirement_overrides, names=self.pypi_names)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,6 +121,23 @@ class Plan:
     @property
     def is_cuda(self) -> bool:
         return self.cuda != CPU
+
+    def expected_wheel(self, version: str | None = None) -> Expected:
+        """What an input wheel of this cell must be; ``version`` replaces the Plan's (PyPI's unlabelled wheel of the
+        Plan's build carries the plain release version)."""
+        return Expected(
+            version=version or self.version,
+            tags=self.wheel_tags,
+            platform=self.platform,
+            cell_id=self.cell_id,
+            wheel=self.wheel,
+        )
+
+    @property
+    def pip_target(self) -> list[str]:
+        """pip's options that choose this cell's wheels (its accepted platform tags: an older manylinux is retagged)."""
+        tags = self.wheel_tags
+        return pip_target_args(self.python, tags.abi, tags.accepted_platforms)
 
 
 REFUSED_PLATFORMS = {
@@ -317,8 +343,9 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         filename=f"{stem}.conda",
         archives={"conda": f"{stem}.conda", "tar.bz2": f"{stem}.tar.bz2"},
         requirement_overrides={o.pypi: o.rule.value for o in pkg.requirement_overrides if o.rule.applies(*applies_to)},
-        marker_environment=requirements.marker_environment(cell.platform, cell.python),
-        install_scheme=requirements.install_scheme(cell.platform, site_packages, cell.python),
+        marker_environment=pypi_to_conda.marker_environment(cell.platform, cell.python),
+        install_scheme=pypi_to_conda.install_scheme(cell.platform, site_packages, cell.python),
+        pypi_names=pypi_to_conda.load().names,
         vc_runtime=pkg.vc_runtime_for(*applies_to),
         provided_dlls=_provided_dlls(cell.platform, depends, pkg.vc_runtime_for(*applies_to)),
     )

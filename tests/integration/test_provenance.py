@@ -110,7 +110,7 @@ def test_a_win_64_rebuild_is_byte_identical_and_its_sbom_names_each_vendored_dll
     assert dll.origin.startswith("pkg:pypi/msvc-runtime@14.44.35112")
     assert "Microsoft Corporation" in dll.signer and dll.version.startswith("14.")
     assert rows["torch"].version == "2.5.1+cpu" and rows["torch"].sha256 == sha256_of(wheel)
-    assert {c.code: c.status for c in check_wheel(wheel_a, plan)}["TB206"] == "passed"
+    assert {c.code: c.status for c in check_wheel(wheel_a, plan.wheel)}["TB206"] == "passed"
     # The conda package leaves the VC runtime to vc14_runtime: its SBOM lists what it holds, which is none of it.
     package = {c.code: c for c in check_package(conda_a)}
     assert package["TB109"].status == "passed", package["TB109"].message
@@ -148,7 +148,7 @@ def test_an_sbom_that_does_not_match_the_wheel_fails_verify(fixtures: PeFixtures
     lied = text.replace(sha256_of_bytes(members["torch.libs/msvcp140.dll"]), "0" * 64)
     (tmp_path / "bad").mkdir()
     bad = rewrite(repaired, tmp_path / "bad" / repaired.name, files={member: lied.encode()})
-    check = {c.code: c for c in check_wheel(bad, plan)}["TB206"]
+    check = {c.code: c for c in check_wheel(bad, plan.wheel)}["TB206"]
     assert check.status == "failed"
     assert "torch.libs/msvcp140.dll: sha256" in check.message
     assert "torchbuild.cdx.json says 000000000000" in check.message

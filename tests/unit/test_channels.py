@@ -19,10 +19,10 @@ from torchbuild.channels import pep503
 from torchbuild.channels import repodata as rd
 from torchbuild.channels.backends import open_channel
 from torchbuild.channels.local import LocalChannel
-from torchbuild.config.channel_spec import Location, parse_s3
 from torchbuild.channels.secrets import MASK, redact, register
 from torchbuild.commands.publish import collect, locate
 from torchbuild.conda import rattler_child
+from torchbuild.config.channel_spec import Location, parse_s3
 from torchbuild.errors import UserError
 from torchbuild.results import Artifact
 from torchbuild.run import report

@@ -14,7 +14,8 @@ from tests.integration.support_conda import assemble_small, repack
 from torchbuild.conda import solve
 from torchbuild.conda.archive import pe_machine
 from torchbuild.conda.checks.package import check_package
-from torchbuild.conda.requirements import load_mapping, requirement_to_conda, wheel_requires
+from torchbuild.conda.requirements import requirement_to_conda, wheel_requires
+from torchbuild.config.pypi_to_conda import load as load_mapping
 from torchbuild.results import CODES, Check
 from torchbuild.wheel.checks import check_wheel
 from torchbuild.wheel.wheelfile import WheelInfo
@@ -209,9 +210,9 @@ def test_wheel_checks(tmp_path: Path) -> None:
     plan = torch_plan()
     files = {"torch/__init__.py": b"x = 1\n"}
     good = with_sbom(make_wheel(tmp_path, plan.wheel, files))
-    assert failed_codes(check_wheel(good, plan)) == set()
+    assert failed_codes(check_wheel(good, plan.wheel)) == set()
     (tmp_path / "plain").mkdir()
-    plain = by_code(check_wheel(make_wheel(tmp_path / "plain", plan.wheel, files), plan))
+    plain = by_code(check_wheel(make_wheel(tmp_path / "plain", plan.wheel, files), plan.wheel))
     assert plain["TB206"].status == "failed"
     assert plain["TB206"].message == "no torch-2.13.0+cpu.dist-info/sboms/torchbuild.cdx.json"
 
@@ -219,20 +220,20 @@ def test_wheel_checks(tmp_path: Path) -> None:
     bad_record = with_sbom(
         make_wheel(tmp_path / "bad", plan.wheel, files, record_overrides={"torch/__init__.py": "sha256=AAAA,6"})
     )
-    codes = by_code(check_wheel(bad_record, plan))
+    codes = by_code(check_wheel(bad_record, plan.wheel))
     assert failed_codes(list(codes.values())) == {"TB201"}
     assert "torch/__init__.py: sha256 differs from RECORD" in codes["TB201"].message
 
     (tmp_path / "tag").mkdir()
     wrong_tag = make_wheel(tmp_path / "tag", plan.wheel, files, tags=["cp312-cp312-manylinux_2_28_x86_64"])
-    assert "differ from the file name's" in by_code(check_wheel(wrong_tag, plan))["TB202"].message
+    assert "differ from the file name's" in by_code(check_wheel(wrong_tag, plan.wheel))["TB202"].message
 
     other_python = torch_plan(python="3.12")
-    assert "lacks the Plan's tag(s) cp312-cp312" in by_code(check_wheel(good, other_python))["TB202"].message
+    assert "lacks the Plan's tag(s) cp312-cp312" in by_code(check_wheel(good, other_python.wheel))["TB202"].message
 
     (tmp_path / "escape").mkdir()
     escaping = make_wheel(tmp_path / "escape", plan.wheel, {**files, "../evil.py": b""})
-    assert by_code(check_wheel(escaping, plan))["TB203"].message == "../evil.py ('..' component)"
+    assert by_code(check_wheel(escaping, plan.wheel))["TB203"].message == "../evil.py ('..' component)"
 
 
 # --- wheel Requires-Dist -> conda depends ----------------------------------------------------------------
@@ -259,7 +260,7 @@ def test_requires_dist_to_conda_specs() -> None:
         tags=(),
         entry_points={},
     )
-    assert wheel_requires(wheel, plan) == (
+    assert wheel_requires(wheel, plan.conda.requirements) == (
         "filelock",
         "typing_extensions >=4.10.0",
         "sympy >=1.13.3",
@@ -268,7 +269,7 @@ def test_requires_dist_to_conda_specs() -> None:
         "numpy 1.26.*",
     )
     windows = torch_plan(platform="win-64", python="3.12", torch="2.11.0")
-    assert wheel_requires(wheel, windows) == (
+    assert wheel_requires(wheel, windows.conda.requirements) == (
         "filelock",
         "typing_extensions >=4.10.0",
         "sympy >=1.13.3",
@@ -282,7 +283,7 @@ def test_requires_dist_to_conda_specs() -> None:
 def test_marker_environment_is_the_target_not_the_host() -> None:
     env = torch_plan(platform="win-64", python="3.12", torch="2.11.0").conda.marker_environment
     assert env["sys_platform"] == "win32" and env["python_version"] == "3.12"
-    mapping = load_mapping()
+    mapping = load_mapping().names
     assert requirement_to_conda('pywin32; os_name == "nt"', torch_plan().conda.marker_environment, mapping) is None
 
 

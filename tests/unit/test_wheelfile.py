@@ -20,7 +20,7 @@ PLAN = torch_plan()
 
 def _fails(path: Path, *fragments: str) -> str:
     with pytest.raises(StageFailed) as info:
-        wheelfile.validate_for_plan(path, PLAN, stage="source")
+        wheelfile.validate(path, PLAN.expected_wheel(), stage="source")
     message = str(info.value)
     assert message.startswith("source: ")
     for fragment in fragments:
@@ -29,7 +29,7 @@ def _fails(path: Path, *fragments: str) -> str:
 
 
 def test_good_wheel_fits_the_plan(tmp_path: Path) -> None:
-    wheel = wheelfile.validate_for_plan(make_wheel(tmp_path, GOOD), PLAN, stage="source")
+    wheel = wheelfile.validate(make_wheel(tmp_path, GOOD), PLAN.expected_wheel(), stage="source")
     assert wheel.name == "torch"
     assert str(wheel.version) == "2.13.0+cpu"
     assert wheel.platforms == {"manylinux_2_28_x86_64"}
@@ -40,7 +40,7 @@ def test_older_manylinux_and_unrepaired_linux_tags_fit_a_manylinux_2_28_plan(tmp
         "torch-2.13.0+cpu-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
         "torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl",
     ):
-        assert wheelfile.validate_for_plan(make_wheel(tmp_path, name), PLAN, stage="source").name == "torch"
+        assert wheelfile.validate(make_wheel(tmp_path, name), PLAN.expected_wheel(), stage="source").name == "torch"
 
 
 def test_member_escaping_the_root_is_refused(tmp_path: Path) -> None:
@@ -100,7 +100,7 @@ def test_win_plan_expects_win_amd64(tmp_path: Path) -> None:
     assert plan.wheel_tags.accepted_platforms == ("win_amd64",)
     wheel = make_wheel(tmp_path, GOOD)
     with pytest.raises(StageFailed, match="expected one that becomes win_amd64 for win-64: win_amd64"):
-        wheelfile.validate_for_plan(wheel, plan, stage="source")
+        wheelfile.validate(wheel, plan.expected_wheel(), stage="source")
 
 
 def test_wheel_file_tags_must_match_the_file_name(tmp_path: Path) -> None:

@@ -18,7 +18,6 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -26,9 +25,6 @@ from packaging.version import InvalidVersion, Version
 
 from torchbuild.errors import UserError
 from torchbuild.host.proc import ToolFailed, run_tool
-
-if TYPE_CHECKING:
-    from torchbuild.plan import Plan
 
 TIMEOUT_S = 1800
 # pip's log (--log is always verbose) names each file it prepared: "Added torch==2.13.0+cpu from <url> to build tracker"
@@ -72,12 +68,6 @@ def target_args(python: str, abi: str | None, platforms: Sequence[str]) -> list[
     for tag in platforms:
         args += ["--platform", tag]
     return args
-
-
-def plan_target(plan: Plan) -> list[str]:
-    """``target_args`` for the wheel of a Plan (its accepted platform tags: an older manylinux is retagged)."""
-    tags = plan.wheel_tags
-    return target_args(plan.python, tags.abi, tags.accepted_platforms)
 
 
 def errors(output: str) -> str:

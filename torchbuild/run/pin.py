@@ -64,7 +64,7 @@ def newest_available(
     offer for the Plan's Python and platform; None if none. ``record``: where index_memo keeps the indexes'
     answer (None: always ask, keep nothing); ``fresh``: ask even where the record holds."""
     compat = compat or load()
-    offered = _offered(tuple(pip.plan_target(plan)), record, fresh)
+    offered = _offered(tuple(plan.pip_target), record, fresh)
     for release in releases:
         if Version(f"{release}+{plan.local_version}") in offered:
             return release

@@ -92,7 +92,7 @@ def _given(ctx: Context, path: Path) -> StageResult:
         artifact, note = _relabel(path, plan, ctx.stage_dir(NAME))
         outputs = {"source_wheel": artifact, "source_info": _wheel_info(ctx, path, str(path))}
         return StageResult(outputs=outputs, message=f"given wheel {path} ({_mb(artifact.size)}; {note})")
-    wheelfile.validate_for_plan(path, plan, stage=NAME)
+    wheelfile.validate(path, plan.expected_wheel(), stage=NAME)
     artifact = copy_atomic(path, ctx.stage_dir(NAME) / path.name)
     outputs = {"source_wheel": artifact, "source_info": _wheel_info(ctx, path, str(path), artifact.sha256)}
     return StageResult(outputs=outputs, message=f"given wheel {path} ({_mb(artifact.size)})")
@@ -100,14 +100,14 @@ def _given(ctx: Context, path: Path) -> StageResult:
 
 def _relabel(path: Path, plan: Plan, out_dir: Path) -> tuple[Artifact, str]:
     """The unlabelled wheel, checked as what it is, given the Plan's version (dist-info only: seconds)."""
-    wheelfile.validate_for_plan(path, plan, stage=NAME, version=plan.torch)
+    wheelfile.validate(path, plan.expected_wheel(plan.torch), stage=NAME)
     for stale in out_dir.glob("*.whl"):
         stale.unlink()
     try:
         dest = wheel_version.set_version(path, out_dir, plan.version)
     except (wheel_version.VersionError, OSError, zipfile.BadZipFile) as exc:
         raise StageFailed(NAME, f"cannot give {path} the version {plan.version}: {exc}") from None
-    wheelfile.validate_for_plan(dest, plan, stage=NAME)
+    wheelfile.validate(dest, plan.expected_wheel(), stage=NAME)
     note = f"{path.name} (PyPI's {plan.local_version} build, unlabelled) re-versioned to {plan.version}"
     return Artifact.of(dest), note
 
@@ -122,17 +122,17 @@ def describe(plan: Plan, version: str | None = None) -> str:
 
 def _fits(path: Path, plan: Plan, version: str | None = None) -> bool:
     try:
-        return not wheelfile.plan_problems(wheelfile.parse_name(path), plan, version)
+        return not wheelfile.expected_problems(wheelfile.parse_name(path), plan.expected_wheel(version))
     except wheelfile.WheelError:
         return False
 
 
 def fetch(plan: Plan, cache_dir: Path, log: Path, version: str | None = None) -> pip.Fetched:
     """Let pip choose and fetch the Plan's wheel (``version``: another version of the same build, see
-    ``plan_problems``): ``pip download`` for the Plan's platform and Python, into a scratch directory pre-filled (as
-    hard links) with the cache entries that fit, so that a cached wheel is never downloaded again. A file:// hit is
-    used where it lies; pip's scratch copy of it is dropped. The returned ``path`` is the cache entry or the
-    original file."""
+    ``Plan.expected_wheel``): ``pip download`` for the Plan's platform and Python, into a scratch directory
+    pre-filled (as hard links) with the cache entries that fit, so that a cached wheel is never downloaded again. A
+    file:// hit is used where it lies; pip's scratch copy of it is dropped. The returned ``path`` is the cache entry
+    or the original file."""
     cache = cache_dir / "wheels"
     cache.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="incoming-", dir=cache))
@@ -144,7 +144,7 @@ def fetch(plan: Plan, cache_dir: Path, log: Path, version: str | None = None) ->
         wanted = describe(plan, version)
         try:
             got = pip.download(
-                [f"torch=={version or plan.version}"], scratch, log=log, target=pip.plan_target(plan), live=True
+                [f"torch=={version or plan.version}"], scratch, log=log, target=plan.pip_target, live=True
             )[-1]
         except pip.PipError as exc:
             if exc.no_match:
@@ -212,7 +212,7 @@ def _automatic(ctx: Context) -> StageResult:
     else:
         dest = out_dir / fetched.path.name
         artifact = copy_atomic(fetched.path, dest) if local else link_atomic(fetched.path, dest)
-        wheelfile.validate_for_plan(dest, plan, stage=NAME)
+        wheelfile.validate(dest, plan.expected_wheel(), stage=NAME)
     origin = fetched.url.split("#", 1)[0]
     sha = fetched.path.parent.name if not local else None  # a cache entry's folder is its sha256
     outputs = {"source_wheel": artifact, "source_info": _wheel_info(ctx, fetched.path, origin, sha)}

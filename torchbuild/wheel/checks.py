@@ -1,6 +1,6 @@
-"""Checks of a wheel read back from disk: RECORD against the content (TB201), tags against the Plan (TB202),
-member paths (TB203); without a Plan (``publish`` of a wheel built elsewhere), WHEEL's tags against the file
-name's (TB204)."""
+"""Checks of a wheel read back from disk: RECORD against the content (TB201), tags against the cell's planned wheel
+(TB202), member paths (TB203), the SBOM against the files (TB206); without a planned wheel (``publish`` of a wheel
+built elsewhere), WHEEL's tags against the file name's (TB204)."""
 
 from __future__ import annotations
 
@@ -11,19 +11,16 @@ import io
 import zipfile
 from collections import Counter
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
-from torchbuild.conda.checks.sbom_match import TB206, wheel_problems
 from torchbuild.results import Check, define, result, skipped
 from torchbuild.wheel import sbom, wheelfile
-
-if TYPE_CHECKING:
-    from torchbuild.plan import Plan
 
 TB201 = define("TB201", "wheel RECORD matches every file (sha256, size)")
 TB202 = define("TB202", "wheel tags match the Plan")
 TB203 = define("TB203", "no wheel member escapes the install root")
 TB204 = define("TB204", "WHEEL's tags equal the file name's")
+TB206 = define("TB206", "the wheel's SBOM matches its files (path, sha256)")
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # signature files RECORD cannot list (they sign it)
 HASHES = ("sha256", "sha384", "sha512")  # the wheel spec forbids weaker ones
 
@@ -87,11 +84,12 @@ def own_tag_problems(wheel: wheelfile.WheelName, zf: zipfile.ZipFile) -> list[st
     return []
 
 
-def tag_problems(path: Path, zf: zipfile.ZipFile, plan: Plan) -> list[str]:
-    """The file name's tags must include the Plan's, and WHEEL's Tag lines must equal the file name's."""
+def tag_problems(path: Path, zf: zipfile.ZipFile, planned_name: str) -> list[str]:
+    """The file name's tags must include those of the Plan's wheel (``planned_name``), and WHEEL's Tag lines must
+    equal the file name's."""
     try:
         wheel = wheelfile.parse_name(path)
-        planned = wheelfile.parse_name(plan.wheel)
+        planned = wheelfile.parse_name(planned_name)
     except wheelfile.WheelError as exc:
         return [str(exc)]
     problems: list[str] = []
@@ -99,13 +97,14 @@ def tag_problems(path: Path, zf: zipfile.ZipFile, plan: Plan) -> list[str]:
         problems.append(f"{wheel.name} {wheel.version}, the Plan's is {planned.name} {planned.version}")
     missing = sorted(str(t) for t in planned.tags - wheel.tags)
     if missing:
-        problems.append(f"the file name lacks the Plan's tag(s) {', '.join(missing)} (Plan's wheel: {plan.wheel})")
+        problems.append(f"the file name lacks the Plan's tag(s) {', '.join(missing)} (Plan's wheel: {planned_name})")
     return problems + own_tag_problems(wheel, zf)
 
 
-def check_wheel(path: Path, plan: Plan | None = None) -> list[Check]:
-    """TB201-TB203 for the wheel at ``path``, against ``plan``; without one, TB204 instead of TB202."""
-    tags = TB202 if plan is not None else TB204
+def check_wheel(path: Path, planned: str | None = None) -> list[Check]:
+    """TB201-TB203 and TB206 for the wheel at ``path``, against the Plan's wheel name ``planned``; without one, TB204
+    instead of TB202 (and a wheel without an SBOM is not failed for it)."""
+    tags = TB202 if planned is not None else TB204
     codes = (TB201, tags, TB203)
     try:
         name = wheelfile.parse_name(path)
@@ -119,16 +118,30 @@ def check_wheel(path: Path, plan: Plan | None = None) -> list[Check]:
         except wheelfile.WheelError as exc:
             return [result(TB201, path, [str(exc)]), result(tags, path, [str(exc)]), result(TB203, path, escaping)]
         files = sum(1 for m in zf.infolist() if not m.is_dir())
-        if plan is not None:
-            tag_check = result(TB202, path, tag_problems(path, zf, plan), f"tags include the Plan's ({plan.wheel})")
+        if planned is not None:
+            tag_check = result(TB202, path, tag_problems(path, zf, planned), f"tags include the Plan's ({planned})")
         else:
             tag_check = result(TB204, path, own_tag_problems(name, zf), ", ".join(sorted(map(str, name.tags))))
         return [
             result(TB201, path, record_problems(zf, dist_info), f"{files:,} files match RECORD"),
             tag_check,
             result(TB203, path, escaping),
-            _sbom_check(path, zf, dist_info, required=plan is not None),
+            _sbom_check(path, zf, dist_info, required=planned is not None),
         ]
+
+
+def wheel_problems(zf: zipfile.ZipFile, dist_info: str) -> list[str] | None:
+    """What is wrong between the wheel's torchbuild SBOM and its members; None when it carries none."""
+    member = sbom.wheel_member(dist_info)
+    if member not in zf.namelist():
+        return None
+    names = set(zf.namelist())
+
+    def digest(name: str) -> str | None:
+        return hashlib.sha256(zf.read(name)).hexdigest() if name in names else None
+
+    text = zf.read(member).decode("utf-8")
+    return sbom.problems(text, {name: sha for name in sbom.listed_files(text) if (sha := digest(name)) is not None})
 
 
 def _sbom_check(path: Path, zf: zipfile.ZipFile, dist_info: str, required: bool) -> Check:

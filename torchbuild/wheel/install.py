@@ -1,5 +1,5 @@
 """Installing a wheel into a staging prefix the way pip installs it into a conda environment: the payload of the
-cell's conda package (torchbuild/stages/conda.py assembles it)."""
+cell's conda package (the conda stage assembles it). Errors are UserErrors; the stage that calls names itself."""
 
 from __future__ import annotations
 
@@ -15,16 +15,11 @@ import zipfile
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
-from torchbuild.errors import StageFailed, one_of
+from torchbuild.errors import UserError, one_of
 from torchbuild.wheel import wheelfile
 from torchbuild.wheel.wheelfile import WheelInfo
 
-if TYPE_CHECKING:
-    from torchbuild.plan import Plan
-
-STAGE = "conda"
 LICENSE_NAMES = re.compile(r"^(LICEN[CS]E|COPYING|NOTICE)(\.[A-Za-z0-9]+)?$", re.IGNORECASE)
 # A console script that finds the environment's python next to itself, so no prefix placeholder is needed: the
 # shell runs line 2; Python sees lines 2-3 as a string. This is the form pip (distlib) writes for long shebangs.
@@ -46,7 +41,7 @@ def _open(path: Path) -> zipfile.ZipFile:
     try:
         return wheelfile.open_wheel(path)
     except wheelfile.WheelError as exc:
-        raise StageFailed(STAGE, str(exc)) from None
+        raise UserError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -63,8 +58,8 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode("ascii")
 
 
-def _scheme(plan: Plan, wheel: WheelInfo) -> dict[str, str]:
-    return {key: value.replace("{dist}", wheel.name) for key, value in plan.conda.install_scheme.items()}
+def _scheme(scheme: Mapping[str, str], wheel: WheelInfo) -> dict[str, str]:
+    return {key: value.replace("{dist}", wheel.name) for key, value in scheme.items()}
 
 
 def _target(name: str, wheel: WheelInfo, scheme: Mapping[str, str]) -> PurePosixPath:
@@ -74,7 +69,7 @@ def _target(name: str, wheel: WheelInfo, scheme: Mapping[str, str]) -> PurePosix
         return PurePosixPath(scheme["platlib"], name)
     key, _, inner = rest.partition("/")
     if key not in scheme:
-        raise StageFailed(STAGE, f"{wheel.path}: {name} is in {first}/{key}/; valid: {one_of(sorted(scheme))}")
+        raise UserError(f"{wheel.path}: {name} is in {first}/{key}/; valid: {one_of(sorted(scheme))}")
     return PurePosixPath(scheme[key], inner) if scheme[key] else PurePosixPath(inner)
 
 
@@ -120,12 +115,15 @@ def _extract_all(zf: zipfile.ZipFile, jobs: Sequence[tuple[zipfile.ZipInfo, Path
 
 def unpack_wheel(
     wheel: WheelInfo,
-    plan: Plan,
+    install_scheme: Mapping[str, str],
     dest: Path,
+    *,
+    windows: bool,
     leave_out: Collection[str] = (),
     replace: Mapping[str, bytes] | None = None,
 ) -> Payload:
-    """Install ``wheel`` into the empty staging prefix ``dest`` the way pip would into a conda environment.
+    """Install ``wheel`` into the empty staging prefix ``dest`` the way pip would into a conda environment laid out
+by ``install_scheme`` (``{dist}``: the wheel's name) on Windows (``windows``) or elsewhere.
 
     Keeps the .dist-info (INSTALLER says "conda"; RECORD lists what is installed, relative to site-packages),
     moves .data/ parts to their scheme directories, and writes console scripts on platforms where a plain script
@@ -134,8 +132,8 @@ def unpack_wheel(
     ``replace`` names (added when absent) are installed with its content instead, and RECORD says so.
     """
     replace = dict(replace or {})
-    scheme = _scheme(plan, wheel)
-    site = PurePosixPath(plan.conda.site_packages)
+    scheme = _scheme(install_scheme, wheel)
+    site = PurePosixPath(scheme["purelib"])
     moved: dict[str, PurePosixPath] = {}
     rewritten: dict[str, list[str]] = {}  # member -> its new RECORD hash and size
     files = size = 0
@@ -144,7 +142,7 @@ def unpack_wheel(
         bad = wheelfile.unsafe_members(zf)
         if bad:
             name, why = bad[0]
-            raise StageFailed(STAGE, f"{wheel.path}: member {name!r} escapes the install root ({why}); not unpacked")
+            raise UserError(f"{wheel.path}: member {name!r} escapes the install root ({why}); not unpacked")
         placed: list[tuple[zipfile.ZipInfo, PurePosixPath, Path]] = []
         made: set[Path] = set()
         for info in members:
@@ -164,7 +162,7 @@ def unpack_wheel(
         for info, target, out in placed:
             mode = (info.external_attr >> 16) & 0o777
             out.chmod(0o755 if mode & 0o111 else 0o644)
-            if target.parent == PurePosixPath(scheme["scripts"]) and not plan.platform.startswith("win-"):
+            if target.parent == PurePosixPath(scheme["scripts"]) and not windows:
                 rewritten.update(_fix_shebang(out, info.filename))
             files += 1
             size += out.stat().st_size
@@ -182,7 +180,7 @@ def unpack_wheel(
     not_made: list[str] = []
     for group in ("console_scripts", "gui_scripts"):
         for script, reference in sorted(wheel.entry_points.get(group, {}).items()):
-            if plan.platform.startswith("win-") or ":" not in reference:
+            if windows or ":" not in reference:
                 # A Windows script needs a launcher .exe, which a wheel does not carry.
                 not_made.append(script)
                 continue
@@ -214,9 +212,9 @@ def unpack_wheel(
     )
 
 
-def license_files(wheel: WheelInfo, payload: Payload, plan: Plan) -> list[Path]:
+def license_files(wheel: WheelInfo, payload: Payload, site_packages: str) -> list[Path]:
     """The wheel's top-level license files (LICENSE, COPYING, NOTICE), for info/licenses."""
-    dist_info = payload.root / plan.conda.site_packages / wheel.dist_info
+    dist_info = payload.root / site_packages / wheel.dist_info
     found: list[Path] = []
     for folder in (dist_info / "licenses", dist_info):
         if folder.is_dir():

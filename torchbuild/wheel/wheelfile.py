@@ -1,8 +1,8 @@
-"""Reading and validating wheel files: the name (PEP 427 / packaging), the tags the Plan expects, member paths, and
-the .dist-info metadata. Used by the source, repair, conda and verify stages; the Plan is read, never imported.
+"""Reading and validating wheel files: the name (PEP 427 / packaging), the tags a cell expects (``Expected``, which
+the Plan gives), member paths, and the .dist-info metadata: the one reader of a wheel's METADATA, WHEEL and RECORD.
 
 Failures raise ``WheelError`` with one line that names the file, what was expected and what was found; a stage turns
-it into ``StageFailed`` (``validate_for_plan`` does that directly).
+it into ``StageFailed`` (``validate`` does that directly).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -23,9 +22,6 @@ from packaging.version import InvalidVersion, Version
 
 from torchbuild.errors import StageFailed, one_of
 from torchbuild.platforms.linux.elf import manylinux_policies
-
-if TYPE_CHECKING:
-    from torchbuild.plan import Plan
 
 DISTRIBUTION = "torch"
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -218,11 +214,22 @@ def accepted_platform_tags(target: str) -> tuple[str, ...]:
     return (*tags, str(policies.linux.name))
 
 
-def plan_problems(wheel: WheelName, plan: Plan, version: str | None = None) -> list[str]:
-    """What in the file name does not fit the Plan (empty when it fits). ``version`` replaces the Plan's version
-    (PyPI's unlabelled wheel of the Plan's build carries the plain release version)."""
-    tags = plan.wheel_tags
-    expected = version or plan.version
+@dataclass(frozen=True, kw_only=True)
+class Expected:
+    """What a cell's input wheel must be (``Plan.expected_wheel``): its version and tags, and for messages the cell
+    and the Plan's wheel name."""
+
+    version: str  # the Plan's version, or the plain release of PyPI's unlabelled wheel of the same build
+    tags: WheelTags
+    platform: str  # the cell's conda subdir
+    cell_id: str
+    wheel: str  # the Plan's wheel file name
+
+
+def expected_problems(wheel: WheelName, want: Expected) -> list[str]:
+    """What in the file name does not fit what the cell expects (empty when it fits)."""
+    tags = want.tags
+    expected = want.version
     problems = []
     if wheel.name != DISTRIBUTION:
         problems.append(f"distribution '{wheel.name}', expected '{DISTRIBUTION}'")
@@ -235,22 +242,21 @@ def plan_problems(wheel: WheelName, plan: Plan, version: str | None = None) -> l
     if not wheel.platforms & set(tags.accepted_platforms):
         problems.append(
             f"platform tag {one_of(sorted(wheel.platforms))}, expected one that becomes {tags.platform} "
-            f"for {plan.platform}: {one_of(tags.accepted_platforms)}"
+            f"for {want.platform}: {one_of(tags.accepted_platforms)}"
         )
     return problems
 
 
-def validate_for_plan(path: Path, plan: Plan, *, stage: str, version: str | None = None) -> WheelName:
-    """Everything the source stage needs to trust an input wheel; StageFailed naming the file otherwise.
-    ``version``: see ``plan_problems``."""
+def validate(path: Path, want: Expected, *, stage: str) -> WheelName:
+    """Everything the source stage needs to trust an input wheel; StageFailed naming the file otherwise."""
     if not path.exists():
         raise StageFailed(stage, f"wheel not found: {path}")
     try:
         with open_wheel(path) as archive:
             wheel = parse_name(path)
-            problems = plan_problems(wheel, plan, version)
+            problems = expected_problems(wheel, want)
             if problems:
-                raise WheelError(f"{path} is not the wheel of {plan.cell_id} ({plan.wheel}): " + "; ".join(problems))
+                raise WheelError(f"{path} is not the wheel of {want.cell_id} ({want.wheel}): " + "; ".join(problems))
             bad = unsafe_members(archive)
             if bad:
                 listed = ", ".join(f"{n!r} ({why})" for n, why in bad[:5])

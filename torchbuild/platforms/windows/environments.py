@@ -16,15 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchbuild.conda import rattler_child
 from torchbuild.config import dll_providers
-from torchbuild.errors import UserError
 from torchbuild.platforms.windows import providers
 from torchbuild.platforms.windows.python_embed import Embedded
 
 SITE_PACKAGES = "Lib/site-packages"
 LIBRARY_BIN = "Library/bin"
-EXTRACT_TIMEOUT_S = 900.0
 
 
 def python_env(embedded: Embedded, prefix: Path) -> None:
@@ -37,23 +34,6 @@ def python_env(embedded: Embedded, prefix: Path) -> None:
     tag = embedded.tag
     lines = [f"python{tag}.zip", ".", SITE_PACKAGES.replace("/", "\\"), "import site"]
     (prefix / f"python{tag}._pth").write_bytes(("\r\n".join(lines) + "\r\n").encode("ascii"))
-
-
-def extract_package(archive: Path, prefix: Path) -> None:
-    """The package's files into ``prefix`` where conda links them (its ``info/`` is not part of a prefix)."""
-    staging = prefix.parent / f".{prefix.name}-package"
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        rattler_child.call("extract", timeout=EXTRACT_TIMEOUT_S, archive=str(archive), dest=str(staging))
-    except rattler_child.RattlerError as exc:
-        raise UserError(f"cannot unpack {archive.name}: {exc}") from None
-    shutil.rmtree(staging / "info", ignore_errors=True)
-    for item in sorted(staging.rglob("*")):
-        if item.is_file() or item.is_symlink():
-            target = prefix / item.relative_to(staging)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            item.replace(target)
-    shutil.rmtree(staging, ignore_errors=True)
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,7 @@ def compile_checkout(ctx: Context, checkout: Checkout) -> StageResult:
         raise StageFailed(NAME, f"the build succeeded but left {len(wheels)} wheels in {dist} ({found}); see {log}")
     wheel = wheels[0]
     if checkout.kind == "pytorch":
-        wheelfile.validate_for_plan(wheel, plan, stage=NAME)
+        wheelfile.validate(wheel, plan.expected_wheel(), stage=NAME)
     minutes = outcome.seconds / 60
     return StageResult(
         outputs={"built_wheel": Artifact.of(wheel), "build_log": Artifact.of(log)},

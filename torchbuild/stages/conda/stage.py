@@ -24,7 +24,7 @@ from pathlib import Path
 from torchbuild.conda.assembly import assemble, build_timestamp, check_options
 from torchbuild.conda.requirements import wheel_requires
 from torchbuild.config import dll_providers
-from torchbuild.errors import StageFailed
+from torchbuild.errors import StageFailed, UserError
 from torchbuild.host import scratch
 from torchbuild.host.console import console
 from torchbuild.plan import Plan
@@ -54,7 +54,7 @@ def run(ctx: Context) -> StageResult:
     if wheel_artifact is None:
         raise StageFailed(NAME, "no wheel to package: the repair stage recorded no 'repaired_wheel' output")
     wheel = wheelfile.read_wheel(wheel_artifact.path, NAME)
-    requires = wheel_requires(wheel, plan)
+    requires = wheel_requires(wheel, plan.conda.requirements)
     report_artifact = ctx.inputs.get("repair_report")
     report = RepairReport.read(report_artifact.path) if report_artifact else None
     source_artifact = ctx.inputs.get("source_info")
@@ -86,7 +86,17 @@ def run(ctx: Context) -> StageResult:
         started = time.perf_counter()
         member = sbom.wheel_member(wheel.dist_info)
         replace = {member: document.encode("utf-8")}
-        payload = unpack_wheel(wheel, plan, staging, leave_out=left_out, replace=replace)
+        try:
+            payload = unpack_wheel(
+                wheel,
+                plan.conda.install_scheme,
+                staging,
+                windows=plan.platform == "win-64",
+                leave_out=left_out,
+                replace=replace,
+            )
+        except UserError as exc:
+            raise StageFailed(NAME, str(exc)) from None
         unpacked = time.perf_counter() - started
         what = (
             f"assembling {name}: {payload.files:,} files, {payload.size / 1e6:,.0f} MB, "
@@ -103,7 +113,7 @@ def run(ctx: Context) -> StageResult:
                 out_dir=out_dir,
                 options=ctx.options,
                 recipe_dir=rendered.directory,
-                licenses=license_files(wheel, payload, plan),
+                licenses=license_files(wheel, payload, plan.conda.site_packages),
                 info_files=[info_sbom],
                 timestamp=build_timestamp(source.epoch),
             )

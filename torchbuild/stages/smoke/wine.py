@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from torchbuild.conda import extract
 from torchbuild.config import smoke_envs as smoke_requirements
 from torchbuild.platforms.windows import dependencies as win_deps
 from torchbuild.platforms.windows import environments as win_env
@@ -146,7 +147,7 @@ class WineBackend:
             win_deps.unpack(env.artifact, root, scheme)
             what.append(f"{env.artifact.name} unpacked into Lib\\site-packages")
         else:
-            win_env.extract_package(env.artifact, root)
+            extract.extract_package(env.artifact, root)
             provided = win_env.library_bin(
                 root, self.plan.conda.provided_dlls, cuda=self.plan.cuda, cudnn=self.plan.cudnn,
                 python=self.plan.python, cache_dir=self.cache_dir, log=env.log,

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from torchbuild.conda import extract
 from torchbuild.errors import UserError
 from torchbuild.platforms.windows import environments, loadcheck, pe, python_embed, wine
 from torchbuild.results import Check, define, result, skipped
@@ -113,7 +114,7 @@ def _conda(
 ) -> Check:
     environments.python_env(embedded, root)
     python_files = set(_pe_files(root))
-    environments.extract_package(conda, root)
+    extract.extract_package(conda, root)
     library = environments.library_bin(
         root, plan.conda.provided_dlls, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python, cache_dir=cache_dir,
         log=log,

@@ -175,7 +175,7 @@ def run(ctx: Context) -> StageResult:
     if conda is not None:
         checks += conda_checks(conda, plan, ctx.options.repodata, work, repaired)
     if wheel is not None:
-        checks += check_wheel(wheel.path, plan)
+        checks += check_wheel(wheel.path, plan.wheel)
     log = ctx.stage_dir("logs") / "verify-loadcheck.log"
     checks += loader_checks(
         plan, wheel.path if wheel else None, conda.path if conda else None, work, ctx.options.cache_dir, log
