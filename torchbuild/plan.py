@@ -15,7 +15,7 @@ from typing import Any
 
 from torchbuild.conda import solve
 from torchbuild.conda.requirements import Conversion
-from torchbuild.config import dll_providers, pypi_to_conda
+from torchbuild.config import dll_providers, pypi_to_conda, python_embed, smoke_envs
 from torchbuild.config.compat import (
     CPU,
     Compat,
@@ -26,8 +26,11 @@ from torchbuild.config.compat import (
     notes_for,
     version_key,
 )
+from torchbuild.config.dll_providers import ProviderData
 from torchbuild.config.matrix import LATEST, BuildOptions, Cell, Matrix
 from torchbuild.config.pypi_to_conda import NameRule
+from torchbuild.config.python_embed import Pinned
+from torchbuild.config.smoke_envs import Wanted
 from torchbuild.errors import UserError, one_of, some_of
 from torchbuild.host import downloads as build_deps
 from torchbuild.host.downloads import Dependency
@@ -111,6 +114,19 @@ class Plan:
     loaded_by_name: tuple[tuple[str, tuple[str, ...]], ...] = ()
     build_timeout_hours: float = 6.0  # matrix build.timeout_hours: the compile is stopped after this
     build_deps: tuple[Dependency, ...] = ()  # downloaded for a compile (MKL, ...; data/build_deps.yaml)
+    compiler_cache: str = "none"  # matrix build.compiler_cache: sccache, clcache or none
+    # What the smoke environments get besides the artifact and its requirements (smoke_envs.yaml): on a host of the
+    # cell's platform, and under Wine (win-64)
+    smoke_extras: tuple[Wanted, ...] = ()
+    smoke_extras_wine: tuple[Wanted, ...] = ()
+    # win-64 (empty elsewhere): the providers of redistributable DLLs (dll_providers.yaml, its unsigned rows for this
+    # cell), the package directories on the DLL search path, the driver's DLLs, and python.org's embeddable CPython
+    # that runs the cell's artifacts under Wine (or why none is pinned for its Python)
+    dll_providers: ProviderData | None = None
+    dll_search_dirs: tuple[str, ...] = ()
+    driver_dlls: tuple[str, ...] = ()
+    embeddable: Pinned | None = None
+    embeddable_missing: str = ""  # one line: why none is pinned for the cell's Python (config/python_embed.py)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -268,6 +284,25 @@ def _provided_dlls(platform: str, depends: Sequence[str], vc_runtime: VcRuntimeR
     return dll_providers.conda_provided([*depends, *([vc_runtime.package] if vc_runtime else [])])
 
 
+def _windows_facts(cell: Cell) -> dict[str, Any]:
+    """The Plan's win-64 fields: DLL providers, the DLL search path, the driver's DLLs, the embeddable CPython."""
+    if cell.platform != "win-64":
+        return {}
+    data = dll_providers.load()
+    unsigned = tuple(u for u in data.unsigned if u.cells.applies(None, cell.cuda, None))
+    try:
+        embeddable, missing = python_embed.pinned_for(cell.python), ""
+    except python_embed.NotPinned as exc:
+        embeddable, missing = None, exc.short
+    return {
+        "dll_providers": ProviderData(providers=data.providers, unsigned=unsigned),
+        "dll_search_dirs": data.system.search_dirs,
+        "driver_dlls": data.system.driver,
+        "embeddable": embeddable,
+        "embeddable_missing": missing,
+    }
+
+
 def _max_jobs(options: BuildOptions) -> str:
     return str(os.cpu_count() or 1) if options.max_jobs == "auto" else options.max_jobs
 
@@ -400,4 +435,12 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         loaded_by_name=dll_providers.loaded_by_name(cell.platform, cell.cuda, cudnn),
         build_timeout_hours=options.timeout_hours,
         build_deps=build_deps.declared(cell.platform, release.version, cell.cuda),
+        compiler_cache=options.compiler_cache,
+        smoke_extras=smoke_envs.wanted(cell.platform, release.version, cell.cuda, cell.python, under_wine=False),
+        smoke_extras_wine=(
+            smoke_envs.wanted(cell.platform, release.version, cell.cuda, cell.python, under_wine=True)
+            if cell.platform == "win-64"
+            else ()
+        ),
+        **_windows_facts(cell),
     )

@@ -21,6 +21,7 @@ from tests.builders import make_wheel, torch_plan
 from tests.integration.support_source_repair import build_so, wheel_from_tree
 from tests.pe_fixtures import PeFixtures, build
 from torchbuild.conda.checks.package import check_package
+from torchbuild.config import dll_providers
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed
 from torchbuild.host import scratch
@@ -159,7 +160,8 @@ def test_an_sbom_that_does_not_match_the_wheel_fails_verify(fixtures: PeFixtures
 
 def _located(names: list[str], tmp_path: Path, cuda: str = "cpu") -> list[provider_dlls.Located]:
     return provider_dlls.locate(
-        names, cuda=cuda, cudnn=None, python="3.11", cache_dir=RunOptions().cache_dir, log=tmp_path / "pip.log"
+        names, dll_providers.load(), cuda=cuda, cudnn=None, python="3.11", cache_dir=RunOptions().cache_dir,
+        log=tmp_path / "pip.log",
     )
 
 

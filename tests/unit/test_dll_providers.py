@@ -142,7 +142,8 @@ def test_a_32_bit_dll_from_a_provider_is_refused(fixtures: PeFixtures, tmp_path:
 def test_no_provider_for_a_dll(tmp_path: Path) -> None:
     with pytest.raises(ProviderError, match=r"no DLL provider in dll_providers\.yaml gives nothere64_1\.dll"):
         provider_dlls.locate(
-            ["nothere64_1.dll"], cuda="cpu", cudnn=None, python="3.11", cache_dir=tmp_path, log=tmp_path / "log"
+            ["nothere64_1.dll"], dll_providers.load(), cuda="cpu", cudnn=None, python="3.11", cache_dir=tmp_path,
+            log=tmp_path / "log",
         )
 
 
@@ -152,6 +153,7 @@ def test_msvc_runtime_wheel_provides_the_vc_runtime(tmp_path: Path) -> None:
     cache = RunOptions().cache_dir
     located = provider_dlls.locate(
         ["msvcp140.dll", "vcruntime140_1.dll"],
+        dll_providers.load(),
         cuda="cpu",
         cudnn=None,
         python="3.11",
@@ -164,7 +166,8 @@ def test_msvc_runtime_wheel_provides_the_vc_runtime(tmp_path: Path) -> None:
     lacking = r"msvcp140_nothere\.dll is needed in the wheel but provider 'msvc-runtime'"
     with pytest.raises(ProviderError, match=lacking):
         provider_dlls.locate(
-            ["msvcp140_nothere.dll"], cuda="cpu", cudnn=None, python="3.11", cache_dir=cache, log=tmp_path / "pip.log"
+            ["msvcp140_nothere.dll"], dll_providers.load(), cuda="cpu", cudnn=None, python="3.11", cache_dir=cache,
+            log=tmp_path / "pip.log",
         )
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from tests.builders import torch_plan
-from torchbuild.config.compat import load
 from torchbuild.platforms.toolchain import ToolchainError
 from torchbuild.platforms.windows import msvc, traps
 
@@ -67,7 +66,7 @@ def test_toolset_folders(tmp_path: Path) -> None:
 
 def test_plan_toolset_installed_exactly(tmp_path: Path) -> None:
     plan = torch_plan("win-64", "11.8", "3.10", "2.0.1")  # nvcc 11.8 accepts 14.10-14.39; the Plan pins 14.39
-    choice = msvc.choose_toolset(installed(tmp_path), plan.toolchain, load())
+    choice = msvc.choose_toolset(installed(tmp_path), plan.toolchain)
     assert (choice.toolset, choice.full) == ("14.39", "14.39.33519")
     assert choice.vcvarsall.endswith(r"2022\Enterprise\VC\Auxiliary\Build\vcvarsall.bat")
     assert choice.args == ("x64", "-vcvars_ver=14.39")
@@ -76,14 +75,14 @@ def test_plan_toolset_installed_exactly(tmp_path: Path) -> None:
 
 def test_plan_toolset_missing_falls_back_inside_the_accepted_range(tmp_path: Path) -> None:
     plan = torch_plan("win-64", "12.4", "3.11", "2.5.1")  # Plan: 14.44 (newest known), accepted 14.10-14.44
-    choice = msvc.choose_toolset(installed(tmp_path), plan.toolchain, load())
+    choice = msvc.choose_toolset(installed(tmp_path), plan.toolchain)
     assert choice.full == "14.39.33519"
     assert "14.44 is not installed" in choice.note and "14.10-14.44" in choice.note
 
 
 def test_vs2015_toolset_through_a_newer_vcvarsall(tmp_path: Path) -> None:
     plan = torch_plan("win-64", "8.0", "3.6", "0.4.0")
-    choice = msvc.choose_toolset(installed(tmp_path), plan.toolchain, load())
+    choice = msvc.choose_toolset(installed(tmp_path), plan.toolchain)
     assert choice.toolset == "14.0"
     assert choice.args == ("x64", "-vcvars_ver=14.0")
     assert "2022" in choice.vcvarsall
@@ -92,7 +91,7 @@ def test_vs2015_toolset_through_a_newer_vcvarsall(tmp_path: Path) -> None:
 def test_vs2015_alone_uses_its_own_vcvarsall(tmp_path: Path) -> None:
     plan = torch_plan("win-64", "8.0", "3.6", "0.4.0")
     only_2015 = [row for row in installed(tmp_path) if row[0].legacy]
-    choice = msvc.choose_toolset(only_2015, plan.toolchain, load())
+    choice = msvc.choose_toolset(only_2015, plan.toolchain)
     assert choice.vcvarsall == r"C:\Program Files (x86)\Microsoft Visual Studio 14.0\VC\vcvarsall.bat"
     assert choice.args == ("amd64",)
 
@@ -100,7 +99,7 @@ def test_vs2015_alone_uses_its_own_vcvarsall(tmp_path: Path) -> None:
 def test_no_visual_studio_is_a_clear_error() -> None:
     plan = torch_plan("win-64", "12.4", "3.11", "2.5.1")
     with pytest.raises(ToolchainError) as err:
-        msvc.choose_toolset([], plan.toolchain, load())
+        msvc.choose_toolset([], plan.toolchain)
     assert "no Visual Studio installation found" in str(err.value)
     assert "Desktop development with C++" in str(err.value)
 
@@ -109,7 +108,7 @@ def test_wrong_toolset_only_names_the_range_and_the_fix(tmp_path: Path) -> None:
     plan = torch_plan("win-64", "9.0", "3.6", "1.1.0")  # nvcc 9.0 accepts up to 14.11
     rows = [row for row in installed(tmp_path) if not row[0].legacy]
     with pytest.raises(ToolchainError) as err:
-        msvc.choose_toolset(rows, plan.toolchain, load())
+        msvc.choose_toolset(rows, plan.toolchain)
     message = str(err.value)
     assert "needs 14.11" in message and "accepts 14.0-14.11" in message
     assert "14.39.33519 (Visual Studio Enterprise 2022)" in message
@@ -162,7 +161,7 @@ def test_vcvars_command_line() -> None:
 def test_known_bad_lnk1161_update_is_flagged(tmp_path: Path) -> None:
     plan = torch_plan("win-64", "12.4", "3.11", "2.5.1")
     build_tools_17_4_1 = recorded_installs()[1]
-    results = traps.check("14.34.31933", build_tools_17_4_1, load().cuda["12.4"], load())
+    results = traps.check("14.34.31933", build_tools_17_4_1, plan.toolchain)
     bad = [r for r in results if not r.found]
     assert len(bad) == 1 and "LNK1161" in bad[0].detail and "17.4.3" in bad[0].fix
     assert plan.toolchain.nvcc == "12.4"
@@ -170,10 +169,11 @@ def test_known_bad_lnk1161_update_is_flagged(tmp_path: Path) -> None:
 
 def test_msvc_too_new_for_cuda_is_flagged_with_the_table() -> None:
     enterprise = recorded_installs()[0]
-    results = traps.check("14.40.33807", enterprise, load().cuda["12.1"], load())
+    cuda_12_1 = torch_plan("win-64", "12.1", "3.11", "2.5.1").toolchain
+    results = traps.check("14.40.33807", enterprise, cuda_12_1)
     bad = [r for r in results if not r.found]
     assert len(bad) == 1
     assert "newer than nvcc 12.1 accepts (14.10-14.39)" in bad[0].detail
     assert "CUDA 12.4: MSVC 14.10-14.44" in bad[0].detail
-    ok = traps.check("14.39.33519", enterprise, load().cuda["12.1"], load())
+    ok = traps.check("14.39.33519", enterprise, cuda_12_1)
     assert all(r.found for r in ok)

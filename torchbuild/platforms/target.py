@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from torchbuild.config.compat import Compat, CudaRelease, TorchRelease
+from torchbuild.config.compat import Compat, CudaRelease, KnownBadVisualStudio, TorchRelease
 from torchbuild.config.matrix import BuildOptions
 
 
@@ -23,6 +23,11 @@ class Toolchain:
     visual_studio: int | None = None  # year of the Visual Studio that ships msvc_toolset
     vcvarsall_args: tuple[str, ...] = ()
     gcc_accepted: str | None = None  # gcc majors nvcc accepts, e.g. "6-13"
+    nvtx: str | None = None  # how the CUDA toolkit provides NVTX (toolchains.yaml `nvtx`), for the build's check
+    # win-64: what the activation needs to explain a missing or refused toolset, without the tables
+    visual_studio_toolsets: str | None = None  # the toolsets the Visual Studio of msvc_toolset ships, e.g. 14.30-14.44
+    known_bad: tuple[KnownBadVisualStudio, ...] = ()  # Visual Studio updates known to break the build
+    msvc_table: str = ""  # every CUDA version with the MSVC toolsets its nvcc accepts, one line
 
 
 @dataclass(frozen=True, kw_only=True)

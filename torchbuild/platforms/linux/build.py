@@ -21,6 +21,7 @@ class Linux:
             generator="Ninja",
             nvcc=cuda.version if cuda else None,
             gcc_accepted=str(cuda.gcc) if cuda else None,
+            nvtx=cuda.nvtx if cuda else None,
         )
 
     def build_env(self, target: Target, toolchain: Toolchain) -> dict[str, str]:

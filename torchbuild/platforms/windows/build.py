@@ -66,6 +66,10 @@ class Windows:
             msvc_accepted=str(accepted),
             visual_studio=vs.year,
             vcvarsall_args=("x64", f"-vcvars_ver={toolset}"),
+            nvtx=target.cuda.nvtx if target.cuda else None,
+            visual_studio_toolsets=str(vs.toolsets),
+            known_bad=compat.known_bad,
+            msvc_table="; ".join(f"CUDA {v}: MSVC {compat.cuda[v].msvc}" for v in compat.cuda_versions()),
         )
 
     def build_env(self, target: Target, toolchain: Toolchain) -> dict[str, str]:

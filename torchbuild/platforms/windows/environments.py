@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchbuild.config import dll_providers
+from torchbuild.config.dll_providers import ProviderData
 from torchbuild.platforms.windows import providers
 from torchbuild.platforms.windows.python_embed import Embedded
 
@@ -52,14 +53,21 @@ class LibraryBin:
 
 
 def library_bin(
-    prefix: Path, provided: Mapping[str, str], *, cuda: str, cudnn: int | None, python: str, cache_dir: Path, log: Path
+    prefix: Path,
+    provided: Mapping[str, str],
+    data: ProviderData,
+    *,
+    cuda: str,
+    cudnn: int | None,
+    python: str,
+    cache_dir: Path,
+    log: Path,
 ) -> LibraryBin:
     """``Library\\bin`` of ``prefix`` with the DLLs of ``provided`` (DLL pattern -> run dependency): each from the
     vendor wheel of its dll_providers.yaml provider. A pattern no wheel provides (ucrtbase.dll: part of Windows 10
     and of Wine) is listed as not placed, with the reason."""
     target = prefix / LIBRARY_BIN
     target.mkdir(parents=True, exist_ok=True)
-    data = dll_providers.load()
     placed: list[tuple[str, str, str]] = []
     not_placed: list[str] = []
     for pattern, package in sorted(provided.items()):
@@ -69,7 +77,7 @@ def library_bin(
             continue
         try:
             hits = providers.locate(
-                [pattern], cuda=cuda, cudnn=cudnn, python=python, cache_dir=cache_dir, log=log, on_windows=False
+                [pattern], data, cuda=cuda, cudnn=cudnn, python=python, cache_dir=cache_dir, log=log, on_windows=False
             )
         except dll_providers.ProviderError as exc:
             not_placed.append(f"{pattern} of {package}: {exc}")

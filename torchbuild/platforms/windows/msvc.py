@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 
-from torchbuild.config.compat import Compat, KnownBadVisualStudio, Range, version_key
+from torchbuild.config.compat import KnownBadVisualStudio, Range, version_key
 from torchbuild.platforms.target import Toolchain
 from torchbuild.platforms.toolchain import ToolchainError
 
@@ -149,9 +149,7 @@ def vcvarsall_of(install: VsInstall) -> str:
     return str(base / "vcvarsall.bat") if install.legacy else str(base / "Auxiliary" / "Build" / "vcvarsall.bat")
 
 
-def choose_toolset(
-    installed: Sequence[tuple[VsInstall, Sequence[str]]], toolchain: Toolchain, compat: Compat
-) -> ToolsetChoice:
+def choose_toolset(installed: Sequence[tuple[VsInstall, Sequence[str]]], toolchain: Toolchain) -> ToolsetChoice:
     """The Plan's toolset where installed; else the newest installed toolset the Plan's nvcc accepts (the Plan
     resolved ``auto`` to the newest toolset the tables know, which a runner need not have).
 
@@ -179,10 +177,10 @@ def choose_toolset(
             have = ", ".join(f"{a[1]} ({a[2].name})" for a in available) or "none"
             raise ToolchainError(
                 f"no installed MSVC toolset fits this cell: it needs {wanted} (nvcc from CUDA {toolchain.nvcc} "
-                f"accepts {accepted}); installed toolsets: {have}. Fix: {toolset_fix(wanted, compat)}."
+                f"accepts {accepted}); installed toolsets: {have}. Fix: {toolset_fix(toolchain)}."
                 if toolchain.nvcc
                 else f"no installed MSVC toolset fits this cell: it needs {wanted} (accepted {accepted}); installed "
-                f"toolsets: {have}. Fix: {toolset_fix(wanted, compat)}."
+                f"toolsets: {have}. Fix: {toolset_fix(toolchain)}."
             )
         newest = max(version_key(a[1]) for a in usable)
         short, full, install = _prefer_modern([a for a in usable if version_key(a[1]) == newest])
@@ -204,16 +202,17 @@ def _prefer_modern(rows: Sequence[tuple[str, str, VsInstall]]) -> tuple[str, str
     return sorted(rows, key=lambda r: (r[2].legacy, -version_key(r[2].version.split(".")[0])[0]))[0]
 
 
-def toolset_fix(toolset: str, compat: Compat) -> str:
-    try:
-        vs = compat.visual_studio_for_toolset(toolset)
-    except KeyError:
+def toolset_fix(toolchain: Toolchain) -> str:
+    """How to install the Plan's toolset."""
+    toolset, year = toolchain.msvc_toolset or "", toolchain.visual_studio
+    if year is None:
         return f"install MSVC toolset {toolset}"
-    if vs.year == 2015:
+    if year == 2015:
         return "install Visual Studio 2015 (or the VS 2017 component 'VC++ 2015.3 v14.00 (v140) toolset for desktop')"
     return (
         f"in the Visual Studio Installer, add the individual component 'MSVC v14{toolset.split('.')[1][0]} - "
-        f"VS {vs.year} C++ x64/x86 build tools (v{toolset})' (Visual Studio {vs.year} ships toolsets {vs.toolsets}), "
+        f"VS {year} C++ x64/x86 build tools (v{toolset})' (Visual Studio {year} ships toolsets "
+        f"{toolchain.visual_studio_toolsets}), "
         "or pin another toolset with --msvc"
     )
 
@@ -221,7 +220,7 @@ def toolset_fix(toolset: str, compat: Compat) -> str:
 # --- known-bad updates ------------------------------------------------------------------------------------
 
 
-def known_bad(install: VsInstall, compat: Compat) -> list[KnownBadVisualStudio]:
+def known_bad(install: VsInstall, table: Sequence[KnownBadVisualStudio]) -> list[KnownBadVisualStudio]:
     """Entries of the known_bad table whose Visual Studio range contains this install's update (e.g. 17.4.1)."""
     if install.legacy:
         return []
@@ -230,7 +229,7 @@ def known_bad(install: VsInstall, compat: Compat) -> list[KnownBadVisualStudio]:
     while len(parts) < 3:
         parts.append("0")
     key = ".".join(parts[:3])
-    return [bad for bad in compat.known_bad if key in bad.versions]
+    return [bad for bad in table if key in bad.versions]
 
 
 # --- vcvarsall.bat ----------------------------------------------------------------------------------------

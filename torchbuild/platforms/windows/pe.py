@@ -25,18 +25,17 @@ import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pefile
 
-from torchbuild.config import datafiles
+from torchbuild.config import dll_providers
 from torchbuild.platforms.closure import ClosureNames, closure_checks
 from torchbuild.results import Check
 
 PE_MAGIC = b"MZ"
 PE_SUFFIXES = (".dll", ".pyd", ".exe")
 LOADED_BY_IMPORT = (".dll", ".pyd")
-DATA_FILE = "dll_providers.yaml"
 
 # IMAGE_FILE_HEADER.Machine values (winnt.h) by the names users see in dumpbin.
 PE_CHECKS = ClosureNames(
@@ -90,22 +89,17 @@ def windows_dlls(machine: str) -> tuple[frozenset[str], tuple[re.Pattern[str], .
     return frozenset(n.lower() for n in names), patterns
 
 
-def _parse_system_set(raw: dict[str, Any]) -> dict[str, Any]:
-    return raw
-
-
 @functools.cache
 def load_system_set(machine: str = "AMD64") -> SystemSet:
-    raw = datafiles.table(DATA_FILE, _parse_system_set)
+    """delvewheel's list for ``machine`` and what torchbuild/data/dll_providers.yaml adds (config/dll_providers.py)."""
+    data = dll_providers.load().system
     names, patterns = windows_dlls(machine)
-    extra = frozenset(str(row["name"]).lower() for row in raw["system_extra"])
-    extra_patterns = tuple(re.compile(str(row["pattern"])) for row in raw["system_patterns_extra"])
     return SystemSet(
-        system=names | extra,
-        patterns=patterns + extra_patterns,
-        python=tuple(str(n) for n in raw["python"]),
-        driver=frozenset(str(n).lower() for n in raw["driver"]),
-        search_dirs=tuple(str(d) for d in raw["search_dirs"]),
+        system=names | frozenset(data.extra),
+        patterns=patterns + tuple(re.compile(p) for p in data.extra_patterns),
+        python=data.python,
+        driver=frozenset(data.driver),
+        search_dirs=data.search_dirs,
     )
 
 

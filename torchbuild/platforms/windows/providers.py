@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from torchbuild.config.dll_providers import DATA_FILE, Provider, ProviderData, ProviderError, load, values_for
+from torchbuild.config.dll_providers import DATA_FILE, Provider, ProviderData, ProviderError, values_for
 from torchbuild.host import pip
 from torchbuild.platforms.windows import pe
 
@@ -159,6 +159,7 @@ def provider_wheel(directory: Path) -> ProviderWheel | None:
 
 def locate(
     patterns: Sequence[str],
+    data: ProviderData,
     *,
     cuda: str,
     cudnn: int | None,
@@ -167,10 +168,9 @@ def locate(
     log: Path,
     on_windows: bool = os.name == "nt",
     env: Mapping[str, str] = os.environ,
-    data: ProviderData | None = None,
 ) -> list[Located]:
-    """A file for each DLL pattern, from its provider. Raises ProviderError naming the DLL and where it looked."""
-    data = data or load()
+    """A file for each DLL pattern, from its provider in ``data`` (the Plan's). Raises ProviderError naming the DLL
+    and where it looked."""
     values = values_for(cuda, cudnn)
     located: list[Located] = []
     for pattern in patterns:

@@ -3,38 +3,37 @@ an MSVC toolset newer (or older) than this nvcc accepts, and Visual Studio updat
 
 from __future__ import annotations
 
-from torchbuild.config.compat import Compat, CudaRelease, version_key
+from torchbuild.config.compat import Range, version_key
+from torchbuild.platforms.target import Toolchain
 from torchbuild.platforms.toolchain import Requirement
 from torchbuild.platforms.windows.msvc import VsInstall, known_bad
 
 
-def cuda_msvc_table(compat: Compat) -> str:
-    """The CUDA -> MSVC table as lines, for the message that refuses a toolset."""
-    rows = [f"CUDA {v}: MSVC {compat.cuda[v].msvc}" for v in compat.cuda_versions()]
-    return "; ".join(rows)
-
-
-def check(toolset_full: str, install: VsInstall, cuda: CudaRelease | None, compat: Compat) -> list[Requirement]:
+def check(toolset_full: str, install: VsInstall, toolchain: Toolchain) -> list[Requirement]:
+    """The traps for the toolset found (``toolset_full``, of ``install``) and the Plan's toolchain."""
     results = []
     short = ".".join(toolset_full.split(".")[:2])
-    if cuda is not None:
-        name = f"MSVC {short} accepted by nvcc {cuda.version}"
-        if short in cuda.msvc:
-            results.append(Requirement(name, True, f"{toolset_full} is in {cuda.msvc}"))
+    if toolchain.nvcc is not None and toolchain.msvc_accepted:
+        low, _, high = toolchain.msvc_accepted.partition("-")
+        accepted = Range(min=low, max=high or low)
+        nvcc = toolchain.nvcc
+        name = f"MSVC {short} accepted by nvcc {nvcc}"
+        if short in accepted:
+            results.append(Requirement(name, True, f"{toolset_full} is in {accepted}"))
         else:
-            direction = "newer" if version_key(short) > version_key(cuda.msvc.max) else "older"
+            direction = "newer" if version_key(short) > version_key(accepted.max) else "older"
             results.append(
                 Requirement(
                     name,
                     False,
-                    f"MSVC {toolset_full} is {direction} than nvcc {cuda.version} accepts ({cuda.msvc}); "
+                    f"MSVC {toolset_full} is {direction} than nvcc {nvcc} accepts ({accepted}); "
                     "nvcc stops with "
                     "'unsupported Microsoft Visual Studio version' (and -allow-unsupported-compiler does not help: "
-                    f"the STL itself refuses old nvcc). Table: {cuda_msvc_table(compat)}",
-                    f"install an MSVC toolset in {cuda.msvc} and pin it with --msvc, or build another CUDA",
+                    f"the STL itself refuses old nvcc). Table: {toolchain.msvc_table}",
+                    f"install an MSVC toolset in {accepted} and pin it with --msvc, or build another CUDA",
                 )
             )
-    for bad in known_bad(install, compat):
+    for bad in known_bad(install, toolchain.known_bad):
         results.append(
             Requirement(
                 f"Visual Studio {install.update} is not a known-bad update",
@@ -43,7 +42,7 @@ def check(toolset_full: str, install: VsInstall, cuda: CudaRelease | None, compa
                 bad.fix,
             )
         )
-    if not known_bad(install, compat):
+    if not known_bad(install, toolchain.known_bad):
         name = "Visual Studio update not known to break PyTorch"
         results.append(Requirement(name, True, f"{install.name} {install.update}"))
     return results

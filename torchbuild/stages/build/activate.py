@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchbuild.platforms import provision
-from torchbuild.config.compat import load
 from torchbuild.plan import Plan
 from torchbuild.platforms.toolchain import Requirement, ToolchainError, describe_missing
 from torchbuild.platforms import cuda
@@ -101,7 +100,7 @@ def discover(
     reqs.append(_tool("cmake", env, "install CMake >= 3.18 (pip install cmake, or the OS package)"))
     if plan.toolchain.generator == "Ninja":
         reqs.append(_tool("ninja", env, "install Ninja (pip install ninja, or the OS package)"))
-    if plan.env.get("CMAKE_CXX_COMPILER_LAUNCHER") == "sccache":
+    if plan.compiler_cache == "sccache":
         reqs.append(
             _tool(
                 "sccache",
@@ -177,11 +176,10 @@ def _linux(
         )
         return Activation(requirements=tuple(reqs), python=python)
     reqs.append(Requirement(f"nvcc {wanted}", True, f"{found.version.full} ({found.root}/bin/nvcc, via {found.how})"))
-    release = load().cuda[wanted]
-    if plan.env.get("USE_CUDNN") == "1":
+    if plan.cudnn is not None:
         include_dirs = cuda.cudnn_include_dirs(found.root, env, windows=False, cuda_version=wanted)
         reqs.append(cuda.find_cudnn(include_dirs, plan.cudnn, wanted))
-    reqs.append(cuda.find_nvtx(found.root, env, windows=False, flavour=release.nvtx))
+    reqs.append(cuda.find_nvtx(found.root, env, windows=False, flavour=plan.toolchain.nvtx or ""))
     home = str(found.root)
     if plan.env.get("CUDA_HOME") not in (None, home):
         notes.append(f"CUDA_HOME is {home} (the Plan's default {plan.env.get('CUDA_HOME')} is not this host's)")
@@ -206,7 +204,6 @@ def _windows(
     provision_into: Path | None,
     log: Path | None,
 ) -> Activation:
-    compat = load()
     notes: list[str] = []
     activation_env: dict[str, str] = {}
     try:
@@ -214,11 +211,11 @@ def _windows(
         installed = [(i, msvc.toolsets_of(i)) for i in installs]
         listing = "; ".join(f"{i.name} {i.update}: {', '.join(t) or 'no toolsets'}" for i, t in installed)
         reqs.append(Requirement("Visual Studio", bool(installs), listing or "none", msvc.VSWHERE_FIX))
-        choice = msvc.choose_toolset(installed, plan.toolchain, compat)
+        choice = msvc.choose_toolset(installed, plan.toolchain)
         reqs.append(Requirement(f"MSVC {plan.toolchain.msvc_toolset}", True, f"{choice.full} in {choice.install.path}"))
         if choice.note:
             notes.append(choice.note)
-        reqs.extend(traps.check(choice.full, choice.install, compat.cuda.get(plan.cuda), compat))
+        reqs.extend(traps.check(choice.full, choice.install, plan.toolchain))
         if capture:
             activation_env.update(msvc.capture_vcvars(choice, env))
             command = f"{choice.vcvarsall} {' '.join(choice.args)}"
@@ -281,8 +278,7 @@ def _windows_cuda(
         )
         return None
     reqs.append(Requirement(f"nvcc {wanted}", True, f"{version.full} ({nvcc})"))
-    release = load().cuda[wanted]
-    if plan.env.get("USE_CUDNN") == "1":
+    if plan.cudnn is not None:
         reqs.append(cuda.find_cudnn(cuda.cudnn_include_dirs(root, env, True, wanted), plan.cudnn, wanted))
-    reqs.append(cuda.find_nvtx(root, env, windows=True, flavour=release.nvtx))
+    reqs.append(cuda.find_nvtx(root, env, windows=True, flavour=plan.toolchain.nvtx or ""))
     return root

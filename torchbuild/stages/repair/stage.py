@@ -292,7 +292,11 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="delvewheel-", dir=out_dir) as tmp:
         argv = windows.delvewheel_argv(
-            wheel, Path(tmp), sorted({hit.path.parent for hit in located}), sorted({hit.name for hit in located})
+            wheel,
+            Path(tmp),
+            sorted({hit.path.parent for hit in located}),
+            sorted({hit.name for hit in located}),
+            plan.driver_dlls,
         )
         run_tool(argv, stage=NAME, log=log, env=tool_env(ctx), timeout=DELVEWHEEL_TIMEOUT_S, what="delvewheel repair")
         made = sorted(Path(tmp).glob("*.whl"))

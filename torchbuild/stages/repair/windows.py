@@ -96,6 +96,9 @@ def needs(plan: Plan, wheel: Path, cache_dir: Path, log: Path) -> Needs:
     wanted = list(imported_by)
     loaded = dll_providers.runtime_loaded([*present, *wanted], plan.loaded_by_name)
     wanted += loaded
+    providers = plan.dll_providers
+    if providers is None:
+        raise StageFailed(STAGE, f"the Plan of {plan.cell_id} names no DLL providers (not a win-64 Plan?)")
     located: list[provider_dlls.Located] = []
     for _round in range(MAX_ROUNDS):
         todo = [w for w in wanted if not any(hit.pattern == w for hit in located)]
@@ -104,7 +107,7 @@ def needs(plan: Plan, wheel: Path, cache_dir: Path, log: Path) -> Needs:
         _refuse_unknown(plan, todo, imported_by)
         try:
             located += provider_dlls.locate(
-                todo, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python, cache_dir=cache_dir, log=log
+                todo, providers, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python, cache_dir=cache_dir, log=log
             )
         except dll_providers.ProviderError as exc:
             raise StageFailed(STAGE, f"cannot repair {wheel.name}: {exc}") from None
@@ -142,16 +145,18 @@ def signer_of(hit: provider_dlls.Located) -> str:
         raise StageFailed(STAGE, f"refusing to vendor {hit.path} ({hit.origin}): {exc}; expected {expected}") from None
 
 
-def delvewheel_argv(wheel: Path, out_dir: Path, add_path: Sequence[Path], include: Sequence[str]) -> list[str]:
-    """The delvewheel command of the repair (also what bench/repair.py compares against)."""
-    system = pe.load_system_set()
+def delvewheel_argv(
+    wheel: Path, out_dir: Path, add_path: Sequence[Path], include: Sequence[str], driver: Sequence[str]
+) -> list[str]:
+    """The delvewheel command of the repair (also what bench/repair.py compares against); ``driver``: the driver's
+    DLLs, which never go into a wheel."""
     argv = [sys.executable, "-m", "delvewheel", "repair", "--ignore-existing", "--no-mangle-all", "-w", str(out_dir)]
     if add_path:
         argv += ["--add-path", os.pathsep.join(str(p) for p in add_path)]
     if include:
         argv += ["--include", os.pathsep.join(include)]
     # Driver DLLs never go into a wheel, even when a provider directory happens to hold one.
-    argv += ["--exclude", os.pathsep.join(sorted(system.driver))]
+    argv += ["--exclude", os.pathsep.join(sorted(driver))]
     return [*argv, str(wheel)]
 
 

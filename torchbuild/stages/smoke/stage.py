@@ -26,6 +26,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from torchbuild.config.python_embed import not_pinned
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.host import scratch
 from torchbuild.host.files import write_atomic
@@ -106,10 +107,10 @@ def backend_for(ctx: Context, kind: str) -> Backend | StageResult:
     if found is None:
         return _skipped(kind, f"needs a win-64 host or Wine ({wine.INSTALL_HINT}; this host is {host})",
                         f"needs a win-64 host or Wine ({wine.INSTALL_HINT})")  # fmt: skip
-    try:
-        pinned = python_embed.pinned_for(plan.python)
-    except python_embed.NotPinned as exc:
-        return _skipped(kind, str(exc), f"needs a win-64 host: {exc.short}")
+    pinned = plan.embeddable
+    if pinned is None:
+        missing = not_pinned(plan.embeddable_missing)
+        return _skipped(kind, str(missing), f"needs a win-64 host: {missing.short}")
     paths = _inputs(ctx, kind)
     name = stage_name(kind)
     try:  # a download whose sha256 is not the pinned one stops here, before anything runs

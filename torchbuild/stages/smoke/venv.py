@@ -26,7 +26,6 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from torchbuild.conda import rattler_child
-from torchbuild.config import smoke_envs as smoke_requirements
 from torchbuild.errors import StageFailed
 from torchbuild.host import uv
 from torchbuild.host.proc import run_tool
@@ -110,9 +109,7 @@ class VenvBackend:
         return KINDS[kind]
 
     def extras(self) -> list[str]:
-        plan = self.plan
-        wanted = smoke_requirements.wanted(plan.platform, plan.torch, plan.cuda, plan.python, under_wine=False)
-        return [w.requirement for w in wanted]
+        return [w.requirement for w in self.plan.smoke_extras]
 
     def setup(self, env: Env) -> str:
         env.fresh()

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchbuild.conda import extract
-from torchbuild.config import smoke_envs as smoke_requirements
 from torchbuild.platforms.windows import dependencies as win_deps
 from torchbuild.platforms.windows import environments as win_env
 from torchbuild.platforms.windows import wine
@@ -128,8 +127,7 @@ class WineBackend:
             markers = {**plan.conda.marker_environment, "python_full_version": self.embedded.pinned.cpython,
                        "implementation_version": self.embedded.pinned.cpython}  # fmt: skip
             roots = [(str(r), "torch") for r in win_deps.applicable(win_deps.metadata_requires(self.wheel), markers)]
-            wanted = smoke_requirements.wanted(plan.platform, plan.torch, plan.cuda, plan.python, under_wine=True)
-            roots += [(w.requirement, "smoke_envs.yaml") for w in wanted]
+            roots += [(w.requirement, "smoke_envs.yaml") for w in plan.smoke_extras_wine]
             dest = self.cache_dir / "win-wheels" / f"py{plan.python}"
             self._deps = win_deps.resolve(
                 roots, python=plan.python, markers=markers, dest=dest, log=log, skip=["torch"]
@@ -148,9 +146,11 @@ class WineBackend:
             what.append(f"{env.artifact.name} unpacked into Lib\\site-packages")
         else:
             extract.extract_package(env.artifact, root)
+            plan = self.plan
+            assert plan.dll_providers is not None
             provided = win_env.library_bin(
-                root, self.plan.conda.provided_dlls, cuda=self.plan.cuda, cudnn=self.plan.cudnn,
-                python=self.plan.python, cache_dir=self.cache_dir, log=env.log,
+                root, plan.conda.provided_dlls, plan.dll_providers, cuda=plan.cuda, cudnn=plan.cudnn,
+                python=plan.python, cache_dir=self.cache_dir, log=env.log,
             )  # fmt: skip
             what.append(f"{env.artifact.name} laid out as conda installs it; Library\\bin: {provided.describe()}")
         for dep in deps:

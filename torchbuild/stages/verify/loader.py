@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from torchbuild.conda import extract
 from torchbuild.errors import UserError
-from torchbuild.platforms.windows import environments, loadcheck, pe, python_embed, wine
+from torchbuild.platforms.windows import environments, loadcheck, python_embed, wine
 from torchbuild.results import Check, define, result, skipped
 
 if TYPE_CHECKING:
@@ -71,11 +71,11 @@ def loader_checks(
     found = wine.find()
     if found is None:
         return skip(f"needs a win-64 host or Wine ({wine.INSTALL_HINT})")
+    if plan.embeddable is None:
+        return skip(plan.embeddable_missing)
     try:
         exe = loadcheck.build(cache_dir, log)
-        embedded = python_embed.provision(python_embed.pinned_for(plan.python), cache_dir, show_progress=False)
-    except python_embed.NotPinned as exc:
-        return skip(exc.short)
+        embedded = python_embed.provision(plan.embeddable, cache_dir, show_progress=False)
     except loadcheck.Unavailable as exc:
         return skip(str(exc))
     where = f"under {found.label} (python{embedded.tag}.dll from {embedded.pinned.label})"
@@ -88,8 +88,9 @@ def loader_checks(
             if wheel is not None:
                 tree = base / "wheel"
                 _unpack_pe(wheel, tree)
-                dirs = pe.load_system_set().search_dirs
-                run = loadcheck.check(session, exe, tree, _pe_files(tree), python_dir=str(embedded.root), dll_dirs=dirs)
+                run = loadcheck.check(
+                    session, exe, tree, _pe_files(tree), python_dir=str(embedded.root), dll_dirs=plan.dll_search_dirs
+                )
                 run.write_log(log, f"the wheel {wheel.name}")
                 checks.append(_verdict(TB205, wheel, run, where, log))
             if conda is not None:
@@ -115,13 +116,14 @@ def _conda(
     environments.python_env(embedded, root)
     python_files = set(_pe_files(root))
     extract.extract_package(conda, root)
+    assert plan.dll_providers is not None
     library = environments.library_bin(
-        root, plan.conda.provided_dlls, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python, cache_dir=cache_dir,
-        log=log,
-    )  # fmt: skip
+        root, plan.conda.provided_dlls, plan.dll_providers, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python,
+        cache_dir=cache_dir, log=log,
+    )
     files = [f for f in _pe_files(root) if f not in python_files and not f.startswith(environments.LIBRARY_BIN + "/")]
     site = plan.conda.site_packages
-    dirs: Sequence[str] = [f"{site}/{d}" for d in pe.load_system_set().search_dirs] + [environments.LIBRARY_BIN]
+    dirs: Sequence[str] = [f"{site}/{d}" for d in plan.dll_search_dirs] + [environments.LIBRARY_BIN]
     run = loadcheck.check(session, exe, root, files, python_dir=".", dll_dirs=dirs)
     run.write_log(log, f"the conda layout of {conda.name}")
     check = _verdict(TB108, conda, run, where, log)
