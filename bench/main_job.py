@@ -31,10 +31,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from torchbuild.config.options import RunOptions  # noqa: E402
+from torchbuild.host.platform import host_platform  # noqa: E402
 from torchbuild.plan import STAGES  # noqa: E402
 from torchbuild.run.runner import pipeline  # noqa: E402
 from torchbuild.stages.repair import windows  # noqa: E402
-from torchbuild.stages.smoke import stage as smoke  # noqa: E402
 
 PLATFORMS = ("linux-64", "win-64")
 
@@ -122,7 +122,7 @@ def show(results: list[Measured]) -> None:
     print(f"{'ratio total / yardstick':28}" + "".join(f"{m.total_s / m.yardstick_s:>26.2f}" for m in results))
     for m in results:
         print(f"yardstick of {m.platform}: {m.yardstick}")
-    host = smoke.host_platform()
+    host = host_platform()
     for declared in pipeline():
         together = [m.platform for m in results if declared.beside and m.platform == host]
         if together:

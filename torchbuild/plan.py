@@ -15,7 +15,8 @@ from typing import Any
 
 from torchbuild.conda import solve
 from torchbuild.conda.requirements import Conversion
-from torchbuild.config import dll_providers, pypi_to_conda, python_embed, smoke_envs
+from torchbuild.config import build_deps, dll_providers, pypi_to_conda, python_embed, smoke_envs
+from torchbuild.config.build_deps import Dependency
 from torchbuild.config.compat import (
     CPU,
     Compat,
@@ -32,8 +33,6 @@ from torchbuild.config.pypi_to_conda import NameRule
 from torchbuild.config.python_embed import Pinned
 from torchbuild.config.smoke_envs import Wanted
 from torchbuild.errors import UserError, one_of, some_of
-from torchbuild.host import downloads as build_deps
-from torchbuild.host.downloads import Dependency
 from torchbuild.host.pip import target_args as pip_target_args
 from torchbuild.platforms.linux.build import Linux
 from torchbuild.platforms.target import Platform, Target, Toolchain
@@ -330,6 +329,76 @@ def _common_env(
     return env
 
 
+@dataclass(frozen=True, kw_only=True)
+class Probe:
+    """What the pin step asks the package indexes about a cell before its release is chosen: the wheel of its build
+    (``<release>+<local_version>``, or the plain release where ``unlabelled``) for its tags."""
+
+    cell_id: str
+    platform: str
+    cuda: str
+    local_version: str
+    wheel_tags: WheelTags
+    pip_target: list[str]
+    unlabelled: bool  # PyPI publishes this build without its local label (win-64 CPU)
+
+
+def work_dir_of(cell: Cell) -> str:
+    """Where every stage of ``cell`` writes, relative to the workspace: ``build/<cell-id>``."""
+    return f"build/{cell.id}"
+
+
+def check_cell(cell: Cell, matrix: Matrix, compat: Compat | None = None) -> list[TorchRelease]:
+    """Everything about ``cell`` that is refused before its release is chosen (platform, Python, CUDA, the requested
+    release, the toolchain options); the releases that can be its release, newest first (a requested release: that
+    one alone)."""
+    compat = compat or load()
+    platform = platform_module(cell.platform)
+    _check_python(compat, cell.python)
+    cuda = _check_cuda(compat, cell.cuda)
+    newest = resolve_release(compat, cell)
+    _toolchain(platform, Target(compat=compat, release=newest, cuda=cuda, python=cell.python, options=matrix.build))
+    if cell.torch != LATEST:
+        return [newest]
+    return list(reversed(_supporting(compat, cell)))
+
+
+def probe(cell: Cell, release: TorchRelease, compat: Compat | None = None) -> Probe:
+    """The pin step's question about ``cell``, with the wheel tags of ``release``'s era."""
+    compat = compat or load()
+    platform = platform_module(cell.platform)
+    cuda = _check_cuda(compat, cell.cuda)
+    local = cuda.wheel_tag if cuda else "cpu"
+    tags = _wheel_tags(cell, release, compat, platform)
+    rules = compat.packaging.unlabelled_wheels
+    return Probe(
+        cell_id=cell.id,
+        platform=cell.platform,
+        cuda=cell.cuda,
+        local_version=local,
+        wheel_tags=tags,
+        pip_target=pip_target_args(cell.python, tags.abi, tags.accepted_platforms),
+        unlabelled=any(r.applies(cell.platform, release.version, cell.cuda) and r.value == local for r in rules),
+    )
+
+
+def _toolchain(platform: Platform, target: Target) -> Toolchain:
+    if target.options.generator == "visual-studio" and platform.name != "win-64":
+        raise UserError("build.generator 'visual-studio' is for win-64 only; linux-64 builds use Ninja.")
+    return platform.toolchain(target)
+
+
+def _wheel_tags(cell: Cell, release: TorchRelease, compat: Compat, platform: Platform) -> WheelTags:
+    rules = compat.packaging.wheel_platform_tags
+    platform_tag = next(r.value for r in rules if r.applies(cell.platform, release.version, cell.cuda))
+    return WheelTags(
+        interpreter="cp" + cell.python.replace(".", ""),
+        abi=platform.python_abi_tag(cell.python),
+        platform=platform_tag,
+        accepted_platforms=accepted_platform_tags(platform_tag),
+    )
+
+
 def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: str | None = None) -> Plan:
     """Resolve ``cell``; ``pinned`` fixes the release of a ``latest`` cell without changing the cell's id."""
     compat = compat or load()
@@ -339,9 +408,7 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
     release = resolve_release(compat, cell, pinned)
     options = matrix.build
     target = Target(compat=compat, release=release, cuda=cuda, python=cell.python, options=options)
-    toolchain = platform.toolchain(target)
-    if options.generator == "visual-studio" and cell.platform != "win-64":
-        raise UserError("build.generator 'visual-studio' is for win-64 only; linux-64 builds use Ninja.")
+    toolchain = _toolchain(platform, target)
 
     cudnn = compat.cudnn_for(release, cell.cuda)
     local = cuda.wheel_tag if cuda else "cpu"
@@ -385,17 +452,11 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         provided_dlls=_provided_dlls(cell.platform, depends, pkg.vc_runtime_for(*applies_to)),
     )
 
-    platform_tag = next(r.value for r in pkg.wheel_platform_tags if r.applies(*applies_to))
-    wheel_tags = WheelTags(
-        interpreter="cp" + cell.python.replace(".", ""),
-        abi=platform.python_abi_tag(cell.python),
-        platform=platform_tag,
-        accepted_platforms=accepted_platform_tags(platform_tag),
-    )
-    wheel = f"torch-{version}-{wheel_tags.interpreter}-{wheel_tags.abi}-{platform_tag}.whl"
+    wheel_tags = _wheel_tags(cell, release, compat, platform)
+    wheel = f"torch-{version}-{wheel_tags.interpreter}-{wheel_tags.abi}-{wheel_tags.platform}.whl"
     era = pkg.solve_channel_for(cell.platform, release.version, cell.cuda, cell.python)
 
-    work_dir = f"build/{cell.id}"
+    work_dir = work_dir_of(cell)
     notes = []
     if release_note := notes_for(release.uncertain, cell.platform):
         notes.append(f"torch {release.version}: {release_note}")

@@ -94,3 +94,55 @@ def test_bad_matrix_file(text: str, message: str, tmp_path: Path) -> None:
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("system", "machine", "subdir"),
+    [("linux", "x86_64", "linux-64"), ("win32", "AMD64", "win-64"), ("win32", "x86", "win-32"),
+     ("darwin", "arm64", "osx-arm64"), ("linux", "aarch64", "linux-aarch64")],
+)  # fmt: skip
+def test_the_host_platform_by_conda_subdir(
+    monkeypatch: pytest.MonkeyPatch, system: str, machine: str, subdir: str
+) -> None:
+    import platform
+
+    from torchbuild.commands import cli
+    from torchbuild.errors import UserError
+    from torchbuild.host.platform import host_platform
+
+    monkeypatch.setattr(sys, "platform", system)
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    assert host_platform() == subdir
+    if subdir in ("win-64", "linux-64"):
+        assert cli.default_platform() == subdir
+    else:
+        with pytest.raises(UserError, match="32-bit Windows" if subdir == "win-32" else "pass --platform win-64"):
+            cli.default_platform()
+
+
+def test_run_resolves_each_plan_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The release is chosen first (here: from --wheel's name, no index asked), then the Plan is resolved once."""
+    from torchbuild import plan as plan_mod
+    from torchbuild.commands import cli
+    from torchbuild.run import pin, runner
+
+    resolved: list[str] = []
+    real = plan_mod.resolve
+
+    def counting(cell: matrix.Cell, *args: object, **kwargs: object) -> plan_mod.Plan:
+        resolved.append(cell.id)
+        return real(cell, *args, **kwargs)
+
+    for module in (plan_mod, pin, cli):
+        if hasattr(module, "resolve"):
+            monkeypatch.setattr(module, "resolve", counting)
+    ran: list[list[str]] = []
+    monkeypatch.setattr(runner, "run", lambda plans, **_: ran.append([p.torch for p in plans]) or 0)
+    wheel = tmp_path / "torch-2.12.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    wheel.write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["--cuda", "cpu", "--py", "3.11", "--platform", "linux-64", "--wheel", str(wheel),
+                     "--matrix", str(ROOT / "matrix.yaml")])  # fmt: skip
+    assert code == 0
+    assert resolved == ["linux-64-cpu-py3.11"]
+    assert ran == [["2.12.0"]]

@@ -15,8 +15,9 @@ from pathlib import Path
 import py7zr
 import pytest
 
+from torchbuild.config import build_deps
+from torchbuild.config.build_deps import Dependency, DependencyError
 from torchbuild.host import downloads
-from torchbuild.host.downloads import Dependency, DependencyError
 
 
 class Server:
@@ -72,10 +73,10 @@ def dep_for(server: Server, name: str, data: bytes, **kwargs: object) -> Depende
 
 
 def test_declared_per_cell() -> None:
-    win = downloads.declared("win-64", "2.5.1", "12.4")
+    win = build_deps.declared("win-64", "2.5.1", "12.4")
     assert [d.name for d in win] == ["mkl-include", "mkl-static"]
     assert all(len(d.sha256) == 64 and d.url.startswith("https://") for d in win)
-    assert downloads.declared("linux-64", "2.5.1", "cpu") == ()
+    assert build_deps.declared("linux-64", "2.5.1", "cpu") == ()
 
 
 def test_fetch_zip_with_root_and_env(server: Server, tmp_path: Path) -> None:
@@ -162,8 +163,8 @@ def test_path_escapes_are_refused(kind: str, server: Server, tmp_path: Path) -> 
 
 def test_bad_declarations() -> None:
     with pytest.raises(DependencyError, match="lacks sha256"):
-        downloads.parse({"dependencies": [{"name": "mkl", "url": "https://x/mkl.7z"}]}, "build_deps.yaml")
+        build_deps.parse({"dependencies": [{"name": "mkl", "url": "https://x/mkl.7z"}]}, "build_deps.yaml")
     with pytest.raises(DependencyError, match="64 lowercase hex"):
-        downloads.parse(
+        build_deps.parse(
             {"dependencies": [{"name": "mkl", "url": "https://x/mkl.7z", "sha256": "abc"}]}, "build_deps.yaml"
         )

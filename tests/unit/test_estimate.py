@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import ROOT
 from torchbuild.commands import estimate
+from torchbuild.config import ci_estimates
 from torchbuild.errors import UserError
 
 
@@ -22,7 +23,7 @@ def pipeline(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_data_has_its_source_and_githubs_minute_multipliers() -> None:
-    table = estimate.load_table()
+    table = ci_estimates.load_table()
     assert "About billing for GitHub Actions" in table.source
     assert table.runners["windows-2022"].minute_multiplier == 2
     assert table.runners["ubuntu-latest"].minute_multiplier == 1
@@ -35,7 +36,7 @@ def test_the_data_has_its_source_and_githubs_minute_multipliers() -> None:
 def test_estimate_of_the_default_matrix_adds_up() -> None:
     result = pipeline("matrix", "--estimate")
     assert result.returncode == 0, result.stderr
-    table = estimate.load_table()
+    table = ci_estimates.load_table()
     rows = re.findall(r"^(\S+-py3\.\d+)\s+(\S+)\s+([\d.]+)( ~)?$", result.stdout, re.M)
     ids = pipeline("matrix").stdout.split()
     assert [r[0] for r in rows] == [i for i in ids if re.fullmatch(r"(win|linux)-64-\S+-py3\.\d+", i)]
@@ -59,7 +60,7 @@ def test_estimate_of_another_matrix_file(tmp_path: Path) -> None:
     path.write_text('platforms: [win-64]\ncuda: ["12.6"]\npython: ["3.12"]\n', encoding="utf-8")
     result = pipeline("matrix", "--estimate", "--matrix", str(path))
     assert result.returncode == 0, result.stderr
-    table = estimate.load_table()
+    table = ci_estimates.load_table()
     hours = table.build_hours[("win-64", "cuda")][0]
     overhead = table.overhead_jobs * table.overhead_hours_per_job
     assert "total: 1 cells" in result.stdout
@@ -71,7 +72,7 @@ CELL = {"cell": "win-64-cuda12.8-py3.12", "platform": "win-64", "cuda": "12.8", 
 
 
 def test_a_cell_over_the_hosted_job_limit_is_flagged() -> None:
-    table = estimate.load_table()
+    table = ci_estimates.load_table()
     slow = replace(table, build_hours={**table.build_hours, ("win-64", "cuda"): (7.5, True)})
     text = estimate.render(estimate.estimate([{**CELL, "runs-on": "windows-2022"}], slow))
     assert "warning: win-64-cuda12.8-py3.12 needs ~7.5 h, over the 6 h limit" in text
@@ -81,4 +82,4 @@ def test_unknown_runner_and_malformed_table_are_named() -> None:
     with pytest.raises(UserError, match=r"no runner 'macos-14' \(cell win-64-cuda12.8-py3.12\); it has windows-2022"):
         estimate.estimate([{**CELL, "runs-on": "macos-14"}])
     with pytest.raises(UserError, match=r"ci_estimates.yaml: malformed estimate table \(KeyError"):
-        estimate.parse_table({"runners": {}}, "ci_estimates.yaml")
+        ci_estimates.parse_table({"runners": {}}, "ci_estimates.yaml")

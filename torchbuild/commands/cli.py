@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform as host
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -24,6 +23,7 @@ from torchbuild.config.matrix import Cell, Matrix
 from torchbuild.config.options import DEFAULT_GIT_URL, RunOptions
 from torchbuild.errors import UserError, one_of
 from torchbuild.host.console import console, out
+from torchbuild.host.platform import host_platform
 from torchbuild.plan import Plan, resolve
 from torchbuild.run import pin
 from torchbuild.wheel import provenance
@@ -33,18 +33,14 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_REPODATA = ROOT.parent / "shared" / "data" / "repodata"
 
 
-def host_platform() -> str:
-    machine = host.machine().lower()
-    bits64 = machine in ("amd64", "x86_64")
-    if sys.platform == "win32":
-        if not bits64:
-            raise UserError("PyTorch does not support 32-bit Windows: use 64-bit Windows and 64-bit Python.")
-        return "win-64"
-    if sys.platform.startswith("linux") and bits64:
-        return "linux-64"
-    raise UserError(
-        f"No default platform for this host ({sys.platform}, {machine}): pass --platform win-64 or linux-64."
-    )
+def default_platform() -> str:
+    """The platform of a cell given without --platform: this host's, where PyTorch builds for it."""
+    found = host_platform()
+    if found == "win-32":
+        raise UserError("PyTorch does not support 32-bit Windows: use 64-bit Windows and 64-bit Python.")
+    if found not in ("win-64", "linux-64"):
+        raise UserError(f"No default platform for this host ({found}): pass --platform win-64 or linux-64.")
+    return found
 
 
 def _selectors(parser: argparse.ArgumentParser) -> None:
@@ -168,7 +164,7 @@ def _select(matrix: Matrix, args: argparse.Namespace) -> list[Cell]:
         return chosen
     if args.cuda is None and args.python is None and args.platform is None and args.torch is None:
         return cells
-    platform = args.platform or host_platform()
+    platform = args.platform or default_platform()
     if args.cuda is not None and args.python is not None:
         for cell in cells:
             if (cell.platform, cell.cuda, cell.python) == (platform, args.cuda, args.python) and args.torch is None:
@@ -315,13 +311,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     provenance.environment_epoch()  # a SOURCE_DATE_EPOCH that is no time is refused before anything runs
     matrix = load_matrix(args)
     cells = select_cells(matrix, args)
-    resolve_all(matrix, cells)  # every cell valid before any index is asked
+    candidates = pin.check_all(cells, matrix)  # every cell valid before any index is asked
     channel_dir = local_path(matrix.channel, Path.cwd())
     if channel_dir is not None:
         check_directory(channel_dir)  # refused now, not by the publish stage after hours of build
     if options.wheel is not None and len(cells) != 1:
         raise UserError(f"--wheel gives the wheel of one cell, but {len(cells)} cells are selected: add --cuda/--py.")
-    plans = pin.pin_all(cells, matrix, options)
+    plans = pin.pin_all(cells, matrix, options, candidates)
     return runner.run(plans, root=Path.cwd(), options=options)
 
 
@@ -332,7 +328,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     cells = select_cells(matrix, args)
     if len(cells) != 1:
         raise UserError(f"smoke takes one cell ({len(cells)} selected): give --only CELL_ID (see 'matrix').")
-    resolve_all(matrix, cells)
+    pin.check_all(cells, matrix)
     return smoke_job.run(pin.pin_to_record(cells[0], matrix, Path.cwd()), Path.cwd(), RunOptions())
 
 
@@ -343,10 +339,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     selected = args.cuda or args.python or args.platform or args.torch or args.only
     cells = select_cells(matrix, args)
     if not selected:  # the whole matrix, as far as this host can build it
-        cells = [c for c in cells if c.platform == host_platform()]
+        cells = [c for c in cells if c.platform == default_platform()]
         if not cells:
             raise UserError(
-                f"{matrix.path} has no {host_platform()} cell, and this host builds {host_platform()}: "
+                f"{matrix.path} has no {default_platform()} cell, and this host builds {default_platform()}: "
                 "select a cell with --only CELL_ID or --cuda/--py/--platform."
             )
     return doctor.report(resolve_all(matrix, cells), args.cache_dir or RunOptions().cache_dir)

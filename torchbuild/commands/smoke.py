@@ -23,7 +23,7 @@ from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
 from torchbuild.plan import SMOKE_STAGES, STAGES, Plan
 from torchbuild.results import Artifact, StageResult, Status, sha256_of
-from torchbuild.run import runner
+from torchbuild.run import runner, state
 from torchbuild.run.records import StageRecord
 from torchbuild.stages import Context
 
@@ -45,23 +45,6 @@ def relocate(recorded: str, work_dir: str, root: Path) -> Path | None:
     return None
 
 
-def read_state(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise UserError(
-            f"{path}: no such file. Download the build job's artifact (its build/ directory) into "
-            f"{path.parent.parent} first; the smoke command replays what the build recorded there."
-        )
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        stages = raw["stages"]
-        plan = raw["plan"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{path}: unreadable state ({type(exc).__name__}: {exc}).") from None
-    if not isinstance(stages, dict) or not isinstance(plan, dict):
-        raise UserError(f"{path}: unreadable state ('stages' and 'plan' must be mappings).")
-    return {"plan": plan, "stages": stages}
-
-
 def check_plan(plan: Plan, recorded: Mapping[str, Any], path: Path) -> None:
     """The Plan this machine resolves must be the one the build recorded (same matrix.yaml, same torchbuild)."""
     ours = {k: v for k, v in json.loads(json.dumps(plan.to_dict())).items() if k != "channel"}
@@ -74,16 +57,16 @@ def check_plan(plan: Plan, recorded: Mapping[str, Any], path: Path) -> None:
         )
 
 
-def replayed(raw: Mapping[str, Any], plan: Plan, root: Path, path: Path) -> dict[str, StageRecord]:
+def replayed(raw: state.Recorded, plan: Plan, root: Path, path: Path) -> dict[str, StageRecord]:
     """The recorded stages before publish but the smoke stages, their outputs moved below this machine's work dir
     and checked."""
     records: dict[str, StageRecord] = {}
     for stage in BEFORE:
-        found = raw["stages"].get(stage)
+        found = raw.stages.get(stage)
         record = StageRecord.from_dict(found) if isinstance(found, dict) else None
         if record is None or record.status not in ("passed", "skipped"):
             status = "no record" if record is None else record.status
-            done = ", ".join(s for s in STAGES if s in raw["stages"]) or "none"
+            done = ", ".join(s for s in STAGES if s in raw.stages) or "none"
             raise UserError(
                 f"{path}: the build did not finish stage '{stage}' ({status}; recorded stages: {done}); "
                 "nothing to smoke-test. See the build job's report."
@@ -124,9 +107,9 @@ def _left_to_publish_job(ctx: Context) -> StageResult:
 
 def run(plan: Plan, root: Path, options: RunOptions) -> int:
     """``plan``: the cell as the build job resolved it (pin.pin_to_record)."""
-    path = root / plan.work_dir / "state.json"
-    raw = read_state(path)
-    check_plan(plan, raw["plan"], path)
+    path = state.path_of(root, plan.work_dir)
+    raw = state.read(path)
+    check_plan(plan, raw.plan, path)
     records = replayed(raw, plan, root, path)
     stages: dict[str, runner.StageFunction] = {name: _replay(record) for name, record in records.items()}
     stages.update({name: _left_to_publish_job for name in AFTER})

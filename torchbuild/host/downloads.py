@@ -1,4 +1,4 @@
-"""Build dependencies of a cell (MKL, MAGMA, ...), declared in ``data/build_deps.yaml`` with URL and sha256:
+"""Downloads pinned by sha256 (a cell's build dependencies, config/build_deps.py; python.org's embeddable CPython):
 downloaded with retries and a progress bar, verified, unpacked safely (no member may land outside its folder),
 and cached by hash in ``<cache>/deps/<sha256>/``.
 
@@ -19,71 +19,12 @@ import urllib.error
 import urllib.request
 import zipfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
 
-from torchbuild.config import datafiles
-from torchbuild.config.compat import Rule
-from torchbuild.errors import UserError
+from torchbuild.config.build_deps import Dependency, DependencyError
 from torchbuild.results import sha256_of
 
 RETRIES = 3
-ARCHIVES = (".7z", ".zip", ".whl", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
-
-
-class DependencyError(UserError):
-    pass
-
-
-@dataclass(frozen=True, kw_only=True)
-class Dependency:
-    name: str
-    url: str
-    sha256: str
-    root: str = ""  # the folder inside the archive that is the dependency's root ("" = the archive's top)
-    env: Mapping[str, str] = field(default_factory=dict)
-    when: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def filename(self) -> str:
-        return PurePosixPath(urllib.request.url2pathname(self.url.split("?")[0].split("#")[0])).name
-
-
-def _parse_table(raw: Mapping[str, Any]) -> tuple[Dependency, ...]:
-    return parse(raw, "torchbuild/data/build_deps.yaml")
-
-
-def _table() -> tuple[Dependency, ...]:
-    return datafiles.table("build_deps.yaml", _parse_table)
-
-
-def parse(raw: Mapping[str, Any], where: str) -> tuple[Dependency, ...]:
-    deps = []
-    for row in raw.get("dependencies") or []:
-        missing = [k for k in ("name", "url", "sha256") if not row.get(k)]
-        if missing:
-            raise DependencyError(f"{where}: dependency {row.get('name', '?')!r} lacks {', '.join(missing)}.")
-        if not re.fullmatch(r"[0-9a-f]{64}", str(row["sha256"])):
-            raise DependencyError(f"{where}: {row['name']}: sha256 must be 64 lowercase hex digits.")
-        if not str(row["url"]).lower().endswith(ARCHIVES):
-            raise DependencyError(f"{where}: {row['name']}: the URL must end in one of {', '.join(ARCHIVES)}.")
-        deps.append(
-            Dependency(
-                name=str(row["name"]),
-                url=str(row["url"]),
-                sha256=str(row["sha256"]),
-                root=str(row.get("root", "")),
-                env={str(k): str(v) for k, v in (row.get("env") or {}).items()},
-                when=dict(row.get("when") or {}),
-            )
-        )
-    return tuple(deps)
-
-
-def declared(platform: str, torch: str, cuda: str) -> tuple[Dependency, ...]:
-    """The dependencies whose ``when`` matches the cell (same conditions as packaging.yaml's rules)."""
-    return tuple(d for d in _table() if Rule(value=d.name, when=d.when).applies(platform, torch, cuda))
 
 
 # --- download ---------------------------------------------------------------------------------------------

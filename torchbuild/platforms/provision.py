@@ -15,12 +15,12 @@ import shutil
 import stat
 import tempfile
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchbuild.config import datafiles
+from torchbuild.config import compat
 from torchbuild.host import pip
 from torchbuild.platforms.toolchain import ToolchainError
 from torchbuild.results import sha256_of
@@ -39,29 +39,19 @@ class Recipe:
     platform_tags: tuple[str, ...]
 
 
-def _table() -> Mapping[str, Any]:
-    table: Mapping[str, Any] = datafiles.raw("toolchains.yaml")["provision"]
-    return table
-
-
 def recipe(cuda: str, platform: str) -> Recipe | None:
     """The recipe for CUDA X.Y on a platform; None when the package index cannot serve it (CUDA 11/12)."""
-    table = _table()
-    row = table["cuda"].get(cuda.split(".")[0])
-    tags = table["platform_tags"].get(platform)
+    table = compat.load().provisioning
+    row = table.recipes.get(cuda.split(".")[0])
+    tags = table.platform_tags.get(platform)
     if row is None or tags is None:
         return None
-    return Recipe(
-        root=str(row["root"]),
-        packages=tuple(row["packages"]),
-        optional=tuple(row.get("optional") or ()),
-        platform_tags=tuple(tags),
-    )
+    return Recipe(root=row.root, packages=row.packages, optional=row.optional, platform_tags=tags)
 
 
 def not_provisionable_fix(cuda: str) -> str:
     major, minor = cuda.split(".")[:2]
-    fix: str = _table()["not_provisionable"]
+    fix = compat.load().provisioning.not_provisionable
     return " ".join(fix.format(cuda=cuda, dash=f"{major}-{minor}", underscore=f"{major}_{minor}").split())
 
 

@@ -12,23 +12,24 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
-import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
-from torchbuild.config.compat import Compat, load
+from torchbuild.config.compat import Compat, TorchRelease, load
 from torchbuild.config.matrix import LATEST, Cell, Matrix
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError, one_of
 from torchbuild.host import pip
 from torchbuild.host.console import console
-from torchbuild.plan import Plan, resolve
-from torchbuild.run import index_memo
+from torchbuild.plan import Plan, check_cell, probe, resolve, work_dir_of
+from torchbuild.run import index_memo, state
 
 MEMO = "index-answers.json"  # in the cache directory (index_memo.py)
+T = TypeVar("T")
 
 
 def _ask(target: tuple[str, ...]) -> tuple[list[Version], list[str]]:
@@ -52,23 +53,43 @@ def _offered(target: tuple[str, ...], record: Path | None, fresh: bool = False) 
     return frozenset(index_memo.offered(record, target, lambda: _ask(target), fresh))
 
 
-def _unlabelled(compat: Compat, plan: Plan, release: str) -> bool:
+class IndexQuery(Protocol):
+    """What ``newest_available`` needs of a cell: a Plan, or the Probe the pin step makes before resolving."""
+
+    @property
+    def platform(self) -> str: ...
+
+    @property
+    def cuda(self) -> str: ...
+
+    @property
+    def local_version(self) -> str: ...
+
+    @property
+    def pip_target(self) -> list[str]: ...
+
+
+def _unlabelled(compat: Compat, query: IndexQuery, release: str) -> bool:
     rules = compat.packaging.unlabelled_wheels
-    return any(r.applies(plan.platform, release, plan.cuda) and r.value == plan.local_version for r in rules)
+    return any(r.applies(query.platform, release, query.cuda) and r.value == query.local_version for r in rules)
 
 
 def newest_available(
-    plan: Plan, releases: Sequence[str], compat: Compat | None = None, record: Path | None = None, fresh: bool = False
+    query: IndexQuery,
+    releases: Sequence[str],
+    compat: Compat | None = None,
+    record: Path | None = None,
+    fresh: bool = False,
 ) -> str | None:
-    """Of ``releases`` (newest first), the newest whose prebuilt wheel of the Plan's build the configured indexes
-    offer for the Plan's Python and platform; None if none. ``record``: where index_memo keeps the indexes'
+    """Of ``releases`` (newest first), the newest whose prebuilt wheel of the cell's build the configured indexes
+    offer for the cell's Python and platform; None if none. ``record``: where index_memo keeps the indexes'
     answer (None: always ask, keep nothing); ``fresh``: ask even where the record holds."""
     compat = compat or load()
-    offered = _offered(tuple(plan.pip_target), record, fresh)
+    offered = _offered(tuple(query.pip_target), record, fresh)
     for release in releases:
-        if Version(f"{release}+{plan.local_version}") in offered:
+        if Version(f"{release}+{query.local_version}") in offered:
             return release
-        if _unlabelled(compat, plan, release) and Version(release) in offered:
+        if _unlabelled(compat, query, release) and Version(release) in offered:
             return release
     return None
 
@@ -82,66 +103,78 @@ def _wheel_release(wheel: Path) -> str | None:
     return version.public
 
 
-def _say(plan: Plan, line: str) -> None:
-    console.print(f"[bold]{plan.cell_id}[/]: {line}", highlight=False)
+def _say(cell_id: str, line: str) -> None:
+    console.print(f"[bold]{cell_id}[/]: {line}", highlight=False)
 
 
-def pin(cell: Cell, matrix: Matrix, options: RunOptions, compat: Compat | None = None) -> Plan:
-    """The final Plan of ``cell`` for a run with ``options``."""
+def choose(
+    cell: Cell, releases: Sequence[TorchRelease], options: RunOptions, compat: Compat | None = None
+) -> str | None:
+    """The release of ``cell`` for a run with ``options``, of the ``releases`` that can be its release (newest
+    first; ``plan.check_cell``); None where the cell names its release itself."""
     compat = compat or load()
-    plan = resolve(cell, matrix, compat)
-    if plan.torch_requested != LATEST:
-        return plan
-    latest = f"latest is {plan.torch}"
+    if cell.torch != LATEST:
+        return None
+    newest = releases[0].version
+    latest = f"latest is {newest}"
     if options.compiles:
-        _say(plan, f"{latest}; compiling it from the checkout")
-        return plan
+        _say(cell.id, f"{latest}; compiling it from the checkout")
+        return newest
     if options.wheel is not None:
         given = _wheel_release(options.wheel)
-        if given is None or given == plan.torch:
-            return plan
-        _say(plan, f"{latest}; --wheel {options.wheel.name} is {given}: using it")
-        return resolve(cell, matrix, compat, pinned=given)
-    candidates = [r.version for r in reversed(compat.releases) if r.supports(plan.platform, plan.cuda, plan.python)]
-    found = newest_available(plan, candidates, compat, options.cache_dir / MEMO, fresh=options.force)
+        if given is None or given == newest:
+            return newest
+        _say(cell.id, f"{latest}; --wheel {options.wheel.name} is {given}: using it")
+        return given
+    query = probe(cell, releases[0], compat)
+    candidates = [r.version for r in releases]
+    found = newest_available(query, candidates, compat, options.cache_dir / MEMO, fresh=options.force)
     if found is None:
-        tags = plan.wheel_tags
-        label = f"+{plan.local_version}" + (" (or unlabelled)" if plan.prebuilt_unlabelled else "")
+        tags = query.wheel_tags
+        label = f"+{query.local_version}" + (" (or unlabelled)" if query.unlabelled else "")
         raise UserError(
-            f"{plan.cell_id}: the configured package indexes (pip config, PIP_INDEX_URL, PIP_FIND_LINKS, "
+            f"{cell.id}: the configured package indexes (pip config, PIP_INDEX_URL, PIP_FIND_LINKS, "
             f"constraints) offer no prebuilt torch wheel {label} for {tags.interpreter}-{tags.abi}-{tags.platform} "
             f"of any release that supports this cell ({one_of(candidates[:3])}, ...). Point pip at an index that "
             "has one, give one with --wheel PATH, or compile with --source-dir/--git-ref."
         )
-    if found == plan.torch:
-        _say(plan, f"{latest}; the configured indexes offer it for this cell")
-        return plan
-    _say(plan, f"{latest}; the configured indexes offer {found} for this cell: using it")
-    return resolve(cell, matrix, compat, pinned=found)
+    if found == newest:
+        _say(cell.id, f"{latest}; the configured indexes offer it for this cell")
+    else:
+        _say(cell.id, f"{latest}; the configured indexes offer {found} for this cell: using it")
+    return found
 
 
-def pin_all(cells: Sequence[Cell], matrix: Matrix, options: RunOptions) -> list[Plan]:
-    compat = load()
-    plans = []
+def _each(cells: Sequence[Cell], work: Callable[[Cell], T]) -> list[T]:
+    """``work`` for every cell; a cell's UserError names the cell when there are several."""
+    done = []
     for cell in cells:
         try:
-            plans.append(pin(cell, matrix, options, compat))
+            done.append(work(cell))
         except UserError as exc:
             if len(cells) == 1:
                 raise
             raise type(exc)(f"cell {cell.id}: {exc}") from None
-    return plans
+    return done
+
+
+def check_all(cells: Sequence[Cell], matrix: Matrix) -> list[list[TorchRelease]]:
+    """Every cell checked (``plan.check_cell``) before any index is asked; each cell's candidate releases."""
+    compat = load()
+    return _each(cells, lambda cell: check_cell(cell, matrix, compat))
+
+
+def pin_all(
+    cells: Sequence[Cell], matrix: Matrix, options: RunOptions, candidates: Sequence[Sequence[TorchRelease]]
+) -> list[Plan]:
+    """The final Plan of every cell: its release chosen first, then resolved once."""
+    compat = load()
+    releases = dict(zip((c.id for c in cells), candidates, strict=True))
+    return _each(cells, lambda cell: resolve(cell, matrix, compat, choose(cell, releases[cell.id], options, compat)))
 
 
 def pin_to_record(cell: Cell, matrix: Matrix, root: Path) -> Plan:
     """The Plan of a cell as the build job that recorded ``build/<cell-id>/state.json`` resolved it (the smoke
     command runs on another machine, whose indexes may offer other releases)."""
-    plan = resolve(cell, matrix)
-    state = root / plan.work_dir / "state.json"
-    try:
-        recorded = json.loads(state.read_text(encoding="utf-8"))["plan"]["torch"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return plan  # the smoke command names what is wrong with the state file
-    if plan.torch_requested == LATEST and isinstance(recorded, str) and recorded != plan.torch:
-        return resolve(cell, matrix, pinned=recorded)
-    return plan
+    recorded = state.recorded_release(state.path_of(root, work_dir_of(cell)))
+    return resolve(cell, matrix, pinned=recorded if cell.torch == LATEST else None)

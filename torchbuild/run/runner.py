@@ -29,11 +29,11 @@ from pathlib import Path
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.host.console import console, step_done, step_start
-from torchbuild.host.files import write_atomic
 from torchbuild.plan import STAGES, Plan
 from torchbuild.results import Artifact, StageResult, sha256_of
-from torchbuild.run import report, repro
+from torchbuild.run import report, repro, state
 from torchbuild.run.records import CellRun, StageRecord
+from torchbuild.run.state import State
 from torchbuild.stages import Context, Stage, publish, smoke_conda, smoke_wheel, source
 from torchbuild.stages.build import stage as build
 from torchbuild.stages.conda import stage as conda
@@ -101,28 +101,6 @@ def waits_for(stages: Sequence[Stage], plan: Plan) -> dict[str, tuple[str, ...]]
         beside = set(stage.beside) if stage.beside_when(plan) else set()
         waits[stage.name] = tuple(s.name for s in stages[:index] if s.name not in beside)
     return waits
-
-
-class State:
-    """``build/<cell-id>/state.json``: the last result of each stage, written atomically after every stage."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.stages: dict[str, StageRecord] = {}
-        if path.is_file():
-            try:
-                raw = json.loads(path.read_text(encoding="utf-8"))
-                self.stages = {s: StageRecord.from_dict(r) for s, r in raw.get("stages", {}).items()}
-            except (ValueError, KeyError, TypeError):
-                console.print(f"[yellow]warning:[/] {path} is unreadable; every stage runs again.")
-
-    def save(self, plan: Plan) -> None:
-        payload = {
-            "cell_id": plan.cell_id,
-            "plan": plan.to_dict(),
-            "stages": {s: r.to_state() for s, r in self.stages.items()},
-        }
-        write_atomic(self.path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
 
 
 def input_key(stage: Stage, plan: Plan, options: RunOptions, inputs: Mapping[str, Artifact]) -> str:
@@ -219,7 +197,7 @@ class _CellRun:
 
     def __init__(self, plan: Plan, root: Path, options: RunOptions, functions: Mapping[str, StageFunction]) -> None:
         self.plan, self.root, self.options, self.functions = plan, root, options, functions
-        self.state = State(root / plan.work_dir / "state.json")
+        self.state = State.load(state.path_of(root, plan.work_dir))
         self.available: dict[str, Artifact] = {}
         self.records: dict[str, StageRecord] = {}
 

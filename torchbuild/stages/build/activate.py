@@ -15,11 +15,11 @@ from pathlib import Path
 from torchbuild.platforms import provision
 from torchbuild.plan import Plan
 from torchbuild.platforms.toolchain import Requirement, ToolchainError, describe_missing
+from torchbuild.host.platform import host_platform
 from torchbuild.platforms import cuda
 from torchbuild.platforms.linux import gcc as gnu
 from torchbuild.platforms.windows import msvc, traps
 
-HOST_PLATFORMS = {"win32": "win-64", "linux": "linux-64"}
 
 
 @dataclass(frozen=True)
@@ -33,10 +33,6 @@ class Activation:
     @property
     def ok(self) -> bool:
         return all(r.found or not r.required for r in self.requirements)
-
-
-def host_platform() -> str:
-    return HOST_PLATFORMS.get("linux" if sys.platform.startswith("linux") else sys.platform, sys.platform)
 
 
 def find_python(version: str, environ: Mapping[str, str]) -> str | None:

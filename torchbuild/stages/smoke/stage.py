@@ -30,6 +30,7 @@ from torchbuild.config.python_embed import not_pinned
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.host import scratch
 from torchbuild.host.files import write_atomic
+from torchbuild.host.platform import host_platform
 from torchbuild.plan import Plan
 from torchbuild.platforms.windows import python_embed, wine
 from torchbuild.results import Check, StageResult
@@ -52,12 +53,6 @@ def stage_name(kind: str) -> str:
 def reads(kind: str) -> tuple[str, ...]:
     """What the stage of ``kind`` reads: its artifact; the conda environment also takes the wheel's requirements."""
     return (INPUTS[kind],) if kind == "wheel" else (INPUTS[kind], INPUTS["wheel"])
-
-
-def host_platform() -> str:
-    from rattler.platform import Subdir
-
-    return str(Subdir.current())
 
 
 def beside_host(plan: Plan) -> bool:
