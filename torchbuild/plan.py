@@ -35,9 +35,10 @@ from torchbuild.config.smoke_envs import Wanted
 from torchbuild.errors import UserError, one_of, some_of
 from torchbuild.host.pip import target_args as pip_target_args
 from torchbuild.platforms.linux.build import Linux
+from torchbuild.platforms.linux.manylinux import accepted_platform_tags
 from torchbuild.platforms.target import Platform, Target, Toolchain
 from torchbuild.platforms.windows.build import Windows
-from torchbuild.wheel.wheelfile import Expected, WheelTags, accepted_platform_tags
+from torchbuild.wheel.wheelfile import Expected, WheelTags
 
 STAGES = ("source", "build", "repair", "conda", "verify", "smoke-wheel", "smoke-conda", "publish")
 SMOKE_STAGES = ("smoke-wheel", "smoke-conda")

@@ -4,14 +4,12 @@ built elsewhere), WHEEL's tags against the file name's (TB204)."""
 
 from __future__ import annotations
 
-import base64
 import csv
 import hashlib
 import io
 import zipfile
 from collections import Counter
 from pathlib import Path
-from typing import IO
 
 from torchbuild.results import Check, define, result, skipped
 from torchbuild.wheel import sbom, wheelfile
@@ -23,15 +21,6 @@ TB204 = define("TB204", "WHEEL's tags equal the file name's")
 TB206 = define("TB206", "the wheel's SBOM matches its files (path, sha256)")
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # signature files RECORD cannot list (they sign it)
 HASHES = ("sha256", "sha384", "sha512")  # the wheel spec forbids weaker ones
-
-
-def _digest(algorithm: str, handle: IO[bytes]) -> tuple[str, int]:
-    digest = hashlib.new(algorithm)
-    size = 0
-    while block := handle.read(1 << 20):
-        digest.update(block)
-        size += len(block)
-    return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii"), size
 
 
 def record_problems(zf: zipfile.ZipFile, dist_info: str) -> list[str]:
@@ -62,7 +51,7 @@ def record_problems(zf: zipfile.ZipFile, dist_info: str) -> list[str]:
             problems.append(f"{name}: RECORD uses {algorithm}; valid: {', '.join(HASHES)}")
             continue
         with zf.open(member) as handle:
-            actual, size = _digest(algorithm, handle)
+            actual, size = wheelfile.record_digest(algorithm, handle)
         if actual != expected:
             problems.append(f"{name}: {algorithm} differs from RECORD")
         if row[2] != str(size):

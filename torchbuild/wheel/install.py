@@ -3,10 +3,8 @@ cell's conda package (the conda stage assembles it). Errors are UserErrors; the 
 
 from __future__ import annotations
 
-import base64
 import concurrent.futures
 import csv
-import hashlib
 import io
 import os
 import re
@@ -18,7 +16,7 @@ from pathlib import Path, PurePosixPath
 
 from torchbuild.errors import UserError, one_of
 from torchbuild.wheel import wheelfile
-from torchbuild.wheel.wheelfile import WheelInfo
+from torchbuild.wheel.wheelfile import WheelInfo, record_hash
 
 LICENSE_NAMES = re.compile(r"^(LICEN[CS]E|COPYING|NOTICE)(\.[A-Za-z0-9]+)?$", re.IGNORECASE)
 # A console script that finds the environment's python next to itself, so no prefix placeholder is needed: the
@@ -54,10 +52,6 @@ class Payload:
     left_out: tuple[str, ...] = ()  # wheel members not installed (a run dependency provides them)
 
 
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode("ascii")
-
-
 def _scheme(scheme: Mapping[str, str], wheel: WheelInfo) -> dict[str, str]:
     return {key: value.replace("{dist}", wheel.name) for key, value in scheme.items()}
 
@@ -89,7 +83,7 @@ def _fix_shebang(path: Path, member: str) -> dict[str, list[str]]:
     data = UNIX_SCRIPT_HEAD.encode("utf-8") + data.split(b"\n", 1)[1]
     path.write_bytes(data)
     path.chmod(0o755)
-    return {member: [_record_hash(data), str(len(data))]}
+    return {member: [record_hash(data), str(len(data))]}
 
 
 LARGE_MEMBER = 16 << 20
@@ -157,7 +151,7 @@ by ``install_scheme`` (``{dist}``: the wheel's name) on Windows (``windows``) or
             if info.filename in replace:
                 data = replace.pop(info.filename)
                 out.write_bytes(data)
-                rewritten[info.filename] = [_record_hash(data), str(len(data))]
+                rewritten[info.filename] = [record_hash(data), str(len(data))]
         _extract_all(zf, [(info, out) for info, _, out in placed if info.filename not in rewritten])
         for info, target, out in placed:
             mode = (info.external_attr >> 16) & 0o777
@@ -194,7 +188,7 @@ by ``install_scheme`` (``{dist}``: the wheel's name) on Windows (``windows``) or
         out.chmod(0o755 if str(path) in scripts else 0o644)
         rel = os.path.relpath(path, site).replace(os.sep, "/")
         rows = [r for r in rows if r[0] != rel]
-        rows.append([rel, _record_hash(data), str(len(data))])
+        rows.append([rel, record_hash(data), str(len(data))])
         files += 1
         size += len(data)
     record_rel = f"{wheel.dist_info}/RECORD"

@@ -10,7 +10,23 @@ from pathlib import Path
 from typing import Any
 
 from torchbuild.host.files import write_atomic
-from torchbuild.platforms.windows.vc_runtime import Floor
+
+
+@dataclass(frozen=True)
+class Floor:
+    version: str  # the MSVC version the runtime must be at least as new as, e.g. 14.42
+    set_by: str  # the file whose linker version set it, e.g. torch/lib/c10.dll
+
+    def admits(self, file_version: str) -> bool:
+        """A runtime DLL of ``file_version`` (14.44.35211.0) serves binaries linked by this MSVC."""
+        return _key(file_version)[:2] >= _key(self.version)[:2]
+
+    def to_dict(self) -> dict[str, str]:
+        return {"version": self.version, "set_by": self.set_by}
+
+
+def _key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
 
 
 @dataclass(frozen=True)

@@ -10,16 +10,16 @@ the wheel ran with.
 
 from __future__ import annotations
 
-import base64
 import copy
 import csv
 import datetime
-import hashlib
 import io
 import struct
 import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+from torchbuild.wheel.wheelfile import WheelError, find_dist_info, record_hash
 
 LOCAL_HEADER = struct.Struct("<4s5H3I2H")  # zip local file header, 30 bytes
 DATA_DESCRIPTOR_FLAG = 0x08
@@ -29,10 +29,6 @@ UNIX = 3  # create_system: the external attributes are Unix mode bits
 
 class RewriteError(ValueError):
     """The wheel cannot be rewritten; the message names the file."""
-
-
-def record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode("ascii")
 
 
 def _date_time(epoch: int) -> tuple[int, int, int, int, int, int]:
@@ -65,10 +61,10 @@ def _copy_raw(source: zipfile.ZipFile, target: zipfile.ZipFile, info: zipfile.Zi
 
 
 def dist_info_of(archive: zipfile.ZipFile) -> str:
-    found = sorted({n.split("/", 1)[0] for n in archive.namelist() if n.split("/", 1)[0].endswith(".dist-info")})
-    if len(found) != 1:
-        raise RewriteError(f"{archive.filename}: expected one .dist-info directory, found {', '.join(found) or 'none'}")
-    return found[0]
+    try:
+        return find_dist_info(archive)
+    except WheelError as exc:
+        raise RewriteError(str(exc)) from None
 
 
 def _order(names: list[str], dist_info: str) -> list[str]:

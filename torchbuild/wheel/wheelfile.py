@@ -7,21 +7,24 @@ it into ``StageFailed`` (``validate`` does that directly).
 
 from __future__ import annotations
 
+import base64
 import configparser
 import email.message
 import email.parser
+import hashlib
+import io
 import re
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from torchbuild.errors import StageFailed, one_of
-from torchbuild.platforms.linux.elf import manylinux_policies
 
 DISTRIBUTION = "torch"
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -97,12 +100,19 @@ def unsafe_members(archive: zipfile.ZipFile) -> list[tuple[str, str]]:
     return [(n, why) for n in archive.namelist() if (why := unsafe_member(n)) is not None]
 
 
-def dist_info_dir(archive: zipfile.ZipFile, wheel: WheelName) -> str:
-    """The archive's one top-level .dist-info directory, checked against the file name."""
+def find_dist_info(archive: zipfile.ZipFile) -> str:
+    """The archive's one top-level .dist-info directory; WheelError naming the file when there is not exactly one."""
     found = sorted({n.split("/", 1)[0] for n in archive.namelist() if n.split("/", 1)[0].endswith(".dist-info")})
     if len(found) != 1:
         what = "none" if not found else ", ".join(found)
-        raise WheelError(f"{wheel.filename}: expected one .dist-info directory, found {what}")
+        name = Path(archive.filename or "the wheel").name
+        raise WheelError(f"{name}: expected one .dist-info directory, found {what}")
+    return found[0]
+
+
+def dist_info_dir(archive: zipfile.ZipFile, wheel: WheelName) -> str:
+    """The archive's one top-level .dist-info directory, checked against the file name."""
+    found = [find_dist_info(archive)]
     stem = found[0][: -len(".dist-info")]
     name, _, version = stem.rpartition("-")
     try:
@@ -127,6 +137,35 @@ def read_dist_info(archive: zipfile.ZipFile, wheel: WheelName, member: str) -> e
     except (zipfile.BadZipFile, UnicodeDecodeError, OSError) as exc:
         raise WheelError(f"{wheel.filename}: cannot read {path}: {exc}") from None
     return email.parser.Parser().parsestr(text)
+
+
+def read_metadata(path: Path) -> email.message.Message:
+    """Any wheel's METADATA (a provider wheel, a dependency): its one .dist-info's, without checking its name against
+    the file's. WheelError naming the file when it cannot be read."""
+    with open_wheel(path) as archive:
+        member = f"{find_dist_info(archive)}/METADATA"
+        try:
+            text = archive.read(member).decode("utf-8", "replace")
+        except KeyError:
+            raise WheelError(f"{path.name}: {member} is missing") from None
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise WheelError(f"{path.name}: cannot read {member}: {exc}") from None
+    return email.parser.Parser().parsestr(text)
+
+
+def record_digest(algorithm: str, handle: IO[bytes]) -> tuple[str, int]:
+    """RECORD's form of a digest (urlsafe base64 without padding) of what ``handle`` reads, and its size."""
+    digest = hashlib.new(algorithm)
+    size = 0
+    while block := handle.read(1 << 20):
+        digest.update(block)
+        size += len(block)
+    return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii"), size
+
+
+def record_hash(data: bytes) -> str:
+    """RECORD's hash field for ``data``: ``sha256=<urlsafe base64>``."""
+    return "sha256=" + record_digest("sha256", io.BytesIO(data))[0]
 
 
 def wheel_file_tags(archive: zipfile.ZipFile, wheel: WheelName) -> frozenset[Tag]:
@@ -198,20 +237,6 @@ class WheelTags:
     platform: str  # win_amd64, manylinux_2_28_x86_64
     # Platform tags of an input wheel that can become ``platform`` (the repair stage retags), most preferred first.
     accepted_platforms: tuple[str, ...]
-
-
-def accepted_platform_tags(target: str) -> tuple[str, ...]:
-    """Platform tags of an input wheel that can become a wheel tagged ``target``, most preferred first.
-
-    For a manylinux target: the target and every older manylinux policy (and their legacy aliases) from auditwheel's
-    policy data, then the unrepaired ``linux_<arch>`` of a local build. Anything else: the target tag only.
-    """
-    if not target.startswith("manylinux"):
-        return (target,)
-    policies, wanted = manylinux_policies(target)
-    older = sorted((p for p in policies if p.name != policies.linux.name and not p < wanted), key=lambda p: p.priority)
-    tags = [str(name) for p in older for name in (p.name, *p.aliases)]
-    return (*tags, str(policies.linux.name))
 
 
 @dataclass(frozen=True, kw_only=True)

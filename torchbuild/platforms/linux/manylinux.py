@@ -97,3 +97,17 @@ def verdict(
         return Verdict(False, problems[0])
     checked = f"{len(by_path)} ELF files: symbol versions, instruction sets and symbols within {policy.name}"
     return Verdict(True, checked)
+
+
+def accepted_platform_tags(target: str) -> tuple[str, ...]:
+    """Platform tags of an input wheel that can become a wheel tagged ``target``, most preferred first.
+
+    For a manylinux target: the target and every older manylinux policy (and their legacy aliases) from auditwheel's
+    policy data, then the unrepaired ``linux_<arch>`` of a local build. Anything else: the target tag only.
+    """
+    if not target.startswith("manylinux"):
+        return (target,)
+    policies, wanted = elf.manylinux_policies(target)
+    older = sorted((p for p in policies if p.name != policies.linux.name and not p < wanted), key=lambda p: p.priority)
+    tags = [str(name) for p in older for name in (p.name, *p.aliases)]
+    return (*tags, str(policies.linux.name))

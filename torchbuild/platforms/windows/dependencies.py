@@ -17,7 +17,6 @@ import shutil
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from email.parser import Parser
 from pathlib import Path, PurePosixPath
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -25,6 +24,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from torchbuild.errors import UserError
 from torchbuild.host import pip
+from torchbuild.wheel import wheelfile
 
 MAX_ROUNDS = 12
 
@@ -43,12 +43,8 @@ class Resolved:
 
 def metadata_requires(wheel: Path) -> list[str]:
     try:
-        with zipfile.ZipFile(wheel) as archive:
-            names = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
-            if len(names) != 1:
-                raise DependencyError(f"{wheel.name} has {len(names)} .dist-info/METADATA files, not 1")
-            metadata = Parser().parsestr(archive.read(names[0]).decode("utf-8", "replace"))
-    except (OSError, zipfile.BadZipFile) as exc:
+        metadata = wheelfile.read_metadata(wheel)
+    except wheelfile.WheelError as exc:
         raise DependencyError(f"cannot read {wheel}: {exc}") from None
     return [str(line) for line in metadata.get_all("Requires-Dist") or []]
 

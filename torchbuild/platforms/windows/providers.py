@@ -30,6 +30,8 @@ from typing import Any
 from torchbuild.config.dll_providers import DATA_FILE, Provider, ProviderData, ProviderError, values_for
 from torchbuild.host import pip
 from torchbuild.platforms.windows import pe
+from torchbuild.results import sha256_of
+from torchbuild.wheel import wheelfile
 
 PIP_TIMEOUT_S = 1800
 DONE = ".complete"  # written last into a provider's cache directory: the wheel it came from (JSON)
@@ -99,13 +101,7 @@ def _license(metadata: Any) -> str:
 
 
 def _describe_wheel(path: Path, url: str) -> ProviderWheel:
-    from email.parser import Parser
-
-    from torchbuild.results import sha256_of
-
-    with zipfile.ZipFile(path) as archive:
-        meta_name = next(n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
-        metadata = Parser().parsestr(archive.read(meta_name).decode("utf-8", "replace"))
+    metadata = wheelfile.read_metadata(path)
     return ProviderWheel(
         filename=path.name,
         name=str(metadata.get("Name", "")),

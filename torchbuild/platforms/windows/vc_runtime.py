@@ -11,11 +11,12 @@ runtime older than the floor is refused, and the conda package depends on a runt
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+
+from torchbuild.wheel.repair_report import Floor
 
 if TYPE_CHECKING:
     from torchbuild.config.compat import VcRuntimeRule
@@ -34,19 +35,6 @@ def is_vc_runtime(name: str) -> bool:
 def key(version: str) -> tuple[int, ...]:
     """'14.44.35211.0' -> (14, 44, 35211, 0); compares numerically part by part."""
     return tuple(int(part) for part in version.split(".") if part.isdigit())
-
-
-@dataclass(frozen=True)
-class Floor:
-    version: str  # the MSVC version the runtime must be at least as new as, e.g. 14.42
-    set_by: str  # the file whose linker version set it, e.g. torch/lib/c10.dll
-
-    def admits(self, file_version: str) -> bool:
-        """A runtime DLL of ``file_version`` (14.44.35211.0) serves binaries linked by this MSVC."""
-        return key(file_version)[:2] >= key(self.version)[:2]
-
-    def to_dict(self) -> dict[str, str]:
-        return {"version": self.version, "set_by": self.set_by}
 
 
 def floor(pes: Iterable[PeInfo]) -> Floor | None:

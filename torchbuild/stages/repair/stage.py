@@ -39,14 +39,13 @@ from torchbuild.errors import StageFailed
 from torchbuild.host.proc import run_tool
 from torchbuild.platforms.linux import elf, manylinux
 from torchbuild.platforms.windows import pe
-from torchbuild.platforms.windows.vc_runtime import Floor
 from torchbuild.results import Artifact, StageResult
 from torchbuild.stages import Context, Stage
 from torchbuild.stages.repair import windows
 from torchbuild.wheel import sbom
 from torchbuild.wheel.provenance import ENV as EPOCH_ENV
 from torchbuild.wheel.provenance import SourceInfo
-from torchbuild.wheel.repair_report import RepairReport, Vendored
+from torchbuild.wheel.repair_report import Floor, RepairReport, Vendored
 from torchbuild.wheel.rewrite import dist_info_of, rewrite
 
 NAME = "repair"

@@ -34,7 +34,7 @@ from torchbuild.errors import StageFailed
 from torchbuild.platforms.windows import authenticode, pe, vc_runtime
 from torchbuild.platforms.windows import providers as provider_dlls
 from torchbuild.results import Check
-from torchbuild.wheel.repair_report import Vendored
+from torchbuild.wheel.repair_report import Floor, Vendored
 
 if TYPE_CHECKING:
     from torchbuild.plan import Plan
@@ -51,7 +51,7 @@ class Needs:
     located: tuple[provider_dlls.Located, ...]
     imported_by: dict[str, list[str]]  # DLL name (lower) -> the files that import it
     runtime_loaded: tuple[str, ...]  # patterns shipped because something loads them by name
-    floor: vc_runtime.Floor | None
+    floor: Floor | None
     signers: dict[Path, str]  # each located file -> its verified signer, or why it has none
 
 
@@ -190,7 +190,7 @@ def vendored(repaired: Path, located: Sequence[provider_dlls.Located], signers: 
     return found
 
 
-def runtime_checks(repaired: Path, plan: Plan, loaded: Sequence[str], floor: vc_runtime.Floor | None) -> list[Check]:
+def runtime_checks(repaired: Path, plan: Plan, loaded: Sequence[str], floor: Floor | None) -> list[Check]:
     """P103: each DLL loaded by name is in the repaired wheel; P104: every VC runtime DLL in it serves the floor."""
     checks: list[Check] = []
     with zipfile.ZipFile(repaired) as archive:

@@ -16,9 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
-import zipfile
 from dataclasses import dataclass
-from email.parser import Parser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +30,7 @@ from torchbuild.host.proc import run_tool
 from torchbuild.results import Check, sha256_of
 from torchbuild.stages.smoke.env import CHECKS_TIMEOUT_S, Env, expect_args, leftovers, log_run, parse_results
 from torchbuild.stages.smoke.resources import smoke_checks
+from torchbuild.wheel import wheelfile
 
 if TYPE_CHECKING:
     from torchbuild.plan import Plan
@@ -65,12 +64,8 @@ def find_python(version: str) -> str | None:
 def wheel_requirements(wheel: Path) -> list[str]:
     """The wheel's Requires-Dist, minus those only for extras (pip evaluates the other markers)."""
     try:
-        with zipfile.ZipFile(wheel) as archive:
-            names = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
-            if len(names) != 1:
-                raise StageFailed(STAGE, f"{wheel.name} has {len(names)} .dist-info/METADATA files, not 1")
-            metadata = Parser().parsestr(archive.read(names[0]).decode("utf-8"))
-    except (OSError, zipfile.BadZipFile) as exc:
+        metadata = wheelfile.read_metadata(wheel)
+    except wheelfile.WheelError as exc:
         raise StageFailed(STAGE, f"cannot read {wheel}: {exc}") from None
     requirements = []
     for line in metadata.get_all("Requires-Dist") or []:
