@@ -24,14 +24,13 @@ import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSegment
 from elftools.elf.elffile import ELFFile
 
-from torchbuild.platforms.closure import ClosureNames, closure_checks
-from torchbuild.results import Check
+from torchbuild.platforms.closure import ClosureFormat, ClosureReport, Missing, Resolved, Unusable
 
 ELF_MAGIC = b"\x7fELF"
 
@@ -51,15 +50,8 @@ LOADER = re.compile(r"^(ld-linux[-\w.]*\.so\.\d+|ld64\.so\.\d+)$")
 SHARED_OBJECT = re.compile(r"\.so(\.\d+)*$")
 
 # e_machine per wheel architecture suffix: an x86_64 wheel must not carry an aarch64 .so.
-ELF_CHECKS = ClosureNames(
-    closure=("ELF import closure", "E100"),
-    missing=("ELF dependency resolves", "E101"),
-    unenforced=("ELF dependency resolves (executable, not enforced)", "W101"),
-    unusable=("ELF file readable for this platform", "E102"),
-)
 MACHINES: Mapping[str, str] = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64", "i686": "EM_386"}
 
-Via = Literal["wheel", "same-dir", "system", "loader", "excluded"]
 
 
 @dataclass(frozen=True)
@@ -83,75 +75,38 @@ class ElfInfo:
         return self.runpath if self.runpath else self.rpath
 
 
-@dataclass(frozen=True)
-class Resolved:
-    file: str
-    needed: str
-    via: Via
-    target: str  # the file in the wheel, the policy name, or the exclude reason
+def _elf_summary(report: ClosureReport[ElfInfo]) -> str:
+    needed = len(report.resolved) + len(report.missing) + len(report.unenforced)
+    shared = sum(1 for e in report.files if e.is_shared_object)
+    count = report.count
+    return (
+        f"{len(report.files)} ELF files ({shared} shared objects), {needed} DT_NEEDED entries: "
+        f"{count('wheel')} in the wheel via RUNPATH, {count('same-dir')} in the same directory, "
+        f"{count('system')} allowed by {report.scope}, {count('loader')} dynamic loader, "
+        f"{count('excluded')} driver excludes, {len(report.missing)} missing"
+    )
 
 
-@dataclass(frozen=True)
-class Missing:
-    file: str
-    needed: str
-    searched: tuple[str, ...]  # wheel directories searched
-    elsewhere: tuple[str, ...]  # files of that name elsewhere in the wheel (not on the search path)
-    executable: bool = False  # in an executable, not a shared object: reported, not enforced
-
-    @property
-    def message(self) -> str:
-        where = ", ".join(self.searched) or "(no RUNPATH/RPATH into the wheel)"
-        text = (
-            f"{self.file} needs {self.needed}, which is neither in the wheel on its search path ({where}) "
-            "nor a system library the manylinux policy allows"
-        )
-        if self.elsewhere:
-            text += f"; the wheel has it at {', '.join(self.elsewhere)} but the RUNPATH does not reach it"
-        return text
+ELF_CLOSURE: ClosureFormat[ElfInfo] = ClosureFormat(
+    closure=("ELF import closure", "E100"),
+    missing=("ELF dependency resolves", "E101"),
+    unenforced=("ELF dependency resolves (executable, not enforced)", "W101"),
+    unusable=("ELF file readable for this platform", "E102"),
+    summary=_elf_summary,
+)
 
 
-@dataclass(frozen=True)
-class BadElf:
-    file: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class ClosureReport:
-    policy: str  # the platform tag whose policy was applied
-    elves: tuple[ElfInfo, ...]
-    resolved: tuple[Resolved, ...]
-    missing: tuple[Missing, ...]  # of shared objects: the stage fails
-    bad: tuple[BadElf, ...]
-    unenforced: tuple[Missing, ...] = ()  # of executables: reported only
-
-    @property
-    def ok(self) -> bool:
-        return not self.missing and not self.bad
-
-    def count(self, via: Via) -> int:
-        return sum(1 for r in self.resolved if r.via == via)
-
-    def summary(self) -> str:
-        needed = len(self.resolved) + len(self.missing) + len(self.unenforced)
-        shared = sum(1 for e in self.elves if e.is_shared_object)
-        text = (
-            f"{len(self.elves)} ELF files ({shared} shared objects), {needed} DT_NEEDED entries: "
-            f"{self.count('wheel')} in the wheel via RUNPATH, {self.count('same-dir')} in the same directory, "
-            f"{self.count('system')} allowed by {self.policy}, {self.count('loader')} dynamic loader, "
-            f"{self.count('excluded')} driver excludes, {len(self.missing)} missing"
-        )
-        if self.unenforced:
-            files = sorted({m.file for m in self.unenforced})
-            text += f"; {len(self.unenforced)} unresolved in executables not loaded by import ({', '.join(files)})"
-        return text
-
-    def checks(self) -> tuple[Check, ...]:
-        return closure_checks(ELF_CHECKS, self.missing, self.unenforced, self.bad, self.summary())
-
-
-# --- reading ---------------------------------------------------------------------------------------------
+def _missing(
+    file: str, needed: str, searched: tuple[str, ...], elsewhere: tuple[str, ...], executable: bool
+) -> Missing:
+    where = ", ".join(searched) or "(no RUNPATH/RPATH into the wheel)"
+    text = (
+        f"{file} needs {needed}, which is neither in the wheel on its search path ({where}) "
+        "nor a system library the manylinux policy allows"
+    )
+    if elsewhere:
+        text += f"; the wheel has it at {', '.join(elsewhere)} but the RUNPATH does not reach it"
+    return Missing(file, needed, searched, elsewhere, text, executable=executable)
 
 
 def read_elf(path: Path, name: str) -> ElfInfo:
@@ -224,8 +179,8 @@ def resolve(
     system: frozenset[str],
     excludes: Mapping[str, str] = DRIVER_LIBRARIES,
     machine: str | None = None,
-    bad: Iterable[BadElf] = (),
-) -> ClosureReport:
+    bad: Iterable[Unusable] = (),
+) -> ClosureReport[ElfInfo]:
     """Resolve every DT_NEEDED of ``elves`` against the wheel's ``files`` and the allowed system libraries."""
     elves = tuple(sorted(elves, key=lambda e: e.path))
     present = set(files)
@@ -239,7 +194,7 @@ def resolve(
     for elf in elves:
         if machine is not None and elf.machine != machine:
             problems.append(
-                BadElf(elf.path, f"{elf.path} is built for {elf.machine}, the wheel's platform needs {machine}")
+                Unusable(elf.path, f"{elf.path} is built for {elf.machine}, the wheel's platform needs {machine}")
             )
             continue
         origin = posixpath.dirname(elf.path)
@@ -258,11 +213,12 @@ def resolve(
                 resolved.append(Resolved(elf.path, needed, "excluded", reason))
             else:
                 elsewhere = tuple(by_name.get(posixpath.basename(needed), ()))
-                gap = Missing(elf.path, needed, tuple(d or "." for d in dirs), elsewhere, not elf.is_shared_object)
+                gap = _missing(elf.path, needed, tuple(d or "." for d in dirs), elsewhere, not elf.is_shared_object)
                 (missing if elf.is_shared_object else unenforced).append(gap)
     return ClosureReport(
-        policy=policy,
-        elves=elves,
+        form=ELF_CLOSURE,
+        scope=policy,
+        files=elves,
         resolved=tuple(resolved),
         missing=tuple(missing),
         bad=tuple(problems),
@@ -302,12 +258,14 @@ def policy_for(platform_tag: str) -> tuple[str, frozenset[str], str]:
 # --- entry points ----------------------------------------------------------------------------------------
 
 
-def check_tree(root: Path, platform_tag: str, *, excludes: Mapping[str, str] = DRIVER_LIBRARIES) -> ClosureReport:
+def check_tree(
+    root: Path, platform_tag: str, *, excludes: Mapping[str, str] = DRIVER_LIBRARIES
+) -> ClosureReport[ElfInfo]:
     """The closure of an unpacked wheel (or any tree laid out as it will be installed)."""
     name, system, machine = policy_for(platform_tag)
     files: list[str] = []
     elves: list[ElfInfo] = []
-    bad: list[BadElf] = []
+    bad: list[Unusable] = []
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
         rel = path.relative_to(root).as_posix()
         files.append(rel)
@@ -317,7 +275,7 @@ def check_tree(root: Path, platform_tag: str, *, excludes: Mapping[str, str] = D
         try:
             elves.append(read_elf(path, rel))
         except (ELFError, ValueError, OSError) as exc:
-            bad.append(BadElf(rel, f"{rel} is not a readable ELF file: {exc}"))
+            bad.append(Unusable(rel, f"{rel} is not a readable ELF file: {exc}"))
     return resolve(elves, files, policy=name, system=system, excludes=excludes, machine=machine or None, bad=bad)
 
 
@@ -333,13 +291,13 @@ def check_wheel(
     excludes: Mapping[str, str] = DRIVER_LIBRARIES,
     scratch: Path | None = None,
     keep_in: Path | None = None,
-) -> ClosureReport:
+) -> ClosureReport[ElfInfo]:
     """The closure of a wheel file. ELF members are copied out one at a time (the dynamic string table may sit at
     the end of a patchelf-edited file, so a prefix of the member is not enough); with ``keep_in``, each is kept
     there under its member name, for a second reader (manylinux.verdict) not to inflate it again."""
     name, system, machine = policy_for(platform_tag)
     elves: list[ElfInfo] = []
-    bad: list[BadElf] = []
+    bad: list[Unusable] = []
     with zipfile.ZipFile(wheel) as archive, tempfile.TemporaryDirectory(dir=scratch, prefix="elf-") as tmp:
         members = [m for m in archive.infolist() if not m.is_dir()]
         files = [m.filename for m in members]
@@ -355,5 +313,5 @@ def check_wheel(
             try:
                 elves.append(read_elf(copy, member.filename))
             except (ELFError, ValueError, OSError) as exc:
-                bad.append(BadElf(member.filename, f"{member.filename} is not a readable ELF file: {exc}"))
+                bad.append(Unusable(member.filename, f"{member.filename} is not a readable ELF file: {exc}"))
     return resolve(elves, files, policy=name, system=system, excludes=excludes, machine=machine or None, bad=bad)

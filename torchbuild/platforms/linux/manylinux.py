@@ -20,6 +20,7 @@ from pathlib import Path
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
+from torchbuild.platforms.closure import ClosureReport
 from torchbuild.platforms.linux import elf
 
 EXTENSION_SUFFIXES = (".abi3.so",)
@@ -51,7 +52,11 @@ def _blacklisted(handle: ELFFile, needed: tuple[str, ...], blacklist: Mapping[st
 
 
 def verdict(
-    wheel: Path, platform_tag: str, closure: elf.ClosureReport, scratch: Path | None = None, kept: Path | None = None
+    wheel: Path,
+    platform_tag: str,
+    closure: ClosureReport[elf.ElfInfo],
+    scratch: Path | None = None,
+    kept: Path | None = None,
 ) -> Verdict:
     """Whether ``wheel`` (with ``closure``, its elf.check_wheel report) already satisfies ``platform_tag``.
     ``kept``: where elf.check_wheel kept the ELF members (``keep_in``); otherwise each is copied out again."""
@@ -63,7 +68,7 @@ def verdict(
     policies, policy = elf.manylinux_policies(platform_tag)
     allowed = {name: {f"{name}_{v}" for v in versions} for name, versions in policy.symbol_versions.items()}
     blacklist = {lib: frozenset(symbols) for lib, symbols in policy.blacklist.items()}
-    by_path = {e.path: e for e in closure.elves}
+    by_path = {e.path: e for e in closure.files}
     problems: list[str] = []
     with zipfile.ZipFile(wheel) as archive, tempfile.TemporaryDirectory(dir=scratch, prefix="manylinux-") as tmp:
         for name, info in sorted(by_path.items()):

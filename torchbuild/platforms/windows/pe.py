@@ -25,30 +25,21 @@ import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import pefile
 
 from torchbuild.config import dll_providers
-from torchbuild.platforms.closure import ClosureNames, closure_checks
-from torchbuild.results import Check
+from torchbuild.platforms.closure import ClosureFormat, ClosureReport, Missing, Resolved, Unusable
 
 PE_MAGIC = b"MZ"
 PE_SUFFIXES = (".dll", ".pyd", ".exe")
 LOADED_BY_IMPORT = (".dll", ".pyd")
 
 # IMAGE_FILE_HEADER.Machine values (winnt.h) by the names users see in dumpbin.
-PE_CHECKS = ClosureNames(
-    closure=("PE import closure", "P100"),
-    missing=("DLL import resolves", "P101"),
-    unenforced=("DLL import resolves (executable, not enforced)", "W201"),
-    unusable=("PE file is for this platform", "P102"),
-)
 MACHINES: Mapping[int, str] = {0x8664: "AMD64", 0x14C: "I386", 0xAA64: "ARM64", 0x1C4: "ARMNT"}
 # What each wheel platform tag needs.
 TAG_MACHINES: Mapping[str, str] = {"win_amd64": "AMD64", "win32": "I386", "win_arm64": "ARM64"}
 
-Via = Literal["wheel", "python", "system", "driver", "dependency"]
 
 
 @dataclass(frozen=True)
@@ -185,82 +176,42 @@ def machine_of(path: Path) -> str:
 # --- the report ------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Resolved:
-    file: str
-    needed: str
-    via: Via
-    target: str  # the file in the wheel, or why it is allowed
-    delay: bool = False
+def _pe_summary(report: ClosureReport[PeInfo]) -> str:
+    imports = len(report.resolved) + len(report.missing) + len(report.unenforced)
+    delay = sum(r.delay for r in report.resolved) + sum(m.delay for m in report.missing)
+    count = report.count
+    text = (
+        f"{len(report.files)} PE files ({report.scope}), {imports} imports ({delay} delay-load): "
+        f"{count('wheel')} in the wheel, {count('python')} shipped with Python, "
+        f"{count('system')} Windows system, {count('driver')} NVIDIA driver, "
+        + (f"{count('dependency')} from run dependencies, " if count("dependency") else "")
+        + f"{len(report.missing)} missing"
+    )
+    if report.missing:
+        text += f" ({', '.join(report.missing_names)})"
+    return text
 
 
-@dataclass(frozen=True)
-class Missing:
-    file: str
-    needed: str
-    searched: tuple[str, ...]  # wheel directories searched
-    elsewhere: tuple[str, ...]  # files of that name elsewhere in the wheel (not on the search path)
-    delay: bool = False
-    executable: bool = False  # in an .exe: reported, not enforced
-
-    @property
-    def message(self) -> str:
-        kind = "delay-loads" if self.delay else "imports"
-        text = (
-            f"{self.file} {kind} {self.needed}, which is neither in the wheel on its DLL search path "
-            f"({', '.join(self.searched)}) nor shipped with Python nor a Windows system DLL: "
-            f"'DLL load failed' on machines without it"
-        )
-        if self.elsewhere:
-            text += f"; the wheel has it at {', '.join(self.elsewhere)}, which is not on the search path"
-        return text
+PE_CLOSURE: ClosureFormat[PeInfo] = ClosureFormat(
+    closure=("PE import closure", "P100"),
+    missing=("DLL import resolves", "P101"),
+    unenforced=("DLL import resolves (executable, not enforced)", "W201"),
+    unusable=("PE file is for this platform", "P102"),
+    summary=_pe_summary,
+)
 
 
-@dataclass(frozen=True)
-class BadPe:
-    file: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class ClosureReport:
-    machine: str  # what the wheel's tag needs
-    files: tuple[PeInfo, ...]
-    resolved: tuple[Resolved, ...]
-    missing: tuple[Missing, ...]  # of .dll/.pyd: the stage fails
-    bad: tuple[BadPe, ...]
-    unenforced: tuple[Missing, ...] = ()  # of .exe: reported only
-
-    @property
-    def ok(self) -> bool:
-        return not self.missing and not self.bad
-
-    def count(self, via: Via) -> int:
-        return sum(1 for r in self.resolved if r.via == via)
-
-    @property
-    def missing_names(self) -> tuple[str, ...]:
-        return tuple(sorted({m.needed.lower() for m in self.missing}))
-
-    def summary(self) -> str:
-        imports = len(self.resolved) + len(self.missing) + len(self.unenforced)
-        delay = sum(r.delay for r in self.resolved) + sum(m.delay for m in self.missing)
-        text = (
-            f"{len(self.files)} PE files ({self.machine}), {imports} imports ({delay} delay-load): "
-            f"{self.count('wheel')} in the wheel, {self.count('python')} shipped with Python, "
-            f"{self.count('system')} Windows system, {self.count('driver')} NVIDIA driver, "
-            + (f"{self.count('dependency')} from run dependencies, " if self.count("dependency") else "")
-            + f"{len(self.missing)} missing"
-        )
-        if self.missing:
-            text += f" ({', '.join(self.missing_names)})"
-        if self.unenforced:
-            files = sorted({m.file for m in self.unenforced})
-            text += f"; {len(self.unenforced)} unresolved in executables not loaded by import ({', '.join(files)})"
-        return text
-
-    def checks(self) -> tuple[Check, ...]:
-        return closure_checks(PE_CHECKS, self.missing, self.unenforced, self.bad, self.summary())
+def _missing(file: str, needed: str, searched: tuple[str, ...], elsewhere: tuple[str, ...], delay: bool,
+             executable: bool) -> Missing:  # fmt: skip
+    kind = "delay-loads" if delay else "imports"
+    text = (
+        f"{file} {kind} {needed}, which is neither in the wheel on its DLL search path "
+        f"({', '.join(searched)}) nor shipped with Python nor a Windows system DLL: "
+        f"'DLL load failed' on machines without it"
+    )
+    if elsewhere:
+        text += f"; the wheel has it at {', '.join(elsewhere)}, which is not on the search path"
+    return Missing(file, needed, searched, elsewhere, text, delay, executable)
 
 
 # --- resolution ------------------------------------------------------------------------------------------
@@ -278,9 +229,9 @@ def resolve(
     machine: str = "AMD64",
     system: SystemSet | None = None,
     search_dirs: Sequence[str] | None = None,
-    bad: Iterable[BadPe] = (),
+    bad: Iterable[Unusable] = (),
     provided: Mapping[str, str] | None = None,
-) -> ClosureReport:
+) -> ClosureReport[PeInfo]:
     """Resolve every import of ``pes`` against the wheel's ``files`` and the DLLs a Windows machine has.
     ``provided``: DLL patterns the environment's other packages install (a conda package's run dependencies), by
     package."""
@@ -302,7 +253,7 @@ def resolve(
     for pe in pes:
         if pe.machine != machine:
             reason = f"{pe.path} is built for {pe.machine}; the wheel's platform needs {machine}"
-            problems.append(BadPe(pe.path, reason))
+            problems.append(Unusable(pe.path, reason))
             continue
         own = posixpath.dirname(pe.path)
         searched = (own, *(d for d in dirs if d.lower() != own.lower())) if pe.loaded_by_import else (own,)
@@ -322,10 +273,11 @@ def resolve(
             else:
                 elsewhere = tuple(by_name.get(low, ()))
                 places = tuple(d or "." for d in searched)
-                gap = Missing(pe.path, needed, places, elsewhere, delay, not pe.loaded_by_import)
+                gap = _missing(pe.path, needed, places, elsewhere, delay, not pe.loaded_by_import)
                 (missing if pe.loaded_by_import else unenforced).append(gap)
     return ClosureReport(
-        machine=machine,
+        form=PE_CLOSURE,
+        scope=machine,
         files=pes,
         resolved=tuple(resolved),
         missing=tuple(missing),
@@ -343,11 +295,11 @@ def _is_pe_name(name: str) -> bool:
 
 def check_tree(
     root: Path, *, python: str, machine: str = "AMD64", search_dirs: Sequence[str] | None = None
-) -> ClosureReport:
+) -> ClosureReport[PeInfo]:
     """The closure of an unpacked wheel (or any tree laid out as it will be installed)."""
     files: list[str] = []
     pes: list[PeInfo] = []
-    bad: list[BadPe] = []
+    bad: list[Unusable] = []
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
         rel = path.relative_to(root).as_posix()
         files.append(rel)
@@ -355,16 +307,16 @@ def check_tree(
             try:
                 pes.append(read_pe(path.read_bytes(), rel))
             except PeError as exc:
-                bad.append(BadPe(rel, str(exc)))
+                bad.append(Unusable(rel, str(exc)))
     return resolve(pes, files, python=python, machine=machine, search_dirs=search_dirs, bad=bad)
 
 
 def check_wheel(
     wheel: Path, *, python: str, machine: str = "AMD64", search_dirs: Sequence[str] | None = None
-) -> ClosureReport:
+) -> ClosureReport[PeInfo]:
     """The closure of a wheel file; each PE member is read into memory in turn."""
     pes: list[PeInfo] = []
-    bad: list[BadPe] = []
+    bad: list[Unusable] = []
     with zipfile.ZipFile(wheel) as archive:
         members = [m for m in archive.infolist() if not m.is_dir()]
         files = [m.filename for m in members]
@@ -373,10 +325,10 @@ def check_wheel(
                 continue
             data = archive.read(member)
             if data[:2] != PE_MAGIC:
-                bad.append(BadPe(member.filename, f"{member.filename} has a PE suffix but no MZ header"))
+                bad.append(Unusable(member.filename, f"{member.filename} has a PE suffix but no MZ header"))
                 continue
             try:
                 pes.append(read_pe(data, member.filename))
             except PeError as exc:
-                bad.append(BadPe(member.filename, str(exc)))
+                bad.append(Unusable(member.filename, str(exc)))
     return resolve(pes, files, python=python, machine=machine, search_dirs=search_dirs, bad=bad)

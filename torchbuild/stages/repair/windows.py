@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from torchbuild.config import dll_providers
 from torchbuild.errors import StageFailed
+from torchbuild.platforms.closure import ClosureReport
 from torchbuild.platforms.windows import authenticode, pe, vc_runtime
 from torchbuild.platforms.windows import providers as provider_dlls
 from torchbuild.results import Check
@@ -60,7 +61,7 @@ def pe_members(wheel: Path) -> list[str]:
         return [n for n in archive.namelist() if n.lower().endswith(pe.PE_SUFFIXES)]
 
 
-def _gaps(report: pe.ClosureReport) -> dict[str, list[str]]:
+def _gaps(report: ClosureReport[pe.PeInfo]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for gap in report.missing:
         found.setdefault(gap.needed.lower(), []).append(gap.file)
