@@ -7,12 +7,13 @@ index never names a file that is not there and nothing is ever deleted.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from torchbuild.errors import UserError
 from torchbuild.results import Artifact
 
 Action = Literal["new", "unchanged", "replaced"]
@@ -60,3 +61,24 @@ class Channel(Protocol):
     def index(self) -> str:
         """Rebuild the indexes from the files that are there; returns a one-line summary."""
         ...
+
+
+# --- the publish rule every backend follows ------------------------------------------------------------------
+
+
+def action_for(present: bool, same: Callable[[], bool], replace: bool) -> Action | None:
+    """What publishing does to a destination: ``new`` where nothing is there, ``unchanged`` where the same file is
+    (``same`` is asked only then), ``replaced`` where another file is and ``--replace`` was given; None: a conflict."""
+    if not present:
+        return "new"
+    if same():
+        return "unchanged"
+    return "replaced" if replace else None
+
+
+def refuse(conflicts: Sequence[str]) -> UserError:
+    """The error for destinations that hold another file (``action_for`` said None): nothing has been written."""
+    return UserError(
+        "publish: refusing to overwrite a different file under an existing name (bump build_number in matrix.yaml "
+        "to publish a new build, or pass --replace): " + "; ".join(conflicts)
+    )

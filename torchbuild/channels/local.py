@@ -19,7 +19,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from torchbuild.channels import Upload, pep503, wheel_path
+from torchbuild.channels import Upload, action_for, pep503, refuse, wheel_path
 from torchbuild.channels.repodata import PACKAGE_SUFFIXES
 from torchbuild.conda import rattler_child
 from torchbuild.conda.archive import PackageUnreadable, read_package
@@ -75,23 +75,20 @@ class LocalChannel:
         wanted = [(a, "conda", subdir, self.path / subdir / a.path.name) for a, subdir in conda]
         wanted += [(a, "wheel", "whl", self.path / wheel_path(a.path.name)) for a in wheels]
         for artifact, kind, subdir, destination in wanted:
-            action = "new"
-            if destination.exists():
-                if self._known_same(artifact, kind, destination) or sha256_of(destination) == artifact.sha256:
-                    action = "unchanged"
-                elif replace:
-                    action = "replaced"
-                else:
-                    conflicts.append(f"{destination} (channel sha256 differs from {artifact.path})")
-                    continue
+
+            def same(artifact: Artifact = artifact, kind: str = kind, destination: Path = destination) -> bool:
+                known = self._known_same(artifact, kind, destination)
+                return known or sha256_of(destination) == artifact.sha256
+
+            action = action_for(destination.exists(), same, replace)
+            if action is None:
+                conflicts.append(f"{destination} (channel sha256 differs from {artifact.path})")
+                continue
             uploads.append(
                 Upload(artifact=artifact, kind=kind, subdir=subdir, destination=str(destination), action=action)  # type: ignore[arg-type]
             )
         if conflicts:
-            raise UserError(
-                "publish: refusing to overwrite a different file under an existing name (bump build_number in "
-                "matrix.yaml to publish a new build, or pass --replace): " + "; ".join(conflicts)
-            )
+            raise refuse(conflicts)
         return uploads
 
     def _known_same(self, artifact: Artifact, kind: str, destination: Path) -> bool:

@@ -31,7 +31,7 @@ from tempfile import TemporaryDirectory
 from typing import Any
 from urllib.parse import urlsplit
 
-from torchbuild.channels import Upload, pep503, project_of, wheel_path
+from torchbuild.channels import Upload, action_for, pep503, project_of, refuse, wheel_path
 from torchbuild.channels import repodata as rd
 from torchbuild.channels.s3_client import (
     CONFLICT,
@@ -142,23 +142,15 @@ class S3Channel:
                     raise UserError(f"{artifact.path}: its info/index.json says subdir {record.subdir}, not {subdir}")
                 self._records[key] = record
             head = self._head(key)
-            action = "new"
-            if head is not None:
-                published = head.get("Metadata", {}).get("sha256")
-                if published == artifact.sha256:
-                    action = "unchanged"
-                elif replace:
-                    action = "replaced"
-                else:
-                    conflicts.append(f"s3://{self.location.bucket}/{key} (sha256 {published or 'unknown'})")
-                    continue
+            published = (head or {}).get("Metadata", {}).get("sha256")
+            action = action_for(head is not None, lambda: published == artifact.sha256, replace)  # noqa: B023
+            if action is None:
+                conflicts.append(f"s3://{self.location.bucket}/{key} (sha256 {published or 'unknown'})")
+                continue
             uploads.append(Upload(artifact=artifact, kind=kind, subdir=subdir, destination=key, action=action))  # type: ignore[arg-type]
         listed = self._listed_elsewhere(uploads) if not replace else []
         if conflicts or listed:
-            raise UserError(
-                "publish: refusing to overwrite a different file under an existing name (bump build_number in "
-                "matrix.yaml, or pass --replace): " + "; ".join(conflicts + listed)
-            )
+            raise refuse(conflicts + listed)
         return uploads
 
     def _listed_elsewhere(self, uploads: Sequence[Upload]) -> list[str]:
