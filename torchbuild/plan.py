@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from torchbuild.conda import solve
 from torchbuild.conda.requirements import Conversion
+from torchbuild.conda.selectors import conda_selectors
 from torchbuild.config import build_deps, dll_providers, pypi_to_conda, python_embed, smoke_envs
 from torchbuild.config.build_deps import Dependency
 from torchbuild.config.compat import (
@@ -28,21 +27,21 @@ from torchbuild.config.compat import (
     version_key,
 )
 from torchbuild.config.dll_providers import ProviderData
-from torchbuild.config.matrix import LATEST, BuildOptions, Cell, Matrix
+from torchbuild.config.matrix import LATEST, Cell, Matrix
 from torchbuild.config.pypi_to_conda import NameRule
 from torchbuild.config.python_embed import Pinned
 from torchbuild.config.smoke_envs import Wanted
-from torchbuild.errors import UserError, one_of, some_of
+from torchbuild.config.support import check_cuda, check_python, resolve_release, supporting
+from torchbuild.errors import UserError, one_of
 from torchbuild.host.pip import target_args as pip_target_args
 from torchbuild.platforms.linux.build import Linux
 from torchbuild.platforms.linux.manylinux import accepted_platform_tags
-from torchbuild.platforms.target import Platform, Target, Toolchain
+from torchbuild.platforms.target import Platform, Target, Toolchain, common_env
 from torchbuild.platforms.windows.build import Windows
 from torchbuild.wheel.wheelfile import Expected, WheelTags
 
 STAGES = ("source", "build", "repair", "conda", "verify", "smoke-wheel", "smoke-conda", "publish")
 SMOKE_STAGES = ("smoke-wheel", "smoke-conda")
-PYTHON_MIN = (3, 5)
 SOLVE_CHANNEL = "conda-forge"  # when packaging.yaml's solve_channels names none for the cell
 
 
@@ -172,78 +171,6 @@ def platform_module(name: str) -> Platform:
     return modules[name]
 
 
-# --- validation of the cell's parts ----------------------------------------------------------------------
-
-
-def _check_python(compat: Compat, python: str) -> None:
-    if not re.fullmatch(r"\d+\.\d+", python):
-        raise UserError(f"Python version '{python}' is not of the form X.Y (e.g. 3.11).")
-    if python.startswith("2."):
-        raise UserError(
-            "Python 2 is not supported: PyTorch never shipped Python 2 builds for Windows and dropped them on "
-            "Linux after 1.4. Use Python 3.5 or newer."
-        )
-    if version_key(python) < PYTHON_MIN:
-        raise UserError(f"Python {python} is too old: PyTorch needs Python >= 3.5.")
-    known = compat.python_versions()
-    if python not in known:
-        valid = [p for p in known if not p.startswith("2.")]
-        raise UserError(f"No PyTorch release supports Python {python}. Valid: {one_of(valid)}.")
-
-
-def _check_cuda(compat: Compat, cuda: str) -> CudaRelease | None:
-    if cuda == CPU:
-        return None
-    if cuda not in compat.cuda:
-        raise UserError(f"Unknown CUDA version '{cuda}'. Valid: {one_of([CPU, *compat.cuda_versions()])}.")
-    return compat.cuda[cuda]
-
-
-def _supporting(compat: Compat, cell: Cell) -> list[TorchRelease]:
-    return [r for r in compat.releases if r.supports(cell.platform, cell.cuda, cell.python)]
-
-
-def _what_is_supported(compat: Compat, cell: Cell) -> str:
-    """A hint for a cell no release supports: the Pythons that do go with this CUDA, and the releases."""
-    accel = "CPU" if cell.cuda == CPU else f"CUDA {cell.cuda}"
-    with_cuda = [r for r in compat.releases if cell.cuda in getattr(r.platforms.get(cell.platform), "cuda", ())]
-    if not with_cuda:
-        return f"No release shipped {accel} for {cell.platform}."
-    pythons = sorted({p for r in with_cuda for p in r.platforms[cell.platform].python}, key=version_key)
-    names = [r.version for r in with_cuda]
-    span = names[0] if len(names) == 1 else f"{names[0]} to {names[-1]}"
-    return f"{accel} on {cell.platform} shipped in torch {span}, for Python {one_of(pythons)}."
-
-
-def resolve_release(compat: Compat, cell: Cell, pinned: str | None = None) -> TorchRelease:
-    if pinned is not None:
-        return resolve_release(compat, replace(cell, torch=pinned))
-    if cell.torch == LATEST:
-        supporting = _supporting(compat, cell)
-        if not supporting:
-            accel = "CPU" if cell.cuda == CPU else f"CUDA {cell.cuda}"
-            raise UserError(
-                f"No PyTorch release supports {cell.platform} with {accel} and Python {cell.python}. "
-                + _what_is_supported(compat, cell)
-            )
-        return supporting[-1]
-    release = compat.release(cell.torch)
-    if release is None:
-        versions = [r.version for r in compat.releases]
-        raise UserError(
-            f"Unknown torch release '{cell.torch}'. Known releases: {versions[0]} to {versions[-1]} "
-            f"(torchbuild/data/releases.yaml), or 'latest'."
-        )
-    if not release.supports(cell.platform, cell.cuda, cell.python):
-        accel = "CPU" if cell.cuda == CPU else f"CUDA {cell.cuda}"
-        others = [r.version for r in _supporting(compat, cell)]
-        that_do = f"Releases that do: {some_of(others)}." if others else _what_is_supported(compat, cell)
-        raise UserError(
-            f"torch {release.version} has no {cell.platform} build for {accel} with Python {cell.python}. " + that_do
-        )
-    return release
-
-
 # --- the Plan --------------------------------------------------------------------------------------------
 
 
@@ -253,29 +180,6 @@ def _format_values(plan_cuda: CudaRelease | None, python: str, cudnn: int | None
     if plan_cuda is not None:
         values.update(cuda=plan_cuda.version, cuda_major=str(plan_cuda.major), cuda_next=plan_cuda.next_minor)
     return values
-
-
-def selectors(platform: str, python: str, cuda: str, cudnn: int | None) -> dict[str, bool | int | str]:
-    """The names conda-build defines for recipe selectors (``# [win and py>=38]``), for one cell."""
-    win = platform.startswith("win-")
-    major, minor = (int(p) for p in python.split("."))
-    return {
-        "win": win,
-        "win32": platform == "win-32",
-        "win64": platform == "win-64",
-        "linux": platform.startswith("linux-"),
-        "linux32": platform == "linux-32",
-        "linux64": platform == "linux-64",
-        "unix": not win,
-        "osx": False,
-        "x86_64": platform.endswith("-64"),
-        "py": int(f"{major}{minor}"),  # conda-build's spelling: 36 for 3.6, 311 for 3.11
-        "py3k": major == 3,
-        "py2k": major == 2,
-        "target_platform": platform,
-        "cuda_compiler_version": cuda if cuda != CPU else "None",
-        "cudnn": str(cudnn) if cudnn is not None else "None",
-    }
 
 
 def _provided_dlls(platform: str, depends: Sequence[str], vc_runtime: VcRuntimeRule | None) -> dict[str, str]:
@@ -303,33 +207,6 @@ def _windows_facts(cell: Cell) -> dict[str, Any]:
     }
 
 
-def _max_jobs(options: BuildOptions) -> str:
-    return str(os.cpu_count() or 1) if options.max_jobs == "auto" else options.max_jobs
-
-
-def _common_env(
-    cell: Cell, cuda: CudaRelease | None, version: str, build_number: int, options: BuildOptions
-) -> dict[str, str]:
-    env = {
-        "PYTORCH_BUILD_VERSION": version,
-        "PYTORCH_BUILD_NUMBER": str(build_number),
-        "MAX_JOBS": _max_jobs(options),
-        "USE_CUDA": "1" if cuda else "0",
-    }
-    if cuda is None:
-        env["NO_CUDA"] = "1"  # the pre-1.0 spelling of USE_CUDA=0; later releases ignore it
-    else:
-        env["TORCH_CUDA_ARCH_LIST"] = cuda.arch_list
-        env["USE_CUDNN"] = "1"
-        env["TORCH_NVCC_FLAGS"] = "-Xfatbin -compress-all"
-    if options.compiler_cache == "sccache":
-        env["CMAKE_C_COMPILER_LAUNCHER"] = "sccache"
-        env["CMAKE_CXX_COMPILER_LAUNCHER"] = "sccache"
-        if cuda is not None:
-            env["CMAKE_CUDA_COMPILER_LAUNCHER"] = "sccache"
-    return env
-
-
 @dataclass(frozen=True, kw_only=True)
 class Probe:
     """What the pin step asks the package indexes about a cell before its release is chosen: the wheel of its build
@@ -355,20 +232,20 @@ def check_cell(cell: Cell, matrix: Matrix, compat: Compat | None = None) -> list
     one alone)."""
     compat = compat or load()
     platform = platform_module(cell.platform)
-    _check_python(compat, cell.python)
-    cuda = _check_cuda(compat, cell.cuda)
+    check_python(compat, cell.python)
+    cuda = check_cuda(compat, cell.cuda)
     newest = resolve_release(compat, cell)
     _toolchain(platform, Target(compat=compat, release=newest, cuda=cuda, python=cell.python, options=matrix.build))
     if cell.torch != LATEST:
         return [newest]
-    return list(reversed(_supporting(compat, cell)))
+    return list(reversed(supporting(compat, cell)))
 
 
 def probe(cell: Cell, release: TorchRelease, compat: Compat | None = None) -> Probe:
     """The pin step's question about ``cell``, with the wheel tags of ``release``'s era."""
     compat = compat or load()
     platform = platform_module(cell.platform)
-    cuda = _check_cuda(compat, cell.cuda)
+    cuda = check_cuda(compat, cell.cuda)
     local = cuda.wheel_tag if cuda else "cpu"
     tags = _wheel_tags(cell, release, compat, platform)
     rules = compat.packaging.unlabelled_wheels
@@ -404,8 +281,8 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
     """Resolve ``cell``; ``pinned`` fixes the release of a ``latest`` cell without changing the cell's id."""
     compat = compat or load()
     platform = platform_module(cell.platform)
-    _check_python(compat, cell.python)
-    cuda = _check_cuda(compat, cell.cuda)
+    check_python(compat, cell.python)
+    cuda = check_cuda(compat, cell.cuda)
     release = resolve_release(compat, cell, pinned)
     options = matrix.build
     target = Target(compat=compat, release=release, cuda=cuda, python=cell.python, options=options)
@@ -414,7 +291,7 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
     cudnn = compat.cudnn_for(release, cell.cuda)
     local = cuda.wheel_tag if cuda else "cpu"
     version = f"{release.version}+{local}"
-    env = {**_common_env(cell, cuda, version, matrix.build_number, options), **platform.build_env(target, toolchain)}
+    env = {**common_env(cuda, version, matrix.build_number, options), **platform.build_env(target, toolchain)}
 
     pkg = compat.packaging
     applies_to = (cell.platform, release.version, cell.cuda)
@@ -486,7 +363,7 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
             absent=era.absent if era else (),
             virtual_packages=solve.virtual_packages_for(cell.platform, cell.cuda if cuda else None),
         ),
-        selectors=selectors(cell.platform, cell.python, cell.cuda, cudnn),
+        selectors=conda_selectors(cell.platform, cell.python, cell.cuda, cudnn),
         channel=matrix.channel,
         work_dir=work_dir,
         stage_dirs={stage: f"{work_dir}/{stage}" for stage in (*STAGES, "recipe", "logs")},

@@ -16,6 +16,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from torchbuild.config import datafiles
+from torchbuild.config.provisioning import Provisioning, provisioning_of
 
 PLATFORMS = ("win-64", "linux-64")
 CPU = "cpu"
@@ -193,31 +194,13 @@ class Packaging:
 
 
 @dataclass(frozen=True)
-class ToolkitRecipe:
-    """toolchains.yaml `provision`: the wheels whose common folder ``root`` is a CUDA toolkit, for one CUDA major."""
-
-    root: str
-    packages: tuple[str, ...]
-    optional: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Provisioning:
-    """toolchains.yaml `provision`: CUDA toolkits the package index can serve (platforms/provision.py)."""
-
-    recipes: Mapping[str, ToolkitRecipe]  # by CUDA major
-    platform_tags: Mapping[str, tuple[str, ...]]  # by conda subdir
-    not_provisionable: str  # the fix for a CUDA the index cannot serve, with {cuda}, {dash}, {underscore}
-
-
-@dataclass(frozen=True)
 class Compat:
     releases: tuple[TorchRelease, ...]  # ascending by version
     cuda: Mapping[str, CudaRelease]
     visual_studio: tuple[VisualStudio, ...]  # ascending by year
     known_bad: tuple[KnownBadVisualStudio, ...]
     packaging: Packaging
-    provisioning: Provisioning = Provisioning(recipes={}, platform_tags={}, not_provisionable="")
+    provisioning: Provisioning
 
     def release(self, version: str) -> TorchRelease | None:
         for release in self.releases:
@@ -378,19 +361,7 @@ def load() -> Compat:
             for row in pkg.get("vc_runtime") or []
         ),
     )
-    provision = toolchains["provision"]
-    provisioning = Provisioning(
-        recipes={
-            str(major): ToolkitRecipe(
-                root=str(row["root"]),
-                packages=tuple(str(p) for p in row["packages"]),
-                optional=tuple(str(p) for p in row.get("optional") or ()),
-            )
-            for major, row in provision["cuda"].items()
-        },
-        platform_tags={str(k): tuple(str(t) for t in v) for k, v in provision["platform_tags"].items()},
-        not_provisionable=str(provision["not_provisionable"]),
-    )
+    provisioning = provisioning_of(toolchains["provision"])
     return Compat(
         releases=releases,
         cuda=cuda,

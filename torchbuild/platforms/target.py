@@ -3,6 +3,7 @@ one Protocol; each OS implements it in its build module (platforms/windows/build
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -57,3 +58,29 @@ def cpython_abi_tag(python: str) -> str:
     """cp36m before Python 3.8 (pymalloc flag), cp38 after."""
     major, minor = (int(p) for p in python.split(".")[:2])
     return f"cp{major}{minor}m" if (major, minor) < (3, 8) else f"cp{major}{minor}"
+
+
+def _max_jobs(options: BuildOptions) -> str:
+    return str(os.cpu_count() or 1) if options.max_jobs == "auto" else options.max_jobs
+
+
+def common_env(cuda: CudaRelease | None, version: str, build_number: int, options: BuildOptions) -> dict[str, str]:
+    """The build variables every platform sets: version, build number, jobs, CUDA and cuDNN, the compiler cache."""
+    env = {
+        "PYTORCH_BUILD_VERSION": version,
+        "PYTORCH_BUILD_NUMBER": str(build_number),
+        "MAX_JOBS": _max_jobs(options),
+        "USE_CUDA": "1" if cuda else "0",
+    }
+    if cuda is None:
+        env["NO_CUDA"] = "1"  # the pre-1.0 spelling of USE_CUDA=0; later releases ignore it
+    else:
+        env["TORCH_CUDA_ARCH_LIST"] = cuda.arch_list
+        env["USE_CUDNN"] = "1"
+        env["TORCH_NVCC_FLAGS"] = "-Xfatbin -compress-all"
+    if options.compiler_cache == "sccache":
+        env["CMAKE_C_COMPILER_LAUNCHER"] = "sccache"
+        env["CMAKE_CXX_COMPILER_LAUNCHER"] = "sccache"
+        if cuda is not None:
+            env["CMAKE_CUDA_COMPILER_LAUNCHER"] = "sccache"
+    return env

@@ -46,12 +46,14 @@ class Env:
         self.cwd.mkdir(parents=True)
 
     def checks_script(self) -> Path:
-        """smoke_checks.py copied beside the environment, in a folder of its own (its folder is sys.path[0] of every
-        check process)."""
-        script = self.root / "checks" / "smoke_checks.py"
-        script.parent.mkdir(exist_ok=True)
-        shutil.copyfile(Path(smoke_checks.__file__), script)
-        return script
+        """smoke_checks.py and its sibling modules (the resources folder) copied beside the environment, in a folder
+        of their own (its folder is sys.path[0] of every check process); returns smoke_checks.py there."""
+        folder = self.root / "checks"
+        folder.mkdir(exist_ok=True)
+        for source in sorted(Path(smoke_checks.__file__).parent.glob("*.py")):
+            if source.name != "__init__.py":
+                shutil.copyfile(source, folder / source.name)
+        return folder / "smoke_checks.py"
 
 
 class Backend(Protocol):

@@ -1,0 +1,82 @@
+"""What every smoke check shares: what it is told to expect, what it reports, how it fails, and the environment its
+process runs in. Standard library only (copied into the fresh environments with smoke_checks.py)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CHECK_TIMEOUT_S = 300.0
+TAIL_LINES = 40
+# Runtime settings that would hide what a user without them sees: a second OpenMP runtime tolerated,
+# libraries found through the host's paths instead of the package's own. And one that makes every process unlike a
+# user's: no bytecode written, so that each import of torch compiles its modules again.
+SCRUBBED_ENV = (
+    "PYTHONDONTWRITEBYTECODE",
+    "KMP_DUPLICATE_LIB_OK",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "DYLD_LIBRARY_PATH",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONSTARTUP",
+    "PYTHONUSERBASE",
+)
+# Lines that tell nothing about the check: Wine (win-64 artifacts run under Wine on Linux) logs one for every native
+# DLL it loads (``warn:module:find_builtin_dll cannot find builtin library``), 30 and more for an import of torch.
+NOISE = ("find_builtin_dll cannot find builtin",)
+
+
+@dataclass(frozen=True)
+class Expect:
+    version: str  # torch.__version__, e.g. 2.13.0+cpu
+    cuda: str  # "cpu" or X.Y (torch.version.cuda)
+    cudnn: int | None  # cuDNN major for CUDA cells
+    torch_file: str | None  # where torch/__init__.py must be imported from
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # passed | failed | skipped
+    message: str
+
+
+class CheckFailed(Exception):
+    """A check ran and found something wrong (as opposed to crashing)."""
+
+
+def torch_module() -> Any:
+    return importlib.import_module("torch")
+
+
+def numpy_module() -> Any:
+    return importlib.import_module("numpy")
+
+
+def gpu_present() -> bool:
+    """Whether this machine has an NVIDIA GPU, found without torch (so that a CPU build can tell 'no GPU')."""
+    gpus = Path("/proc/driver/nvidia/gpus")
+    if gpus.is_dir() and any(gpus.iterdir()):
+        return True
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return listed.returncode == 0 and "GPU " in listed.stdout
+
+
+def tail(text: str, lines: int = TAIL_LINES) -> str:
+    kept = [line for line in text.strip().splitlines() if not any(n in line for n in NOISE)]
+    return "\n".join(kept[-lines:])
+
+
+def clean_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    for name in SCRUBBED_ENV:
+        env.pop(name, None)
+    env["PYTHONNOUSERSITE"] = "1"
+    return env
