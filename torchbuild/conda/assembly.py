@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from torchbuild.config.options import RunOptions
-from torchbuild.errors import StageFailed, UserError, one_of
+from torchbuild.errors import UserError, one_of
 
 ARCHIVE_SUFFIX = {"conda": ".conda", "tar.bz2": ".tar.bz2"}
 # Levels each archive type accepts: zstd for .conda (rattler passes the level through), bzip2 for .tar.bz2.
@@ -53,7 +53,6 @@ def assemble(
     licenses: Sequence[Path] = (),
     info_files: Sequence[Path] = (),
     timestamp: datetime.datetime | None = None,
-    stage: str = "conda",
 ) -> Path:
     """Assemble the staged prefix ``payload_dir`` into a package in ``out_dir``; return its path.
 
@@ -93,7 +92,7 @@ def assemble(
             detect_prefix=False,
         )
     except RattlerBuildError as exc:
-        raise StageFailed(stage, f"assembling the package in {out_dir} failed: {exc}") from None
+        raise UserError(f"assembling the package in {out_dir} failed: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:
-        raise StageFailed(stage, f"the rendered recipe in {recipe_dir} lacks a package field: {exc}") from None
+        raise UserError(f"the rendered recipe in {recipe_dir} lacks a package field: {exc}") from None
     return Path(output.path)

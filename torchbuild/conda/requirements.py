@@ -13,7 +13,7 @@ from packaging.specifiers import Specifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
 from torchbuild.config.pypi_to_conda import NameRule, conda_name
-from torchbuild.errors import StageFailed
+from torchbuild.errors import UserError
 from torchbuild.wheel.wheelfile import WheelInfo
 
 OPERATOR_ORDER = {op: i for i, op in enumerate(("===", "==", "~=", ">=", ">", "!=", "<=", "<"))}  # lower bound first
@@ -54,7 +54,7 @@ def requirement_to_conda(requirement: str, env: Mapping[str, str], names: Mappin
     return f"{rule.conda} {version}" if version else rule.conda
 
 
-def wheel_requires(wheel: WheelInfo, conversion: Conversion, stage: str = "conda") -> tuple[str, ...]:
+def wheel_requires(wheel: WheelInfo, conversion: Conversion) -> tuple[str, ...]:
     """The wheel's Requires-Dist as conda specs for the cell's platform and Python, in the wheel's order, with the
     cell's requirement overrides applied."""
     env = conversion.markers
@@ -64,7 +64,7 @@ def wheel_requires(wheel: WheelInfo, conversion: Conversion, stage: str = "conda
         try:
             spec = requirement_to_conda(line, env, conversion.names)
         except (InvalidRequirement, UndefinedComparison, UndefinedEnvironmentName, ValueError) as exc:
-            raise StageFailed(stage, f"{wheel.path}: Requires-Dist '{line}': {exc}") from None
+            raise UserError(f"{wheel.path}: Requires-Dist '{line}': {exc}") from None
         if spec is not None and (name := str(canonicalize_name(Requirement(line).name))) in overrides:
             spec = overrides[name]
         if spec is not None and spec not in specs:

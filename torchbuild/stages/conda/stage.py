@@ -15,7 +15,6 @@ no such packages.
 
 from __future__ import annotations
 
-import shutil
 import time
 import zipfile
 from collections.abc import Mapping
@@ -48,6 +47,17 @@ def _relative(path: Path, root: Path) -> str:
 
 
 def run(ctx: Context) -> StageResult:
+    """The package; what the libraries it uses refuse (a wheel's requirement, its members, the assembly) fails the
+    stage with their message."""
+    try:
+        return _package(ctx)
+    except StageFailed:
+        raise
+    except UserError as exc:
+        raise StageFailed(NAME, str(exc)) from None
+
+
+def _package(ctx: Context) -> StageResult:
     plan = ctx.plan
     check_options(ctx.options)
     wheel_artifact = ctx.inputs.get("repaired_wheel")
@@ -77,7 +87,6 @@ def run(ctx: Context) -> StageResult:
     out_dir = ctx.stage_dir(NAME)
     for stale in [*out_dir.glob("*.conda"), *out_dir.glob("*.tar.bz2")]:
         stale.unlink()
-    shutil.rmtree(out_dir / "payload", ignore_errors=True)  # where earlier versions unpacked it
     document = package_sbom(plan, wheel.path.name, source, report, left_out)
     info_sbom = out_dir / sbom.FILE_NAME
     info_sbom.write_text(document, encoding="utf-8")
@@ -86,17 +95,14 @@ def run(ctx: Context) -> StageResult:
         started = time.perf_counter()
         member = sbom.wheel_member(wheel.dist_info)
         replace = {member: document.encode("utf-8")}
-        try:
-            payload = unpack_wheel(
-                wheel,
-                plan.conda.install_scheme,
-                staging,
-                windows=plan.platform == "win-64",
-                leave_out=left_out,
-                replace=replace,
-            )
-        except UserError as exc:
-            raise StageFailed(NAME, str(exc)) from None
+        payload = unpack_wheel(
+            wheel,
+            plan.conda.install_scheme,
+            staging,
+            windows=plan.platform == "win-64",
+            leave_out=left_out,
+            replace=replace,
+        )
         unpacked = time.perf_counter() - started
         what = (
             f"assembling {name}: {payload.files:,} files, {payload.size / 1e6:,.0f} MB, "

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from torchbuild.errors import UserError
 from torchbuild.results import Check, Status
 from torchbuild.stages.smoke.resources import smoke_checks
 
@@ -25,6 +26,10 @@ if TYPE_CHECKING:
 STATUSES: dict[str, Status] = {"passed": "passed", "failed": "failed", "skipped": "skipped"}
 # Every check runs in its own process (import torch: seconds); the DataLoader spawns two more.
 CHECKS_TIMEOUT_S = smoke_checks.CHECK_TIMEOUT_S * len(smoke_checks.CHECKS)
+
+
+class BackendError(UserError):
+    """An environment could not be made or checked; the smoke stage that uses the backend names itself."""
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,6 @@ from torchbuild.results import Check, StageResult
 from torchbuild.stages import Context, Stage
 from torchbuild.stages.smoke.env import Backend, Env, parse_results
 from torchbuild.stages.smoke.resources import smoke_checks
-from torchbuild.stages.smoke.venv import STAGE as BACKEND_STAGE
 from torchbuild.stages.smoke.venv import VenvBackend, find_python, wheel_requirements
 from torchbuild.stages.smoke.wine import WineBackend
 
@@ -162,7 +161,7 @@ def _run_env(name: str, env: Env, backend: Backend) -> list[Check]:
     try:
         what = backend.setup(env)
     except UserError as exc:  # a StageFailed of the backend, pip's error, a download refused
-        message = str(exc).removeprefix(f"{BACKEND_STAGE}: ")
+        message = str(exc)
         setup = Check(name=f"{env.kind}: install", status="failed", message=message, file=env.artifact.name)
         failed = f"{setup.name} failed ({backend.where}): {setup.message}\n{_kept(env)}"
         raise StageFailed(name, failed, [setup]) from None

@@ -24,18 +24,24 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from torchbuild.conda import rattler_child
-from torchbuild.errors import StageFailed
 from torchbuild.host import uv
 from torchbuild.host.proc import run_tool
 from torchbuild.results import Check, sha256_of
-from torchbuild.stages.smoke.env import CHECKS_TIMEOUT_S, Env, expect_args, leftovers, log_run, parse_results
+from torchbuild.stages.smoke.env import (
+    CHECKS_TIMEOUT_S,
+    BackendError,
+    Env,
+    expect_args,
+    leftovers,
+    log_run,
+    parse_results,
+)
 from torchbuild.stages.smoke.resources import smoke_checks
 from torchbuild.wheel import wheelfile
 
 if TYPE_CHECKING:
     from torchbuild.plan import Plan
 
-STAGE = "smoke"
 INSTALL_TIMEOUT_S = 900.0
 KINDS = {"wheel": "a fresh venv", "conda": "a fresh conda prefix"}
 
@@ -66,13 +72,13 @@ def wheel_requirements(wheel: Path) -> list[str]:
     try:
         metadata = wheelfile.read_metadata(wheel)
     except wheelfile.WheelError as exc:
-        raise StageFailed(STAGE, f"cannot read {wheel}: {exc}") from None
+        raise BackendError(f"cannot read {wheel}: {exc}") from None
     requirements = []
     for line in metadata.get_all("Requires-Dist") or []:
         try:
             requirement = Requirement(line)
         except InvalidRequirement as exc:
-            raise StageFailed(STAGE, f"{wheel.name}: invalid Requires-Dist '{line}': {exc}") from None
+            raise BackendError(f"{wheel.name}: invalid Requires-Dist '{line}': {exc}") from None
         if requirement.marker is None or "extra" not in str(requirement.marker):
             requirements.append(line)
     return requirements
@@ -111,7 +117,7 @@ class VenvBackend:
         try:
             uv.venv(prefix(env), self.python, env.log)
         except uv.UvError as exc:
-            raise StageFailed(STAGE, f"cannot make the venv {prefix(env)}: {exc}") from None
+            raise BackendError(f"cannot make the venv {prefix(env)}: {exc}") from None
         if env.kind == "wheel":
             _pip_install(env, [str(env.artifact), *self.extras()])
             return f"fresh venv + uv pip install {env.artifact.name} {' '.join(self.extras())}"
@@ -121,9 +127,7 @@ class VenvBackend:
         plan = self.plan
         site_packages = prefix(env) / plan.conda.site_packages
         if _purelib(env).resolve() != site_packages.resolve():
-            raise StageFailed(
-                STAGE,
-                f"the venv's site-packages is {_purelib(env)}, but {env.artifact.name} puts its "
+            raise BackendError(f"the venv's site-packages is {_purelib(env)}, but {env.artifact.name} puts its "
                 f"files under {plan.conda.site_packages}: the package would not be importable",
             )
         try:
@@ -135,7 +139,7 @@ class VenvBackend:
                 cache_dir=str(env.root / "pkgs"),
             )
         except rattler_child.RattlerError as exc:
-            raise StageFailed(STAGE, f"rattler install of {env.artifact.name} into {env.root} failed: {exc}") from None
+            raise BackendError(f"rattler install of {env.artifact.name} into {env.root} failed: {exc}") from None
         with env.log.open("a", encoding="utf-8") as handle:
             handle.write(f"rattler install {env.artifact} -> {prefix(env)}: {installed['record']}\n")
         # Only the pytorch package comes from a conda file: its dependencies (sympy, filelock, ...) have no
@@ -183,13 +187,13 @@ def _pip_install(env: Env, args: list[str]) -> None:
     try:
         uv.install(python_of(env), args, log=env.log)
     except uv.UvError as exc:
-        raise StageFailed(STAGE, f"installing {' '.join(args)} into {prefix(env)} failed: {exc}") from None
+        raise BackendError(f"installing {' '.join(args)} into {prefix(env)} failed: {exc}") from None
 
 
 def _purelib(env: Env) -> Path:
     out = run_tool(
         [python_of(env), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        stage=STAGE,
+        stage="",
         log=env.log,
         what=f"{python_of(env)} (site-packages)",
     )
@@ -203,9 +207,7 @@ def conda_origin(env: Env, plan: Plan) -> str:
     record_path = prefix(env) / "conda-meta" / f"{conda.name}-{conda.version}-{conda.build_string}.json"
     if not record_path.is_file():
         found = sorted(p.name for p in (prefix(env) / "conda-meta").glob("*.json"))
-        raise StageFailed(
-            STAGE,
-            f"installing {env.artifact.name} left no {record_path} (conda-meta has: "
+        raise BackendError(f"installing {env.artifact.name} left no {record_path} (conda-meta has: "
             f"{', '.join(found) or 'nothing'}): the package's name, version or build string "
             "differ from the Plan",
         )
@@ -213,12 +215,10 @@ def conda_origin(env: Env, plan: Plan) -> str:
     init = f"{conda.site_packages}/torch/__init__.py"
     entries = {p["_path"]: p for p in record.get("paths_data", {}).get("paths", [])}
     if init not in entries:
-        raise StageFailed(STAGE, f"{env.artifact.name} does not contain {init} (per {record_path})")
+        raise BackendError(f"{env.artifact.name} does not contain {init} (per {record_path})")
     actual = sha256_of(prefix(env) / init)
     if entries[init].get("sha256") != actual:
-        raise StageFailed(
-            STAGE,
-            f"{prefix(env) / init} is not the file from {env.artifact.name} (sha256 {actual}, "
+        raise BackendError(f"{prefix(env) / init} is not the file from {env.artifact.name} (sha256 {actual}, "
             f"the package's {entries[init].get('sha256')}): pip replaced it",
         )
     return f"conda-meta/{record_path.name}: {len(entries)} files, torch/__init__.py sha256 matches"

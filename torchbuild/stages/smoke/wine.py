@@ -44,7 +44,6 @@ from torchbuild.stages.smoke.env import (
 if TYPE_CHECKING:
     from torchbuild.plan import Plan
 
-STAGE = "smoke"
 KINDS = {"wheel": "a fresh embeddable CPython", "conda": "the conda layout"}
 WINE_ENV = {"KMP_AFFINITY": "disabled", "PYTHONNOUSERSITE": "1"}
 # Wine 8.0 workarounds for CPython >= 3.12; each is explained where it is written.
