@@ -1,6 +1,6 @@
-"""The linux repair's fast path (torchbuild/manylinux.py) reaches auditwheel's own verdict: on the real torch CPU
-wheel (already manylinux_2_28, nothing to vendor) and on small wheels of real gcc output that need a library
-vendored, that need a newer glibc than the tag allows, or that need nothing."""
+"""The linux repair's fast path (torchbuild/platforms/linux/manylinux.py) reaches auditwheel's own verdict: on the
+real torch CPU wheel (already manylinux_2_28, nothing to vendor) and on small wheels of real gcc output that need a
+library vendored, that need a newer glibc than the tag allows, or that need nothing."""
 
 from __future__ import annotations
 

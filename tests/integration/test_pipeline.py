@@ -208,7 +208,7 @@ async def main():
 
 asyncio.run(main())
 sys.stdout.flush()
-os._exit(0)  # py-rattler can crash at interpreter exit (see torchbuild/rattler_child.py)
+os._exit(0)  # py-rattler can crash at interpreter exit (see torchbuild/conda/rattler_child.py)
 """
 
 

@@ -1,4 +1,4 @@
-"""Which DLLs a cell ships and where they come from (torchbuild/dll_providers.py), with real PE files."""
+"""Which DLLs a cell ships and where they come from (torchbuild/config/dll_providers.py), with real PE files."""
 
 from __future__ import annotations
 

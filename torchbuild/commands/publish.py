@@ -1,6 +1,6 @@
 """``pipeline.py publish PATH... --channel C`` (already built artifacts, e.g. CI's) and ``pipeline.py index``.
 
-PATH is a .conda/.tar.bz2/.whl file, or a directory: every ``report.json`` below it (torchbuild/report.py's) names
+PATH is a .conda/.tar.bz2/.whl file, or a directory: every ``report.json`` below it (torchbuild/run/report.py's) names
 its cells' artifacts, found again relative to that report (the paths in it are from the machine that built them)
 and checked against the sha256 and size it records. Every artifact then gets the verify stage's checks that need no
 Plan before anything is written: one bad file and nothing is published. The layout a CI publish job downloads, one

@@ -1,4 +1,4 @@
-"""``pipeline.py sbom ARTIFACT``: the SBOM a repaired wheel or conda package carries (torchbuild/sbom.py), as a
+"""``pipeline.py sbom ARTIFACT``: the SBOM a repaired wheel or conda package carries (torchbuild/wheel/sbom.py), as a
 table a person reads: each component with its version, sha256, where it came from, license and signer."""
 
 from __future__ import annotations

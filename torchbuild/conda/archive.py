@@ -1,4 +1,4 @@
-"""A conda package (.conda or .tar.bz2) read back from disk for its checks (conda_metadata.py, conda_content.py).
+"""A conda package (.conda or .tar.bz2) read back from disk for its checks (checks/metadata.py, checks/content.py).
 
 The archive is streamed once: info/ members are kept in memory (they are small), payload members are hashed as
 they pass. Nothing is extracted to disk. ``package_check`` registers a check of the archive with its code.

@@ -1,9 +1,9 @@
 """py-rattler calls, made in a child process.
 
 py-rattler 0.28 runs its async work on a tokio runtime that races the interpreter's shutdown (the
-pyo3-async-runtimes shutdown issue): measured here, about one process in five that called ``index_fs``,
-``solve`` or ``install`` died with SIGSEGV or SIGABRT at exit, after its work was done. Neither the pipeline nor
-the test runner may be that process, so each call runs in ``python -m torchbuild.conda.rattler_child``, which answers
+pyo3-async-runtimes shutdown issue): a process that called ``index_fs``, ``solve`` or ``install`` can die with
+SIGSEGV or SIGABRT at exit, after its work was done (about one in five of those tried). Neither the pipeline nor the
+test runner may be that process, so each call runs in ``python -m torchbuild.conda.rattler_child``, which answers
 with one JSON line and leaves through ``os._exit``.
 """
 

@@ -1,7 +1,7 @@
 """The source of a compiled cell: a checkout given with ``--source-dir``, or a git ref cloned with its submodules
 from ``--git-url`` (default upstream PyTorch) into the cache.
 
-The source stage writes what it used to ``checkout.json`` (path, commit, a fingerprint of local changes): that
+The source stage writes what it used into ``checkout.json`` (path, commit, a fingerprint of local changes): that
 file is the stage's artifact, so a different checkout, commit or edit reruns the build.
 
 Whether a directory is a PyTorch checkout is one separate step, ``validate_pytorch``; projects of another kind

@@ -1,5 +1,6 @@
 """uv, the installer the smoke environments are made with (the one wrapper of it): ``uv venv`` and ``uv pip
-install`` do what ``python -m venv`` and ``pip install`` do, in seconds instead of a minute for a torch wheel.
+install`` do what ``python -m venv`` and ``pip install`` do, and link a wheel's files from uv's cache instead of
+copying them.
 
 uv reads no pip configuration, so the configuration pip is given here (pip.conf, PIP_* variables: index URLs,
 find-links, constraints, certificate, timeout; ``pip config list``) is handed to uv as flags and variables: an

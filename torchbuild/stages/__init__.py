@@ -3,7 +3,7 @@
 Each stage module ends with one ``STAGE = Stage(...)`` that declares what it reads and writes by name (the
 artifact names below) and which run options shape its output. The runner gives a stage only the Plan, the run
 options and the artifacts it declared it reads; a stage reads nothing else, and the stages never import each other
-(the two smoke stages share ``smoke.py``, which is no stage of its own).
+(the two smoke stages share ``stages/smoke/``, which is no stage of its own).
 """
 
 from __future__ import annotations

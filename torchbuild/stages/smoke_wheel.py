@@ -1,4 +1,4 @@
-"""smoke-wheel: the repaired wheel in a fresh environment (smoke.py, which both smoke stages share,
+"""smoke-wheel: the repaired wheel in a fresh environment (stages/smoke/, which both smoke stages share,
 says how). On a host of the cell's platform it runs beside conda and verify."""
 
 from __future__ import annotations

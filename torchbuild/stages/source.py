@@ -15,7 +15,7 @@ unlabelled wheel of the release is taken when the labelled one is not offered, a
 Compile mode (``--source-dir`` or ``--git-ref``): the checkout, given or cloned, validated and described in
 ``checkout.json``.
 
-Writes ``source_wheel`` or ``checkout``, and ``source_info`` (source.json, torchbuild/provenance.py: the origin,
+Writes ``source_wheel`` or ``checkout``, and ``source_info`` (source.json, torchbuild/wheel/provenance.py: the origin,
 its sha256 or commit, and the time the cell's archives carry).
 """
 

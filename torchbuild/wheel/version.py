@@ -3,7 +3,7 @@
 PyPI's win_amd64 torch wheels are the CPU builds under the plain release version; the cell's wheel is named with
 its variant (``2.5.1+cpu``) so that a channel can hold the CPU and CUDA builds side by side. Only the .dist-info
 changes (its directory name, METADATA's Version, RECORD); every other member's compressed bytes are copied as they
-are (wheel_rewrite.py), which takes seconds where recompressing a 1 GB payload takes minutes.
+are (rewrite.py), which takes seconds where recompressing a 1 GB payload takes minutes.
 """
 
 from __future__ import annotations

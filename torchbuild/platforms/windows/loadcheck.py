@@ -1,5 +1,5 @@
 """The loader check: every .dll and .pyd of a Windows tree loaded with LoadLibraryExW, as Python >= 3.8 and torch
-load them, by a small program that needs no Python (``torchbuild/native/loadcheck.c``), under Wine on Linux.
+load them, by a small program that needs no Python (``native/loadcheck.c`` beside this module), under Wine on Linux.
 
 The program is compiled with mingw-w64 on demand into ``<cache>/loadcheck/<sha256 of the source>/loadcheck.exe``,
 so a changed source is compiled again and an unchanged one never. Where mingw-w64 or Wine is missing, the check is

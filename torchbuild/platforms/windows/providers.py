@@ -1,4 +1,4 @@
-"""Locating the DLLs a win-64 wheel needs at their providers (the data is torchbuild/dll_providers.py's).
+"""Locating the DLLs a win-64 wheel needs at their providers (the data is torchbuild/config/dll_providers.py's).
 
 ``locate`` finds a file for each DLL pattern:
 
@@ -8,7 +8,7 @@
   downloaded once with pip and unpacked into ``<cache-dir>/dll-providers/<wheel>/`` (its .dll files, flat).
 
 Every located DLL must be an AMD64 PE file; each carries the signer its provider's data names (checked by the
-repair, torchbuild/repair_windows.py). A DLL that no provider has raises ``ProviderError`` naming the DLL, the
+repair, torchbuild/stages/repair/windows.py). A DLL that no provider has raises ``ProviderError`` naming the DLL, the
 provider and every place looked in.
 """
 
@@ -150,7 +150,7 @@ def provider_wheel(directory: Path) -> ProviderWheel | None:
         raw = json.loads((directory / DONE).read_text(encoding="utf-8"))
         return ProviderWheel(**{k: str(raw[k]) for k in ("filename", "name", "version", "sha256", "url", "license")})
     except (OSError, ValueError, KeyError, TypeError):
-        return None  # an entry of an older torchbuild (a plain file name): it is made again below
+        return None  # an entry without a readable record: it is made again below
 
 
 def locate(

@@ -1,9 +1,9 @@
 """conda: the repaired wheel becomes the cell's conda package (.conda, or .tar.bz2 when asked).
 
 The package is made from the same wheel as the pip artifact, never from a second compile: the wheel is installed
-into the Plan's site-packages of a staging prefix (wheel_install.py; in memory where there is room for it,
+into the Plan's site-packages of a staging prefix (wheel/install.py; in memory where there is room for it,
 scratch.py), its Requires-Dist become conda run
-dependencies (wheel_to_conda.py), and the package is assembled with py-rattler-build (package_assembly.py) from the
+dependencies (conda/requirements.py), and the package is assembled with py-rattler-build (conda/assembly.py) from the
 rendered recipe (``recipes/pytorch``), which also goes into ``info/recipe``.
 
 In a conda environment the runtimes come from the environment: the package leaves out every DLL one of its run

@@ -7,19 +7,19 @@ auditwheel's repair on a 1 GB archive only to get the same bytes back costs minu
 result either way.
 
 win-64: delvewheel vendors what the wheel's own import tables need and what is loaded by name at run time (derived in
-torchbuild/windows.py, with the name-mangling policy), from their providers (torchbuild/dll_providers.py),
-keeping torch's own DLLs as they are. The PE import-closure check (torchbuild/pe.py) then proves every .dll/.pyd
-resolves each import, that what is loaded by name is there, and that every VC runtime DLL serves the binaries' MSVC.
-Every DLL taken from a provider must carry its vendor's valid Authenticode signature (windows.signer_of).
+windows.py beside this module, with the name-mangling policy), from the Plan's DLL providers, keeping torch's own DLLs
+as they are. The PE import-closure check (platforms/windows/pe.py) then proves every .dll/.pyd resolves each import,
+that what is loaded by name is there, and that every VC runtime DLL serves the binaries' MSVC. Every DLL taken from a
+provider must carry its vendor's valid Authenticode signature (windows.signer_of).
 
-Both: the result gets the SBOM of what was vendored (<dist-info>/sboms/torchbuild.cdx.json, torchbuild/sbom.py) and
-is written in a deterministic form dated the cell's epoch (torchbuild/wheel_rewrite.py, provenance.py), without
+Both: the result gets the SBOM of what was vendored (<dist-info>/sboms/torchbuild.cdx.json, wheel/sbom.py) and is
+written in a deterministic form dated the cell's epoch (wheel/rewrite.py, wheel/provenance.py), without
 recompressing a member; auditwheel and delvewheel run with SOURCE_DATE_EPOCH set to it. The same inputs give the
 same bytes.
 
 Reads ``built_wheel`` and ``source_info``; writes ``repaired_wheel`` (named ``plan.wheel``) and ``repair_report``
 (``repair.json``: what was vendored, from where, signed by whom, and the VC runtime floor the binaries set;
-torchbuild/repair_report.py).
+torchbuild/wheel/repair_report.py).
 """
 
 from __future__ import annotations

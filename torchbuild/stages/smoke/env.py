@@ -1,6 +1,6 @@
 """What the smoke stages' environment backends share: one environment (``Env``), the ``Backend`` protocol each kind
-of host implements (a venv and a conda prefix on the host itself: smoke_venv.py; python.org's embeddable CPython for
-Windows under Wine on a Linux host: smoke_wine.py), and the reading of smoke_checks.py's results.
+of host implements (a venv and a conda prefix on the host itself: venv.py; python.org's embeddable CPython for
+Windows under Wine on a Linux host: wine.py), and the reading of smoke_checks.py's results.
 
 A backend makes an environment (``setup``), runs the checks in it (``run_checks``) and says where they ran
 (``where``: "under Wine 8.0, CPython 3.11.9 embeddable"); the stage does the rest (messages, clean-up). Each smoke

@@ -3,9 +3,9 @@ of its own: it is what the two stage modules share (each declares one environmen
 
 Each stage builds its environment fresh under its stage directory, by the backend that can run the target here:
 
-- on a host of the cell's platform (smoke_venv.py): smoke-wheel, a venv with the repaired wheel; smoke-conda, a
+- on a host of the cell's platform (venv.py): smoke-wheel, a venv with the repaired wheel; smoke-conda, a
   venv as a conda prefix with the conda package linked into it by py-rattler;
-- a win-64 cell on a Linux host with Wine (smoke_wine.py): python.org's embeddable CPython for Windows of the cell's
+- a win-64 cell on a Linux host with Wine (wine.py): python.org's embeddable CPython for Windows of the cell's
   Python (pinned by sha256), with the wheel and its Windows dependencies, or the conda layout of the package;
   under Wine, with the VC runtime native-only.
 
@@ -120,9 +120,9 @@ UNPACKED_PER_PACKED = 8  # a torch conda package unpacks to 4-5 times its size; 
 
 def _environment_root(base: Path, kind: str, backend: Backend, artifact: Path) -> Path:
     """Where the environment is made: the conda prefix on the host in memory where there is room (rattler extracts
-    the package into the prefix's package cache and links it from there: 1.8 s in /dev/shm against 9 s on this
-    machine's disk), else, and for every other environment, ``base/kind`` (uv links the wheel's files from its cache
-    on the disk: in memory it would copy them, slower). An environment in memory that an earlier failed run kept is
+    the package into the prefix's package cache and links it from there: thousands of new files, cheaper in memory),
+    else, and for every other environment, ``base/kind`` (uv hard-links the wheel's files from its cache on the
+    same disk; into memory it would have to copy them). An environment in memory that an earlier failed run kept is
     removed first."""
     recorded = base / KEPT
     if recorded.is_file():

@@ -2,7 +2,7 @@
 
 - wheel: a fresh venv (``uv venv``) from the host's Python of the Plan's version, then one ``uv pip install
   <repaired wheel> numpy`` (its dependencies from pip's configured package indexes; numpy pinned as smoke_envs.yaml
-  says). uv does in seconds what ``python -m venv`` and pip take a minute for (torchbuild/uv.py).
+  says). uv does in seconds what ``python -m venv`` and pip take a minute for (torchbuild/host/uv.py).
 - conda: a venv as the prefix (its python is the venv's), the conda package linked into it by py-rattler's
   ``install``, then the wheel's own requirements and numpy installed beside it the same way.
 

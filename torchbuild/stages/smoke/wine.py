@@ -3,10 +3,12 @@ Python (python_embed.py, pinned by sha256), run under Wine (wine.py) with the Mi
 a wheel without it fails as on a clean Windows machine.
 
 - wheel: the embeddable CPython with the repaired wheel and its Windows dependencies unpacked into
-  ``Lib\\site-packages`` (Requires-Dist evaluated for the Windows target, win_amd64 wheels: win_deps.py) and numpy's
-  win_amd64 wheel (smoke_envs.yaml pins it per torch/Python range, with the reason).
-- conda: the conda layout (win_env.py): the package's files where conda puts them and ``Library\\bin`` with what its
-  run dependencies install, taken from the vendor wheels; the same dependencies and numpy beside it.
+  ``Lib\\site-packages`` (Requires-Dist evaluated for the Windows target, win_amd64 wheels:
+  platforms/windows/dependencies.py) and numpy's win_amd64 wheel (smoke_envs.yaml pins it per torch/Python range,
+  with the reason).
+- conda: the conda layout (platforms/windows/environments.py): the package's files where conda puts them and
+  ``Library\\bin`` with what its run dependencies install, taken from the vendor wheels; the same dependencies and
+  numpy beside it.
 
 The checks are smoke_checks.py's, run by that python.exe from an empty working directory, as on Windows. On top of
 them, Wine's loader lines of each check process are read: an export a DLL of the wheel imports that is missing
