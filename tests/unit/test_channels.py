@@ -256,3 +256,13 @@ def test_publish_names_the_report_and_cell_of_a_bad_entry(packages: list[Path], 
         report_path.write_text(json.dumps({**data, "cells": cells}))
         with pytest.raises(UserError, match=re.escape(f"{report_path}: ") + ".*" + re.escape(expected)):
             collect([build])
+
+
+def test_the_rattler_child_imports_this_checkout_of_torchbuild() -> None:
+    """py-rattler runs in a child process; it must import the torchbuild it was started from (a second checkout or a
+    CI clone beside an installed one), so PYTHONPATH starts with the folder that holds this package."""
+    import torchbuild
+    from torchbuild.conda import rattler_child
+
+    first = rattler_child._child_env()["PYTHONPATH"].split(os.pathsep)[0]
+    assert Path(first) == Path(torchbuild.__file__).resolve().parent.parent

@@ -58,7 +58,7 @@ def call(operation: str, timeout: float | None = None, **arguments: Any) -> Any:
 
 def _child_env() -> dict[str, str]:
     """This process's environment, with torchbuild importable in the child from any working directory."""
-    package_parent = str(Path(__file__).resolve().parent.parent)
+    package_parent = str(Path(__file__).resolve().parents[2])  # the folder that holds the torchbuild package
     paths = [package_parent, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
 
