@@ -150,3 +150,12 @@ def test_wheel_requirements_leave_out_extras() -> None:
         "jinja2",
         "fsspec>=0.8.5",
     ]
+
+
+def test_the_script_finds_its_sibling_modules_without_its_folder_on_sys_path(tmp_path: Path) -> None:
+    """python.org's embeddable CPython (the Wine smoke) reads a ._pth file, which leaves the script's folder off
+    sys.path, as ``python -I`` does: the script must still import the modules copied beside it."""
+    proc = subprocess.run([sys.executable, "-I", str(SCRIPT), "--help"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "--expect-version" in proc.stdout

@@ -38,7 +38,9 @@ if __package__:
         gpu_present,
         tail,
     )
-else:  # in a test environment: this file's folder is sys.path[0]
+else:  # run in a test environment: the siblings are in this file's folder (which an embeddable CPython's ._pth
+    # file leaves off sys.path)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import checks_core  # type: ignore[import-not-found,no-redef]
     from smoke_base import (  # type: ignore[import-not-found,no-redef]
         CHECK_TIMEOUT_S,
