@@ -44,9 +44,10 @@ def cell_plan(cuda: str, torch: str = "latest") -> Plan:
     plan = plan_mod.resolve(Cell(platform="linux-64", cuda=cuda, python=f"{sys.version_info[0]}.{sys.version_info[1]}",
                                  torch=torch), m)
     env = {**plan.env, "MAX_JOBS": "2"}
-    if plan.is_cuda:
-        env.update(TORCH_CUDA_ARCH_LIST=ARCHS, USE_CUDNN="0")
-    return dataclasses.replace(plan, env=env)
+    if not plan.is_cuda:
+        return dataclasses.replace(plan, env=env)
+    env.update(TORCH_CUDA_ARCH_LIST=ARCHS, USE_CUDNN="0")
+    return dataclasses.replace(plan, env=env, cudnn=None)  # the fixture needs no cuDNN
 
 
 def build_fixture(plan: Plan, src: Path, work: Path, cache: Path) -> tuple[StageResult, Path]:
