@@ -35,7 +35,7 @@ from torchbuild.config.matrix import Cell  # noqa: E402
 from torchbuild.config.options import RunOptions  # noqa: E402
 from torchbuild.stages.conda import recipe  # noqa: E402
 from torchbuild.wheel import wheelfile  # noqa: E402
-from torchbuild.wheel.install import unpack_wheel  # noqa: E402
+from torchbuild.wheel.install import install_wheel  # noqa: E402
 
 TORCH_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 
@@ -130,7 +130,7 @@ def main() -> int:
         wheel = wheelfile.read_wheel(args.wheel, "bench")
         staging = work / "payload"
         started = time.perf_counter()
-        unpack_wheel(wheel, plan.conda.install_scheme, staging, windows=plan.platform == "win-64")
+        install_wheel(wheel.path, plan.conda.install_scheme, staging, windows=plan.platform == "win-64")
         unpack = time.perf_counter() - started
         count, size = payload_bytes(staging)
         print(f"payload: {args.wheel.name} unpacked in {unpack:.1f} s: {count:,} files, {size / 1e6:,.0f} MB")
