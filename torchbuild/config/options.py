@@ -25,6 +25,7 @@ class RunOptions:
     # "pytorch": the source must be a PyTorch checkout of the Plan's release (checked) and the wheel must match
     # the Plan; "project": any setuptools project built the same way (the tests' fixture packages).
     source_kind: Literal["pytorch", "project"] = "pytorch"
+    verbose: bool = False  # -v: also what the probes that are expected to fail said
 
     @property
     def compiles(self) -> bool:

@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from installer.scripts import LauncherKind, ScriptSection
 
 LICENSE_NAMES = re.compile(r"^(LICEN[CS]E|COPYING|NOTICE)(\.[A-Za-z0-9]+)?$", re.IGNORECASE)
-INSTALLER = b"conda\n"  # the .dist-info's INSTALLER: conda owns the files, not pip
 # The shebang of a script in a Windows environment's Scripts folder: the launcher replaces <launcher_dir> with its
 # own folder, so the script runs with the environment's python.exe wherever the environment is.
 WINDOWS_INTERPRETER = "<launcher_dir>\\..\\python.exe"
@@ -92,7 +91,11 @@ class _Source(WheelFile):
         """As installer's own, the large members first: the destination's helper starts on them at once."""
         rows = parse_record_file(self.read_dist_info("RECORD").splitlines())
         records = {row[0]: row for row in rows}
-        members = [m for m in self._archive.infolist() if not m.is_dir() and m.filename not in self._skipped]
+        members = [
+            m
+            for m in self._archive.infolist()
+            if not m.is_dir() and m.filename not in self._skipped and "__pycache__" not in m.filename.split("/")[:-1]
+        ]  # installer would leave __pycache__/ out too (a security risk), with a warning on the terminal
         # .data/ members stay in the loop: installer reads a script's first line to fix its shebang
         large = {
             m.filename for m in members if m.file_size >= LARGE_MEMBER and not m.filename.startswith(self.data_dir)
@@ -154,9 +157,11 @@ class _Prefix(SchemeDictionaryDestination):
         entry = RecordEntry(path, None, None)
         mode = 0o755 if is_executable else 0o644
         if isinstance(stream, _Large) and self.helper is not None:
-            self._pending.append((entry, self.helper.submit(_copy_member, stream, target, mode)))
+            self._pending.append(
+                (entry, self.helper.submit(_copy_member, stream, target, mode, self.overwrite_existing))
+            )
         else:
-            digest, entry.size = _copy(stream, target, mode)
+            digest, entry.size = _copy(stream, target, mode, self.overwrite_existing)
             entry.hash_ = Hash(HASH, digest)
         self.written.append(entry)
         return entry
@@ -202,13 +207,14 @@ def _fixed_date(launcher: bytes) -> bytes:
     return head + tail
 
 
-def _copy(stream: BinaryIO, target: str, mode: int) -> tuple[str, int]:
-    """Write ``stream`` to the new file ``target`` (FileExistsError if it is there: a member written twice) with
+def _copy(stream: BinaryIO, target: str, mode: int, overwrite: bool = False) -> tuple[str, int]:
+    """Write ``stream`` to the new file ``target`` (FileExistsError if it is there, unless ``overwrite``) with
     ``mode`` whatever the umask; its RECORD hash and size. Large blocks: a helper thread takes the GIL back once per
     block (installer's own copy takes 64 KiB blocks)."""
     digest = hashlib.new(HASH)
     size = 0
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), mode)
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL) | getattr(os, "O_BINARY", 0)
+    fd = os.open(target, flags, mode)
     with open(fd, "wb") as out:
         if hasattr(os, "fchmod"):
             os.fchmod(fd, mode)
@@ -221,9 +227,9 @@ def _copy(stream: BinaryIO, target: str, mode: int) -> tuple[str, int]:
     return base64.urlsafe_b64encode(digest.digest()).decode("ascii").rstrip("="), size
 
 
-def _copy_member(member: _Large, target: str, mode: int) -> tuple[str, int]:
+def _copy_member(member: _Large, target: str, mode: int, overwrite: bool) -> tuple[str, int]:
     with member.archive.open(member.info) as stream:
-        return _copy(cast(BinaryIO, stream), target, mode)
+        return _copy(cast(BinaryIO, stream), target, mode, overwrite)
 
 
 def _check_members(archive: zipfile.ZipFile, path: Path, data_dir: str, scheme: Mapping[str, str]) -> None:
@@ -261,14 +267,17 @@ def install_wheel(
     windows: bool,
     leave_out: Collection[str] = (),
     replace: Mapping[str, bytes] | None = None,
+    installer_name: str = "conda",
+    overwrite: bool = False,
 ) -> Payload:
     """Install the wheel at ``path`` into the prefix ``dest`` laid out by ``install_scheme`` (folders relative to
     the prefix; ``{dist}``: the wheel's name), for Windows (``windows``) or elsewhere.
 
-    The .dist-info gets INSTALLER ("conda") and a RECORD true to what was written. The members ``leave_out`` names
-    are not installed and RECORD does not list them (a run dependency of the package provides them); the members
-    ``replace`` names (added when absent) are installed with its content. Every member path is checked before
-    anything is written."""
+    The .dist-info gets INSTALLER (``installer_name``) and a RECORD true to what was written; a file already in
+    the prefix is an error, or replaced (``overwrite``: another wheel of the same environment wrote it). The
+    members ``leave_out`` names are not installed and RECORD does not list them (a run dependency of the package
+    provides them); the members ``replace`` names (added when absent) are installed with its content. Every member
+    path is checked before anything is written."""
     try:
         archive = wheelfile.open_wheel(path)
     except wheelfile.WheelError as exc:
@@ -291,9 +300,10 @@ def install_wheel(
                 script_kind=kind,
                 windows=windows,
                 helper=helper,
+                overwrite_existing=overwrite,
             )
             try:
-                install(source, destination, {"INSTALLER": INSTALLER})
+                install(source, destination, {"INSTALLER": f"{installer_name}\n".encode()})
             except (ValueError, OSError, InstallerError) as exc:
                 raise UserError(f"{path}: {exc}") from None
     scripts_dir = scheme["scripts"]

@@ -133,9 +133,8 @@ class WineBackend:
             roots = [(str(r), "torch") for r in win_deps.applicable(win_deps.metadata_requires(self.wheel), markers)]
             roots += [(w.requirement, "smoke_envs.yaml") for w in plan.smoke_extras_wine]
             dest = self.cache_dir / "win-wheels" / f"py{plan.python}"
-            self._deps = win_deps.resolve(
-                roots, python=plan.python, markers=markers, dest=dest, log=log, skip=["torch"]
-            )
+            python = self.embedded.pinned.cpython  # the exact release: python_full_version markers hold as they will
+            self._deps = win_deps.resolve(roots, python=python, dest=dest, log=log, skip=["torch"])
         return self._deps
 
     def setup(self, env: Env) -> str:
@@ -146,8 +145,8 @@ class WineBackend:
         deps = self.dependencies(env.log)
         what = [self.embedded.pinned.label]
         if env.kind == "wheel":
-            win_deps.unpack(env.artifact, root, scheme)
-            what.append(f"{env.artifact.name} unpacked into Lib\\site-packages")
+            win_deps.install(env.artifact, root, scheme)
+            what.append(f"{env.artifact.name} installed into Lib\\site-packages")
         else:
             extract.extract_package(env.artifact, root)
             plan = self.plan
@@ -158,7 +157,7 @@ class WineBackend:
             )  # fmt: skip
             what.append(f"{env.artifact.name} laid out as conda installs it; Library\\bin: {provided.describe()}")
         for dep in deps:
-            win_deps.unpack(dep.wheel, root, scheme)
+            win_deps.install(dep.wheel, root, scheme)
         what.append(f"{len(deps)} win_amd64 wheels: {', '.join(f'{d.name} {d.version}' for d in deps)}")
         what += wine_fixes(root, self.plan.python)
         return "; ".join(what)
@@ -196,7 +195,8 @@ def script_check(env: Env, session: wine.Session) -> Check:
     ran = session.run(argv, timeout=SCRIPT_TIMEOUT_S, cwd=env.cwd)
     log_run(env, ["wine", *argv], ran.stdout, ran.stderr)
     if ran.returncode == 0 and f"usage: {SCRIPT}" in ran.stdout:
-        return Check(name=name, status="passed", message=f"Scripts\\{SCRIPT}.exe --help: exit 0, {SCRIPT}'s usage")
+        message = f"Scripts\\{SCRIPT}.exe --help: exit 0, {SCRIPT}'s usage"
+        return Check(name=name, status="passed", message=message, file=file)
     said = "timed out" if ran.returncode is None else f"exit {ran.returncode}"
     output = "\n".join((ran.stdout + ran.stderr).strip().splitlines()[-12:])
     return Check(name=name, status="failed", message=f"Scripts\\{SCRIPT}.exe --help: {said}\n{output}", file=file)
