@@ -31,7 +31,7 @@ from torchbuild.wheel import provenance
 COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor", "sbom")
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_REPODATA = ROOT.parent / "shared" / "data" / "repodata"
-CACHE_HELP = "download cache (default: ~/.cache/torchbuild)"
+CACHE_HELP = f"download cache (default: {RunOptions().cache_dir}, the user's cache folder)"
 
 
 def default_platform() -> str:

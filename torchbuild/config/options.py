@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import platformdirs
+
 DEFAULT_GIT_URL = "https://github.com/pytorch/pytorch"
 
 
@@ -14,7 +16,8 @@ class RunOptions:
     wheel: Path | None = None  # --wheel: prebuilt source
     force: bool = False
     replace: bool = False  # --replace: publish over a different file under a published name
-    cache_dir: Path = Path.home() / ".cache" / "torchbuild"
+    # the user's cache folder: ~/.cache/torchbuild (XDG_CACHE_HOME), %LOCALAPPDATA%\torchbuild\Cache on Windows
+    cache_dir: Path = Path(platformdirs.user_cache_dir("torchbuild", appauthor=False))
     conda_format: Literal["conda", "tar.bz2"] = "conda"
     compression_level: int = 5
     compression_threads: int = 2
