@@ -8,7 +8,7 @@ Prints times, sizes and ratios against the floor.
 
     python bench/package.py                       # level 5, 2 threads: the pipeline's defaults
     python bench/package.py --level 9 --skip-cph
-    pip install conda-package-handling            # bench-only dependency, for (c)
+    pip install -e ".[bench]"                     # conda-package-handling, for (c)
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def bench_cph(staging: Path, package: Path, out: Path) -> Row:
         from conda_package_handling.conda_fmt import ZSTD_COMPRESS_LEVEL, ZSTD_COMPRESS_THREADS
     except ImportError:
         return Row(
-            "conda-package-handling", "defaults", None, None, "not installed: pip install conda-package-handling"
+            "conda-package-handling", "defaults", None, None, "not installed: pip install -e .[bench]"
         )
     settings = f"defaults: zstd {ZSTD_COMPRESS_LEVEL}, {ZSTD_COMPRESS_THREADS} thread"
     # cph packs a prefix that holds info/ too: give it the info/ of the package (a) made.
