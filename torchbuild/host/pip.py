@@ -1,5 +1,5 @@
 """Every pip call torchbuild makes, in one place, on top of ``proc.run_tool``: downloads of wheels for a target
-platform (prebuilt torch wheels, DLL provider wheels, CUDA toolkit wheels) and installs into fresh environments.
+platform (prebuilt torch wheels, DLL provider wheels, CUDA toolkit wheels) and the arguments of an install.
 
 Which wheel a download takes is chosen by uv's resolver for the target (uv.lock: a pylock.toml, read as TOML);
 pip then fetches exactly that file (``name @ url#sha256=...``, so pip checks the hash) with its own network
@@ -133,16 +133,6 @@ def fetch(
                 raise PipError(f"pip download {wheel.url} left no {path.name} in {dest}; see {log}")
             fetched[wheel.name] = Fetched(path, wheel.url, downloaded=True)
     return [fetched[wheel.name] for wheel in wheels]
-
-
-def install(python: Path | str, args: Sequence[str], *, log: Path, timeout: float = TIMEOUT_S) -> None:
-    """``pip install`` into the environment of ``python``. ``-I``: PYTHONPATH and user site-packages must not make
-    pip believe a requirement is already there. Raises PipError."""
-    argv = [str(python), *install_argv(args)]
-    try:
-        run_tool(argv, stage="", log=log, timeout=timeout, what=f"pip install into {python}")
-    except ToolFailed as exc:
-        raise PipError(f"pip install {' '.join(args)} failed: {exc}", detail=str(exc)) from None
 
 
 def install_argv(args: Sequence[str]) -> list[str]:
