@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import make_wheel
+from tests.builders import make_wheel, torch_plan
 from torchbuild.host import pip, uv
+from torchbuild.run import pin
+from torchbuild.stages import source
 
 LINUX = uv.Target(python="3.11", platform=uv.python_platform("manylinux_2_28_x86_64"))
 WINDOWS = uv.Target(python="3.11", platform=uv.python_platform("win_amd64"))
@@ -89,3 +91,27 @@ def test_download_links_a_local_hit_and_reuses_a_file_with_the_right_sha256(only
     (got,) = pip.download(["torch==2.13.0+cpu"], tmp_path / "dest", log=tmp_path / "pip.log", target=target)
     assert got.local_source == only / got.path.name and got.path.read_bytes() == got.local_source.read_bytes()
     assert not got.downloaded
+
+
+def test_the_expected_failure_of_the_first_probe_is_shown_only_with_verbose(
+    only: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """win-64 CPU: PyPI publishes the build unlabelled, so torch==2.14.1+cpu is asked for first and not offered."""
+    plan = torch_plan("win-64", "cpu", "3.11", "2.14.1")
+    for verbose in (False, True):
+        fetched, unlabelled = source._fetch_any(plan, tmp_path / "cache", tmp_path / "source.log", verbose)
+        assert unlabelled and fetched.local_source == only / "torch-2.14.1-cp311-cp311-win_amd64.whl"
+        shown = capsys.readouterr().err  # the console writes to stderr
+        if not verbose:
+            assert shown == ""
+        else:
+            assert "torch==2.14.1+cpu" in shown and "No solution found" in shown
+            assert "PyPI publishes this build unlabelled, trying torch==2.14.1" in shown
+        assert "we can conclude that your requirements are unsatisfiable" in (tmp_path / "source.log").read_text()
+    pin._offered.cache_clear()
+    assert pin.newest_available(plan, ["2.15.0", "2.14.1"], verbose=False) == "2.14.1"
+    assert capsys.readouterr().err == ""
+    pin._offered.cache_clear()
+    assert pin.newest_available(plan, ["2.15.0", "2.14.1"], verbose=True) == "2.14.1"
+    said = capsys.readouterr().err
+    assert "pin: torch==2.14.1+cpu (x86_64-pc-windows-msvc, Python 3.11): No solution found" in said
