@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,7 @@ class Measured:
     yardstick: str = ""
     yardstick_s: float = 0.0
     wheel: Path | None = None
+    conda: str = ""  # the conda stage's own split (unpack, assemble) and the package's sha256
 
 
 def _pipeline(work: Path, platform: str, *extra: str) -> float:
@@ -96,6 +98,12 @@ def measure(platform: str) -> Measured:
         (cell,) = json.loads((work / "build" / "report.json").read_text())["cells"]
         measured.torch = cell["torch"]
         measured.stages = {s["stage"]: (s["status"], float(s["duration"])) for s in cell["stages"]}
+        conda = next(s for s in cell["stages"] if s["stage"] == "conda")
+        split = re.search(r"\((unpack [^)]*)\)", conda["message"])
+        package = conda["outputs"]["conda_package"]
+        measured.conda = (
+            f"{split[1] if split else conda['message']}; {Path(package['path']).name} sha256 {package['sha256']}"
+        )
         wheel = Path(cell["artifacts"]["source_wheel"]["path"])
         measured.rerun_s = _pipeline(work, platform)
         if platform == "linux-64":
@@ -122,6 +130,7 @@ def show(results: list[Measured]) -> None:
     print(f"{'ratio total / yardstick':28}" + "".join(f"{m.total_s / m.yardstick_s:>26.2f}" for m in results))
     for m in results:
         print(f"yardstick of {m.platform}: {m.yardstick}")
+        print(f"conda stage of {m.platform}: {m.conda}")
     host = host_platform()
     for declared in pipeline():
         together = [m.platform for m in results if declared.beside and m.platform == host]

@@ -8,7 +8,7 @@ Prints times, sizes and ratios against the floor.
 
     python bench/package.py                       # level 5, 2 threads: the pipeline's defaults
     python bench/package.py --level 9 --skip-cph
-    pip install conda-package-handling            # bench-only dependency, for (c)
+    pip install -e ".[bench]"                     # conda-package-handling, for (c)
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from torchbuild.config.matrix import Cell  # noqa: E402
 from torchbuild.config.options import RunOptions  # noqa: E402
 from torchbuild.stages.conda import recipe  # noqa: E402
 from torchbuild.wheel import wheelfile  # noqa: E402
-from torchbuild.wheel.install import unpack_wheel  # noqa: E402
+from torchbuild.wheel.install import install_wheel  # noqa: E402
 
 TORCH_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 
@@ -79,7 +79,7 @@ def bench_cph(staging: Path, package: Path, out: Path) -> Row:
         from conda_package_handling.conda_fmt import ZSTD_COMPRESS_LEVEL, ZSTD_COMPRESS_THREADS
     except ImportError:
         return Row(
-            "conda-package-handling", "defaults", None, None, "not installed: pip install conda-package-handling"
+            "conda-package-handling", "defaults", None, None, "not installed: pip install -e .[bench]"
         )
     settings = f"defaults: zstd {ZSTD_COMPRESS_LEVEL}, {ZSTD_COMPRESS_THREADS} thread"
     # cph packs a prefix that holds info/ too: give it the info/ of the package (a) made.
@@ -130,7 +130,7 @@ def main() -> int:
         wheel = wheelfile.read_wheel(args.wheel, "bench")
         staging = work / "payload"
         started = time.perf_counter()
-        unpack_wheel(wheel, plan.conda.install_scheme, staging, windows=plan.platform == "win-64")
+        install_wheel(wheel.path, plan.conda.install_scheme, staging, windows=plan.platform == "win-64")
         unpack = time.perf_counter() - started
         count, size = payload_bytes(staging)
         print(f"payload: {args.wheel.name} unpacked in {unpack:.1f} s: {count:,} files, {size / 1e6:,.0f} MB")

@@ -11,8 +11,9 @@ import pytest
 
 from tests.builders import make_wheel, torch_plan, with_sbom
 from tests.integration.support_conda import assemble_small, repack
+from tests.pe_fixtures import PeFixtures, build
 from torchbuild.conda import solve
-from torchbuild.conda.archive import pe_machine
+from torchbuild.conda.archive import read_package
 from torchbuild.conda.checks.package import check_package
 from torchbuild.conda.requirements import requirement_to_conda, wheel_requires
 from torchbuild.config.pypi_to_conda import load as load_mapping
@@ -36,12 +37,10 @@ def failed_codes(checks: list[Check]) -> set[str]:
     return {c.code for c in checks if c.status == "failed"}
 
 
-def minimal_pe_header(machine: int) -> bytes:
-    """The first bytes of a PE file: MZ stub whose e_lfanew points at 'PE\\0\\0' and the COFF machine field.
-    (Test input for the header reader, not a loadable DLL.)"""
-    head = bytearray(b"MZ" + b"\0" * 0x3E)
-    head[0x3C:0x40] = (0x40).to_bytes(4, "little")
-    return bytes(head) + b"PE\0\0" + machine.to_bytes(2, "little") + b"\0" * 18
+@pytest.fixture(scope="module")
+def pe_files(tmp_path_factory: pytest.TempPathFactory) -> PeFixtures:
+    """Real PE files built with mingw-w64 (tests/pe_fixtures.py): AMD64 and I386 DLLs, an AMD64 executable."""
+    return build(tmp_path_factory.mktemp("pe"))
 
 
 @pytest.fixture(scope="module")
@@ -162,13 +161,14 @@ def test_unreadable_package(good: Path, tmp_path: Path) -> None:
     assert str(truncated) in checks[0].message
 
 
-def test_windows_pe_machine_and_symlinks(tmp_path: Path) -> None:
+def test_windows_pe_machine_and_symlinks(tmp_path: Path, pe_files: PeFixtures) -> None:
     files = {
         "Lib/site-packages/tinypkg/__init__.py": b"",
-        "Lib/site-packages/tinypkg/good.dll": minimal_pe_header(0x8664),
-        "Lib/site-packages/tinypkg/old.pyd": minimal_pe_header(0x14C),
+        "Lib/site-packages/tinypkg/good.dll": pe_files.base.read_bytes(),
+        "Lib/site-packages/tinypkg/old.pyd": pe_files.base32.read_bytes(),
+        "Lib/site-packages/tinypkg/fake.dll": b"MZ but nothing after it",
         "Scripts/tool.bat": b"@echo off\n",
-        "Scripts/tool.exe": minimal_pe_header(0x8664),
+        "Scripts/tool.exe": pe_files.tool.read_bytes(),
     }
     pkg = assemble_small(
         tmp_path, files, subdir="win-64", symlinks={"Lib/site-packages/tinypkg/link.py": "__init__.py"}
@@ -176,7 +176,9 @@ def test_windows_pe_machine_and_symlinks(tmp_path: Path) -> None:
     checks = check_package(pkg)
     codes = by_code(checks)
     assert failed_codes(checks) == {"C1124", "C1127", "C1145"}
-    assert codes["C1145"].message == "Lib/site-packages/tinypkg/old.pyd: I386"
+    fake, old = codes["C1145"].message.split("; ")
+    assert fake.startswith("Lib/site-packages/tinypkg/fake.dll is not a readable PE file: ")
+    assert old == "Lib/site-packages/tinypkg/old.pyd: I386"
     assert "symlink Lib/site-packages/tinypkg/link.py" in codes["C1124"].message
     assert codes["C1127"].message == "Scripts/tool.bat and Scripts/tool.exe"
     assert codes["C1144"].status == "passed"
@@ -192,9 +194,14 @@ def test_windows_path_over_max_path(tmp_path: Path) -> None:
     assert "C:\\Users\\" in tb102.message
 
 
-def test_pe_machine_reader() -> None:
-    assert pe_machine(minimal_pe_header(0x8664)) == "AMD64"
-    assert pe_machine(b"\x7fELF") == "not a PE file (no MZ header)"
+def test_pe_files_are_read_with_pefile(tmp_path: Path, pe_files: PeFixtures) -> None:
+    files = {"Lib/site-packages/tinypkg/user.dll": pe_files.user.read_bytes(), "Scripts/tool.exe": b"\x7fELF"}
+    pkg = read_package(assemble_small(tmp_path, files, subdir="win-64"))
+    members = {m.name: m for m in pkg.files()}
+    user = members["Lib/site-packages/tinypkg/user.dll"].pe
+    assert user is not None and user.machine == "AMD64" and "base.dll" in user.imports
+    assert members["Scripts/tool.exe"].pe is None
+    assert "Scripts/tool.exe is not a readable PE file" in members["Scripts/tool.exe"].pe_problem
 
 
 def _info(pkg: Path, member: str) -> bytes:

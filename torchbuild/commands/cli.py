@@ -31,6 +31,7 @@ from torchbuild.wheel import provenance
 COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor", "sbom")
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_REPODATA = ROOT.parent / "shared" / "data" / "repodata"
+CACHE_HELP = f"download cache (default: {RunOptions().cache_dir}, the user's cache folder)"
 
 
 def default_platform() -> str:
@@ -77,7 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="real conda repodata to prove the package solvable against (default: ../shared/data/repodata)",
     )
-    run.add_argument("--cache-dir", type=Path, default=None, help="download cache (default: ~/.cache/torchbuild)")
+    run.add_argument("--cache-dir", type=Path, default=None, help=CACHE_HELP)
+    run.add_argument(
+        "-v", "--verbose", action="store_true", help="also show what the probes that are expected to fail said"
+    )
     source = run.add_argument_group("compiling from source (instead of a prebuilt wheel)")
     source.add_argument("--source-dir", type=Path, help="compile this PyTorch checkout (with its submodules)")
     source.add_argument(
@@ -103,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor", help="what compiling the selected cells needs on this host: found or missing, with fixes"
     )
     _selectors(doctor)
-    doctor.add_argument("--cache-dir", type=Path, default=None, help="download cache (default: ~/.cache/torchbuild)")
+    doctor.add_argument("--cache-dir", type=Path, default=None, help=CACHE_HELP)
     return parser
 
 
@@ -300,6 +304,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         source_dir=args.source_dir.resolve() if args.source_dir else None,
         git_ref=args.git_ref,
         git_url=args.git_url or DEFAULT_GIT_URL,
+        verbose=args.verbose,
     )
     return replace(options, cache_dir=args.cache_dir) if args.cache_dir else options
 

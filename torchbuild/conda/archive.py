@@ -1,22 +1,25 @@
 """A conda package (.conda or .tar.bz2) read back from disk for its checks (checks/metadata.py, checks/content.py).
 
-The archive is streamed once: info/ members are kept in memory (they are small), payload members are hashed as
-they pass. Nothing is extracted to disk. ``package_check`` registers a check of the archive with its code.
+conda-package-streaming streams the archive's tars once: info/ members are kept in memory (they are small),
+payload members are hashed as they pass, and the few payload files a check reads (the import tables of each PE
+file, a wheel's entry_points.txt, the Windows script launchers) are read as they pass. Nothing is extracted to disk.
+``package_check`` registers a check of the archive with its code.
 """
 
 from __future__ import annotations
 
-import bz2
 import hashlib
 import json
 import re
 import sys
 import tarfile
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+from conda_package_streaming.package_streaming import stream_conda_component
 
 from torchbuild.errors import UserError
 from torchbuild.platforms.windows.pe import PeError, PeInfo, read_pe
@@ -40,9 +43,8 @@ LICENSE_FAMILIES = frozenset(
 FORBIDDEN_TOP = frozenset({"conda-meta", "conda-bld", "pkgs", "pkgs32", "envs"})
 LINK_SCRIPTS = tuple(f"-{when}.{ext}" for when in ("post-link", "pre-link", "pre-unlink") for ext in ("sh", "bat"))
 PE_SUFFIXES = (".exe", ".dll", ".pyd")
-PE_MACHINE_AMD64 = 0x8664
-PE_MACHINES = {0x14C: "I386", 0x8664: "AMD64", 0xAA64: "ARM64", 0x1C4: "ARMNT", 0x200: "IA64"}
-HEAD_BYTES = 4096  # conda-verify reads this much of a PE file to find its header
+# Payload files a check reads whole: a wheel's entry points and the launchers of its Windows scripts (TB110)
+READ_WHOLE = re.compile(r"(^|/)[^/]+\.dist-info/entry_points\.txt$|^Scripts/[^/]+\.exe$")
 BINARY_PLACEHOLDER_LENGTH = 255
 
 # Windows MAX_PATH is 260 characters including the terminating NUL. A typical user's prefix: a 20-character
@@ -67,8 +69,9 @@ class Member:
     size: int = 0
     sha256: str = ""
     target: str = ""  # link target
-    head: bytes = b""  # first bytes of .exe/.dll/.pyd files
     pe: PeInfo | None = None  # the import tables of a .exe/.dll/.pyd file that is a readable PE
+    pe_problem: str = ""  # why a .exe/.dll/.pyd file is not a readable PE
+    data: bytes = b""  # the content of a payload file READ_WHOLE names
 
 
 @dataclass(frozen=True)
@@ -110,56 +113,57 @@ class CondaArchive:
         return [m for m in self.pkg_members if m.kind != "dir"]
 
 
+def _payload_member(ti: tarfile.TarInfo, handle: IO[bytes]) -> Member:
+    digest = hashlib.sha256()
+    keep = ti.name.lower().endswith(PE_SUFFIXES) or READ_WHOLE.search(ti.name) is not None
+    blocks: list[bytes] = []
+    while block := handle.read(1 << 20):
+        if keep:
+            blocks.append(block)
+        digest.update(block)
+    data = b"".join(blocks)
+    pe, problem = None, ""
+    if ti.name.lower().endswith(PE_SUFFIXES):
+        try:
+            pe = read_pe(data, ti.name)
+        except PeError as exc:
+            problem = str(exc)  # C1145 names a file with a PE suffix that is no PE
+    whole = data if READ_WHOLE.search(ti.name) else b""
+    return Member(ti.name, "file", size=ti.size, sha256=digest.hexdigest(), pe=pe, pe_problem=problem, data=whole)
+
+
 def _read_tar(
-    stream: IO[bytes] | zstd.ZstdFile | bz2.BZ2File,
+    members: Iterator[tuple[tarfile.TarFile, tarfile.TarInfo]],
     into_info: bool | None,
     info: dict[str, bytes],
     infos: list[Member],
     pkgs: list[Member],
     payload: bool = True,
 ) -> None:
-    """Stream one tar; ``into_info`` None sorts members by their info/ prefix (a .tar.bz2 holds both). Without
-    ``payload``, payload members are passed over (listed, not hashed)."""
-    with tarfile.open(fileobj=stream, mode="r|") as tar:
-        for ti in tar:
-            is_info = ti.name.startswith("info/") if into_info is None else into_info
-            if not is_info and not payload:
-                continue
-            if ti.isdir():
-                member = Member(ti.name, "dir")
-            elif ti.issym():
-                member = Member(ti.name, "symlink", target=ti.linkname)
-            elif ti.islnk():
-                member = Member(ti.name, "hardlink", target=ti.linkname)
-            elif ti.isfile():
-                handle = tar.extractfile(ti)
-                assert handle is not None
-                if is_info:
-                    data = handle.read()
-                    info[ti.name] = data
-                    member = Member(ti.name, "file", size=ti.size, sha256=hashlib.sha256(data).hexdigest())
-                else:
-                    digest = hashlib.sha256()
-                    head = b""
-                    blocks: list[bytes] | None = [] if ti.name.lower().endswith(PE_SUFFIXES) else None
-                    while block := handle.read(1 << 20):
-                        if blocks is not None:
-                            blocks.append(block)
-                        if not head and blocks is not None:
-                            head = block[:HEAD_BYTES]
-                        digest.update(block)
-                    imports = _imports(b"".join(blocks), ti.name) if blocks else None
-                    member = Member(ti.name, "file", size=ti.size, sha256=digest.hexdigest(), head=head, pe=imports)
+    """Read one stream of tar members; ``into_info`` None sorts them by their info/ prefix (a .tar.bz2 holds
+    both). Without ``payload``, payload members are passed over (not listed, not hashed)."""
+    for tar, ti in members:
+        is_info = ti.name.startswith("info/") if into_info is None else into_info
+        if not is_info and not payload:
+            continue
+        if ti.isdir():
+            member = Member(ti.name, "dir")
+        elif ti.issym():
+            member = Member(ti.name, "symlink", target=ti.linkname)
+        elif ti.islnk():
+            member = Member(ti.name, "hardlink", target=ti.linkname)
+        elif ti.isfile():
+            handle = tar.extractfile(ti)
+            assert handle is not None
+            if is_info:
+                data = handle.read()
+                info[ti.name] = data
+                member = Member(ti.name, "file", size=ti.size, sha256=hashlib.sha256(data).hexdigest())
             else:
-                member = Member(ti.name, "other")
-            (infos if is_info else pkgs).append(member)
-
-
-def _imports(data: bytes, name: str) -> PeInfo | None:
-    try:
-        return read_pe(data, name)
-    except PeError:
-        return None  # C1145 names a file with a PE suffix that is no PE
+                member = _payload_member(ti, handle)
+        else:
+            member = Member(ti.name, "other")
+        (infos if is_info else pkgs).append(member)
 
 
 def read_package(path: Path, payload: bool = True) -> CondaArchive:
@@ -188,15 +192,13 @@ def read_package(path: Path, payload: bool = True) -> CondaArchive:
                     if inner not in names:
                         raise PackageUnreadable(f"{path}: the .conda has no {inner}")
                     if into_info or payload:
-                        with zf.open(inner) as raw, zstd.open(raw, "rb") as stream:
-                            _read_tar(stream, into_info, info, infos, pkgs)
+                        _read_tar(stream_conda_component(path, component=component), into_info, info, infos, pkgs)
         elif name.endswith(".tar.bz2"):
             fmt = "tar.bz2"
-            with bz2.open(path, "rb") as stream:
-                _read_tar(stream, None, info, infos, pkgs, payload)
+            _read_tar(stream_conda_component(path), None, info, infos, pkgs, payload)
         else:
             raise PackageUnreadable(f"{path}: not a conda package (the name must end in .conda or .tar.bz2)")
-    except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError, zstd.ZstdError) as exc:
+    except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError, zstd.ZstdError, LookupError) as exc:
         raise PackageUnreadable(f"{path}: cannot be read: {exc}") from None
     if "info/index.json" not in info:
         raise PackageUnreadable(f"{path}: has no info/index.json")
@@ -229,19 +231,6 @@ def is_ascii(data: bytes, allow_cr: bool = False) -> bool:
 
 def bad_sequence(text: str) -> str | None:
     return next((seq for seq in BAD_SEQUENCES if seq in text), None)
-
-
-def pe_machine(head: bytes) -> str:
-    """The PE machine of a file from its first bytes: 'AMD64', 'I386', ... or why it is not a PE."""
-    if head[:2] != b"MZ":
-        return "not a PE file (no MZ header)"
-    offset = int.from_bytes(head[0x3C:0x40], "little")
-    if len(head) < offset + 6:
-        return f"PE header at {offset} is past the first {len(head)} bytes"
-    if head[offset : offset + 4] != b"PE\0\0":
-        return "no PE signature"
-    machine = int.from_bytes(head[offset + 4 : offset + 6], "little")
-    return PE_MACHINES.get(machine, f"machine 0x{machine:04x}")
 
 
 def paths_json(pkg: CondaArchive) -> tuple[list[dict[str, Any]], str]:

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import platformdirs
+
 DEFAULT_GIT_URL = "https://github.com/pytorch/pytorch"
 
 
@@ -14,7 +16,8 @@ class RunOptions:
     wheel: Path | None = None  # --wheel: prebuilt source
     force: bool = False
     replace: bool = False  # --replace: publish over a different file under a published name
-    cache_dir: Path = Path.home() / ".cache" / "torchbuild"
+    # the user's cache folder: ~/.cache/torchbuild (XDG_CACHE_HOME), %LOCALAPPDATA%\torchbuild\Cache on Windows
+    cache_dir: Path = Path(platformdirs.user_cache_dir("torchbuild", appauthor=False))
     conda_format: Literal["conda", "tar.bz2"] = "conda"
     compression_level: int = 5
     compression_threads: int = 2
@@ -25,6 +28,7 @@ class RunOptions:
     # "pytorch": the source must be a PyTorch checkout of the Plan's release (checked) and the wheel must match
     # the Plan; "project": any setuptools project built the same way (the tests' fixture packages).
     source_kind: Literal["pytorch", "project"] = "pytorch"
+    verbose: bool = False  # -v: also what the probes that are expected to fail said
 
     @property
     def compiles(self) -> bool:

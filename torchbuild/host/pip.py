@@ -1,52 +1,45 @@
-"""Every pip call torchbuild makes, in one place, on top of ``proc.run_tool``: downloads for a target platform
-(prebuilt torch wheels, DLL provider wheels, CUDA toolkit wheels), installs into fresh environments, and the probes
-that ask the configured package indexes (pip.conf, PIP_* variables, find-links, constraints) what they offer.
+"""Every pip call torchbuild makes, in one place, on top of ``proc.run_tool``: downloads of wheels for a target
+platform (prebuilt torch wheels, DLL provider wheels, CUDA toolkit wheels) and the arguments of an install.
 
-pip's own configuration is always in force: what pip would not give a user (a release above a constraint, a
-platform an index does not serve) torchbuild does not take either.
+Which wheel a download takes is chosen by uv's resolver for the target (uv.lock: a pylock.toml, read as TOML);
+pip then fetches exactly that file (``name @ url#sha256=...``, so pip checks the hash) with its own network
+settings. No text pip prints is read: its output goes to the log, or to the terminal for a download a user waits
+on. pip's configuration (pip_config.py: pip.conf, PIP_* variables, find-links, constraints) is in force for both:
+what pip would not give a user (a release above a constraint, a platform an index does not serve) torchbuild does
+not take either.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
+import hashlib
 import sys
-import tempfile
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
-
 from torchbuild.errors import UserError
+from torchbuild.host import uv
+from torchbuild.host.files import link
 from torchbuild.host.proc import ToolFailed, run_tool
 
 TIMEOUT_S = 1800
-# pip's log (--log is always verbose) names each file it prepared: "Added torch==2.13.0+cpu from <url> to build tracker"
-_PREPARED = re.compile(r"Added (\S+) from (\S+) to build tracker")
-# What pip says when the indexes hold no candidate for a requirement; with --no-deps and one pinned requirement, a
-# ResolutionImpossible means the same (no candidate within the configured constraints).
-_NO_MATCH = ("No matching distribution found", "Could not find a version that satisfies", "ResolutionImpossible")
 
 
 class PipError(UserError):
-    """pip failed; the message carries pip's own ERROR lines. ``no_match``: the indexes have no such distribution
-    (as opposed to a failed download or a broken configuration)."""
+    """A wheel could not be had; ``detail`` is what the resolver or pip said. ``no_match``: the indexes have no such
+    distribution (as opposed to a failed download or an index that does not answer)."""
 
     def __init__(self, message: str, *, no_match: bool = False, detail: str = "") -> None:
         super().__init__(message)
         self.no_match = no_match
-        self.detail = detail or message  # pip's own words
+        self.detail = detail or message
 
 
 @dataclass(frozen=True)
 class Fetched:
-    """One file ``download`` put in its destination, and where pip found it."""
+    """One file ``download`` put in its destination, and where it came from."""
 
     path: Path
     url: str  # file:// for a find-links or local-index hit, else the index's https:// URL
@@ -54,7 +47,7 @@ class Fetched:
 
     @property
     def local_source(self) -> Path | None:
-        """The original file of a file:// hit (pip's copy in the destination is a scratch copy)."""
+        """The original file of a file:// hit (the copy in the destination is a scratch copy)."""
         parsed = urllib.parse.urlparse(self.url)
         return Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file" else None
 
@@ -70,18 +63,12 @@ def target_args(python: str, abi: str | None, platforms: Sequence[str]) -> list[
     return args
 
 
-def errors(output: str) -> str:
-    """pip's ERROR lines, or its last line when it printed none."""
-    found = [line.split("ERROR:", 1)[1].strip() for line in output.splitlines() if "ERROR:" in line]
-    return " ".join(found) or (output.strip().splitlines() or ["(no output)"])[-1]
-
-
-def _failed(what: str, exc: ToolFailed, log: Path) -> PipError:
-    if exc.returncode is None:
-        return PipError(f"{what} took too long (see {log})")
-    no_match = any(text in exc.output for text in _NO_MATCH)
-    detail = errors(exc.output)
-    return PipError(f"{what} failed: {detail} (full log: {log})", no_match=no_match, detail=detail)
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def download(
@@ -93,138 +80,61 @@ def download(
     live: bool = False,
     timeout: float = TIMEOUT_S,
 ) -> list[Fetched]:
-    """``pip download --no-deps`` of ``requirements`` into ``dest``. A file already in ``dest`` that pip would take
-    is used as it is (pip checks it against the index's hash where the index gives one). ``live`` shows pip's
-    progress bar. Raises PipError."""
+    """The wheel of each of ``requirements`` (no dependencies) for ``target`` (pip's options, ``target_args``) in
+    ``dest``, as uv's resolver chooses it and ``fetch`` fetches it. Raises PipError; uv's and pip's words are in
+    ``log``."""
+    try:
+        chosen = uv.lock(requirements, uv.target_of(target), log=log, deps=False)
+    except uv.UvError as exc:
+        message = f"no wheel {' '.join(requirements)}: {exc.detail} (log: {log})"
+        raise PipError(message, no_match=exc.no_match, detail=exc.detail) from None
+    return fetch(chosen, dest, log=log, target=target, live=live, timeout=timeout)
+
+
+def fetch(
+    wheels: Sequence[uv.Locked],
+    dest: Path,
+    *,
+    log: Path,
+    target: Sequence[str] = (),
+    live: bool = False,
+    timeout: float = TIMEOUT_S,
+) -> list[Fetched]:
+    """The files of ``wheels`` (the resolver's choice) in ``dest``: one already there with the sha256 the index
+    gives is used as it is; a file:// hit is copied (linked) there; the others are downloaded by pip (``target``:
+    pip's options for a wheel of another platform; ``live``: its progress bar on the terminal)."""
     dest.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix="pip-", suffix=".log", dir=dest)
-    os.close(fd)
-    verbose = Path(name)
-    argv = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--dest", str(dest), "--log", str(verbose),
-        "--progress-bar", "on" if live else "off", *target, *requirements,
-    ]  # fmt: skip
-    what = f"pip download {' '.join(requirements)}"
-    try:
-        run_tool(argv, stage="", log=log, timeout=timeout, what=what, live=live)
-        failure = None
-    except ToolFailed as exc:
-        failure = exc
-    text = verbose.read_text(encoding="utf-8", errors="replace") if verbose.is_file() else ""
-    verbose.unlink(missing_ok=True)
-    if live:  # pip wrote to the terminal: its verbose log is the record
-        with log.open("a", encoding="utf-8") as handle:
-            handle.write(text)
-    if failure is not None:
-        if live:
-            failure.output = text
-        raise _failed(what, failure, log) from None
-    fetched = []
-    for _requirement, url in _PREPARED.findall(text):
-        path = dest / urllib.parse.unquote(Path(urllib.parse.urlparse(url).path).name)
-        if not path.is_file():
-            # pip prepared it and then dropped it: an index without Requires-Python data offers a release the
-            # target Python cannot take (filelock 4.0.8 for Python 3.8); pip backtracks to one it can.
-            continue
-        saved = any(line.rstrip().endswith(path.name) for line in text.splitlines() if " Saved " in line)
-        fetched.append(Fetched(path=path, url=url, downloaded=saved and not url.startswith("file:")))
-    if not fetched:
-        raise PipError(f"{what} succeeded but its log does not say which file it took; see {log}")
-    return fetched
-
-
-def install(python: Path | str, args: Sequence[str], *, log: Path, timeout: float = TIMEOUT_S) -> None:
-    """``pip install`` into the environment of ``python``. ``-I``: PYTHONPATH and user site-packages must not make
-    pip believe a requirement is already there. Raises PipError."""
-    argv = [str(python), *install_argv(args)]
-    try:
-        run_tool(argv, stage="", log=log, timeout=timeout, what=f"pip install into {python}")
-    except ToolFailed as exc:
-        raise _failed(f"pip install {' '.join(args)}", exc, log) from None
+    fetched: dict[str, Fetched] = {}
+    wanted: list[uv.Locked] = []
+    for wheel in wheels:
+        path = dest / wheel.filename
+        original = wheel.local_path
+        if original is not None:
+            if not path.is_file():
+                link(original, path)
+            fetched[wheel.name] = Fetched(path, wheel.url, downloaded=False)
+        elif path.is_file() and _sha256(path) == wheel.sha256:
+            fetched[wheel.name] = Fetched(path, wheel.url, downloaded=False)
+        else:
+            path.unlink(missing_ok=True)
+            wanted.append(wheel)
+    if wanted:
+        what = " ".join(f"{w.name}=={w.version}" for w in wanted)
+        urls = [f"{w.name} @ {w.url}" + (f"#sha256={w.sha256}" if w.sha256 else "") for w in wanted]
+        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--dest", str(dest),
+                "--progress-bar", "on" if live else "off", *target, *urls]  # fmt: skip
+        try:
+            run_tool(argv, stage="", log=log, timeout=timeout, what=f"pip download {what}", live=live)
+        except ToolFailed as exc:
+            raise PipError(f"downloading {what} failed: {exc}", detail=str(exc)) from None
+        for wheel in wanted:
+            path = dest / wheel.filename
+            if not path.is_file():
+                raise PipError(f"pip download {wheel.url} left no {path.name} in {dest}; see {log}")
+            fetched[wheel.name] = Fetched(path, wheel.url, downloaded=True)
+    return [fetched[wheel.name] for wheel in wheels]
 
 
 def install_argv(args: Sequence[str]) -> list[str]:
     """The arguments after the interpreter of a ``pip install`` (the build stage streams its own)."""
     return ["-I", "-m", "pip", "install", "--no-input", "--progress-bar", "off", *args]
-
-
-def index_versions(name: str, target: Sequence[str], *, timeout: float = 300) -> list[Version]:
-    """Every version of ``name`` the configured indexes offer for the target (``pip index versions``)."""
-    argv = [sys.executable, "-m", "pip", "index", "versions", name, *target]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise PipError(f"`pip index versions {name}` took longer than {timeout:.0f} s") from None
-    output = proc.stdout + proc.stderr
-    if proc.returncode != 0:
-        if any(text in output for text in _NO_MATCH):
-            return []
-        raise PipError(f"`pip index versions {name}` failed (exit {proc.returncode}): {errors(output)}")
-    found: list[Version] = []
-    for line in proc.stdout.splitlines():
-        if line.startswith("Available versions:"):
-            for text in line.split(":", 1)[1].split(","):
-                try:
-                    found.append(Version(text.strip()))
-                except InvalidVersion:
-                    continue
-    return found
-
-
-def settings() -> dict[str, list[str]]:
-    """pip's configuration as pip applies it: ``pip config list`` (the files' settings, later files overriding
-    earlier ones) and the PIP_* variables, which override both; setting name -> values."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, errors="replace", check=False
-    )
-    found: dict[str, list[str]] = {}
-    for line in proc.stdout.splitlines():
-        key, _, value = line.partition("=")
-        name = key.rsplit(".", 1)[-1]
-        for item in value.strip().strip("'\"").split():
-            if item not in found.setdefault(name, []):
-                found[name].append(item)
-    for name in ("index-url", "extra-index-url", "find-links", "constraint", "cert", "default-timeout"):
-        env = os.environ.get("PIP_" + name.upper().replace("-", "_"))
-        if env:
-            found[name] = [*dict.fromkeys([*env.split(), *found.get(name, [])])]
-    return found
-
-
-def config_files() -> list[str]:
-    """Every configuration file pip looks for, whether it exists or not (``pip config debug``)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "config", "debug"], capture_output=True, text=True, errors="replace", check=False
-    )
-    return [
-        line.strip().rsplit(", exists: ", 1)[0]
-        for line in proc.stdout.splitlines()
-        if line.startswith("  ") and not line.startswith("    ") and ", exists: " in line
-    ]
-
-
-def constraint_files(configured: dict[str, list[str]] | None = None) -> list[Path]:
-    """The constraints files pip applies to every install and download: PIP_CONSTRAINT and the ``constraint``
-    setting of its configuration files."""
-    return [Path(p) for p in (configured if configured is not None else settings()).get("constraint", [])]
-
-
-def constraints_for(name: str, configured: dict[str, list[str]] | None = None) -> list[Requirement]:
-    """The configured constraints on ``name`` (e.g. this machine's ``torch<=2.14.1``)."""
-    found: list[Requirement] = []
-    for path in constraint_files(configured):
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError:
-            continue  # pip itself reports an unreadable constraints file when it runs
-        for line in lines:
-            text = line.split(" #", 1)[0].strip()
-            if not text or text.startswith(("#", "-")):
-                continue
-            try:
-                requirement = Requirement(text)
-            except InvalidRequirement:
-                continue
-            if canonicalize_name(requirement.name) == canonicalize_name(name):
-                found.append(requirement)
-    return found

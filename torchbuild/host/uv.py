@@ -1,28 +1,49 @@
-"""uv, the installer the smoke environments are made with (the one wrapper of it): ``uv venv`` and ``uv pip
-install`` do what ``python -m venv`` and ``pip install`` do, and link a wheel's files from uv's cache instead of
-copying them.
+"""uv, the one wrapper of it: the resolver that chooses wheels for a target platform and Python (``lock``: ``uv pip
+compile --python-platform ... --python-version ...`` to a pylock.toml, PEP 751, read as TOML), and the installer the
+smoke environments are made with (``uv venv``, ``uv pip install``: they link a wheel's files from uv's cache).
 
-uv reads no pip configuration, so the configuration pip is given here (pip.conf, PIP_* variables: index URLs,
-find-links, constraints, certificate, timeout; ``pip config list``) is handed to uv as flags and variables: an
-environment gets what a user's pip would install, and nothing pip would refuse. With several indexes, uv takes
-the best match over all of them, as pip does (``--index-strategy unsafe-best-match``).
+uv reads no pip configuration, so pip's (pip_config.py: pip.conf, PIP_* variables: index URLs, find-links,
+constraints, certificate, timeout) is handed to uv as flags and variables, and uv's own configuration files are
+not read: a resolution gets what a user's pip would install, and nothing pip would refuse. With several indexes,
+uv takes the best match over all of them, as pip does (``--index-strategy unsafe-best-match``). A find-links
+folder that is not there is left out (pip warns and goes on; uv would stop).
 """
 
 from __future__ import annotations
 
 import functools
+import re
+import sys
+import tempfile
 import threading
+import urllib.parse
+import urllib.request
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from torchbuild.host import pip
+from torchbuild.errors import UserError
+from torchbuild.host import pip_config
 from torchbuild.host.proc import ToolFailed, run_tool
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
 TIMEOUT_S = 1800
+NO_SOLUTION = 1  # uv's exit status when the requirements cannot be met (2: it could not run, e.g. no network)
+_ARCHES = {"amd64": "x86_64", "arm64": "aarch64"}  # the architecture in a wheel tag -> in uv's platform
 
 
-class UvError(RuntimeError):
-    """uv failed; the message says what it was doing and its last lines."""
+class UvError(UserError):
+    """uv failed; the message says what it was doing and its last lines. ``no_match``: the configured indexes have
+    nothing that meets the requirements (as opposed to uv not running, an index not answering)."""
+
+    def __init__(self, message: str, *, no_match: bool = False, detail: str = "") -> None:
+        super().__init__(message)
+        self.no_match = no_match
+        self.detail = detail or message
 
 
 _FINDING = threading.Lock()
@@ -38,22 +59,27 @@ def binary() -> str:
         return str(find_uv_bin())
 
 
-@functools.cache
-def pip_settings() -> dict[str, list[str]]:
-    """pip's configuration as pip would apply it (read once per process)."""
-    return pip.settings()
+def _local_folder(location: str) -> Path | None:
+    parsed = urllib.parse.urlparse(location)
+    if parsed.scheme in ("http", "https"):
+        return None
+    return Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file" else Path(location)
 
 
 def config_args(settings: Mapping[str, Sequence[str]]) -> tuple[list[str], dict[str, str]]:
     """pip's settings as uv flags and variables."""
-    args: list[str] = ["--index-strategy", "unsafe-best-match"]
+    args: list[str] = ["--no-config", "--index-strategy", "unsafe-best-match"]
     env: dict[str, str] = {}
+    if pip_config.is_true(settings, "no-index"):
+        args.append("--no-index")
     for url in settings.get("index-url", [])[:1]:
         args += ["--default-index", url]
     for url in settings.get("extra-index-url", []):
         args += ["--index", url]
     for link in settings.get("find-links", []):
-        args += ["--find-links", link]
+        folder = _local_folder(link)
+        if folder is None or folder.is_dir():
+            args += ["--find-links", link]
     for path in settings.get("constraint", []):
         args += ["--constraint", path]
     for cert in settings.get("cert", [])[:1]:
@@ -68,7 +94,9 @@ def _run(argv: Sequence[str], log: Path, what: str, env: Mapping[str, str] | Non
         run_tool([binary(), *argv], stage="", log=log, env={"UV_NO_PROGRESS": "1", **(env or {})},
                  timeout=TIMEOUT_S, what=what)  # fmt: skip
     except ToolFailed as exc:
-        raise UvError(str(exc)) from None
+        lines = [line.strip().removeprefix("error: ").removeprefix("cause: ") for line in exc.output.splitlines()]
+        said = ": ".join(line for line in lines if line and not line.startswith("$"))  # uv's error and its causes
+        raise UvError(str(exc), no_match=exc.returncode == NO_SOLUTION, detail=said or str(exc)) from None
 
 
 def venv(directory: Path, python: str, log: Path) -> None:
@@ -78,5 +106,103 @@ def venv(directory: Path, python: str, log: Path) -> None:
 
 def install(python: Path | str, args: Sequence[str], *, log: Path) -> None:
     """``uv pip install`` into the environment of ``python``, with pip's configuration."""
-    flags, env = config_args(pip_settings())
+    flags, env = config_args(pip_config.settings())
     _run(["pip", "install", "--python", str(python), *flags, *args], log, f"uv pip install into {python}", env)
+
+
+# --- resolving for a target ------------------------------------------------------------------------------
+
+
+def python_platform(tag: str) -> str:
+    """uv's ``--python-platform`` for a wheel platform tag: win_amd64, manylinux_2_28_x86_64, manylinux2014_x86_64
+    (the legacy manylinux1/2010 tags: uv's oldest, manylinux2014), linux_x86_64. uv takes the wheels of that
+    platform and of every older one (an older glibc)."""
+    if tag == "win32":
+        return "i686-pc-windows-msvc"
+    if found := re.fullmatch(r"win_(\w+)", tag):
+        return f"{_ARCHES.get(found[1], found[1])}-pc-windows-msvc"
+    if found := re.fullmatch(r"manylinux_(\d+)_(\d+)_(\w+)", tag):
+        return f"{_ARCHES.get(found[3], found[3])}-manylinux_{found[1]}_{found[2]}"
+    if found := re.fullmatch(r"manylinux(?:1|2010|2014)_(\w+)", tag):
+        return f"{_ARCHES.get(found[1], found[1])}-manylinux2014"
+    if found := re.fullmatch(r"linux_(\w+)", tag):
+        return f"{_ARCHES.get(found[1], found[1])}-unknown-linux-gnu"
+    raise UserError(f"no uv platform for the wheel platform tag {tag!r}")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a resolution is for: a Python version (X.Y or X.Y.Z) and uv's platform."""
+
+    python: str
+    platform: str
+
+    def args(self) -> list[str]:
+        return ["--python-version", self.python, "--python-platform", self.platform, "--only-binary", ":all:"]
+
+
+def target_of(pip_args: Sequence[str]) -> Target:
+    """The Target of pip's target options (``--python-version X.Y --platform TAG ...``, pip.target_args): the
+    first platform tag is the most preferred; without a Python version, this interpreter's."""
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    tags: list[str] = []
+    for flag, value in zip(pip_args, [*pip_args[1:], ""], strict=True):
+        if flag == "--python-version":
+            python = value
+        elif flag == "--platform":
+            tags.append(value)
+    if not tags:
+        raise UserError(f"pip's target options name no platform: {' '.join(pip_args)}")
+    return Target(python=python, platform=python_platform(tags[0]))
+
+
+@dataclass(frozen=True)
+class Locked:
+    """One wheel the resolver chose: its project, version, where it is and its sha256."""
+
+    name: str
+    version: str
+    url: str  # https://... or file://...
+    sha256: str
+
+    @property
+    def filename(self) -> str:
+        return urllib.parse.unquote(Path(urllib.parse.urlparse(self.url).path).name)
+
+    @property
+    def local_path(self) -> Path | None:
+        """The file of a find-links or local-index hit (a file:// URL)."""
+        parsed = urllib.parse.urlparse(self.url)
+        return Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file" else None
+
+
+def _locked(text: str, source: Path) -> list[Locked]:
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UvError(f"uv wrote {source} that is not TOML: {exc}") from None
+    found = []
+    for package in raw.get("packages", []):
+        wheels = package.get("wheels") or []
+        if len(wheels) != 1:
+            raise UvError(f"{source}: {package.get('name')} has {len(wheels)} wheels for the target, not 1")
+        wheel = wheels[0]
+        url = wheel.get("url") or (source.parent / wheel.get("path", "")).resolve().as_uri()
+        sha256 = str((wheel.get("hashes") or {}).get("sha256", ""))
+        found.append(Locked(str(package["name"]), str(package["version"]), str(url), sha256))
+    return found
+
+
+def lock(requirements: Sequence[str], target: Target, *, log: Path, deps: bool = True) -> list[Locked]:
+    """The wheels the configured indexes offer that meet ``requirements`` on ``target`` (``deps``: with everything
+    they require there, markers evaluated for the target), one per project. Raises UvError (``no_match`` when
+    nothing meets them); what uv said is in ``log``."""
+    flags, env = config_args(pip_config.settings())
+    with tempfile.TemporaryDirectory(prefix="uv-lock-") as tmp:
+        wanted = Path(tmp) / "requirements.in"
+        wanted.write_text("\n".join(requirements) + "\n", encoding="utf-8")
+        out = Path(tmp) / "pylock.toml"
+        argv = ["pip", "compile", str(wanted), "--quiet", "--format", "pylock.toml", "-o", str(out),
+                "--no-header", *target.args(), *flags, *([] if deps else ["--no-deps"])]  # fmt: skip
+        _run(argv, log, f"uv pip compile {' '.join(requirements)} for {target.platform}, Python {target.python}", env)
+        return _locked(out.read_text(encoding="utf-8"), out)

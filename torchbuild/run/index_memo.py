@@ -1,11 +1,11 @@
-"""The pin step's question to the package indexes ("which torch versions do you offer for this target?"), answered
-again from a record while nothing it depends on has changed, so that a rerun does not start pip twice.
+"""The pin step's question to the package indexes ("which release's wheel of this build do you offer for this
+target?"), answered again from a record while nothing it depends on has changed, so that a rerun asks no resolver.
 
-pip itself reuses an index's answer for as long as the index allows (PyPI's pages: ``Cache-Control: max-age=600``);
-the record is kept no longer (MAX_AGE_S). It is also dropped when anything pip reads to answer has changed: the
-PIP_* environment, the interpreter, any configuration file pip looks for (present or not, from ``pip config
-debug``), the constraints files, and local find-links and file:// index directories (a wheel added there changes
-the directory). ``--force`` always asks pip, and records its answer.
+The resolver reuses an index's answer for as long as the index allows (PyPI's pages: ``Cache-Control:
+max-age=600``); the record is kept no longer (MAX_AGE_S). It is also dropped when anything the answer depends on
+has changed: the PIP_* environment, the interpreter, any configuration file pip looks for (present or not,
+host/pip_config.py), the constraints files, and local find-links and file:// index directories (a wheel added
+there changes the directory). ``--force`` always asks, and records the answer.
 """
 
 from __future__ import annotations

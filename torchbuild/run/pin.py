@@ -4,14 +4,17 @@
 release. Taking a prebuilt wheel, it is the newest release whose wheel for the cell the configured package indexes
 offer (pip.conf, PIP_* variables, find-links, constraints), by one rule on every platform: a wheel of the cell's
 build is ``<release>+<label>`` (``2.13.0+cpu``), or the plain ``<release>`` where the data says PyPI publishes that
-build unlabelled (win-64 CPU). ``--wheel`` pins the release of the given wheel. Each cell says in one line which
-release it took and why; a cell for which no release is offered is a clear error naming what was looked for.
+build unlabelled (win-64 CPU). uv's resolver answers for the cell's platform and Python, one release at a time
+(host/uv.py, with pip's configuration); the probes meant to fail say nothing (``-v``: what the resolver said).
+``--wheel`` pins the release of the given wheel. Each cell says in one line which release it took and why; a cell
+for which no release is offered is a clear error naming what was looked for.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import functools
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -23,7 +26,7 @@ from torchbuild.config.compat import Compat, TorchRelease, load
 from torchbuild.config.matrix import LATEST, Cell, Matrix
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError, one_of
-from torchbuild.host import pip
+from torchbuild.host import pip_config, uv
 from torchbuild.host.console import console
 from torchbuild.plan import Plan, check_cell, probe, resolve, work_dir_of
 from torchbuild.run import index_memo, state
@@ -32,25 +35,76 @@ MEMO = "index-answers.json"  # in the cache directory (index_memo.py)
 T = TypeVar("T")
 
 
-def _ask(target: tuple[str, ...]) -> tuple[list[Version], list[str]]:
-    """What the configured indexes offer of torch for a target, within the configured constraints, and the local
-    paths that answer depends on (for index_memo)."""
-    # Three pip processes, each mostly pip's own start-up: side by side they take about the time of one.
-    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-        asked_settings = pool.submit(pip.settings)
-        asked_files = pool.submit(pip.config_files)
-        asked_versions = pool.submit(pip.index_versions, "torch", target)
-        configured, files, versions = asked_settings.result(), asked_files.result(), asked_versions.result()
-    constraints = pip.constraints_for("torch", configured)
-    offered = [v for v in versions if all(c.specifier.contains(v, prereleases=True) for c in constraints)]
+PROBES_AT_ONCE = 4  # uv processes asking about successive releases side by side
+
+
+def _probe(spec: str, target: uv.Target, log: Path, verbose: bool = False) -> Version | None:
+    """The version of the wheel the configured indexes offer for ``spec`` (``torch==2.13.0+cpu``,
+    ``torch===2.14.1``) on the target; None where they offer none (the expected answer of most probes: uv's words
+    go to ``log``, and with ``verbose`` to the terminal)."""
+    try:
+        chosen = uv.lock([spec], target, log=log, deps=False)
+    except uv.UvError as exc:
+        if exc.no_match:
+            if verbose:
+                console.print(f"pin: {spec} ({target.platform}, Python {target.python}): {exc.detail}", highlight=False)
+            return None
+        raise UserError(f"asking the configured package indexes for {spec}: {exc.detail} (log: {log})") from None
+    return Version(chosen[0].version)
+
+
+def _first(names: Sequence[str], target: uv.Target, log: Path, verbose: bool) -> Version | None:
+    for spec in names:
+        if (found := _probe(spec, target, log, verbose)) is not None:
+            return found
+    return None
+
+
+def _ask(
+    target: uv.Target, specs: Sequence[tuple[str, ...]], log: Path, verbose: bool
+) -> tuple[list[Version], list[str]]:
+    """Of each release's wheel names (``specs``, newest release first), the first the configured indexes offer
+    (within the configured constraints), and the local paths that answer depends on (for index_memo). The newest
+    torch offered at all is asked first: releases above it (or all, where none is) need no question. ``log`` keeps
+    what the resolver said to the last question only."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("", encoding="utf-8")
+    configured = pip_config.settings()
     locations = [u for name in index_memo.LOCATION_SETTINGS for u in configured.get(name, [])]
-    paths = [*files, *map(str, pip.constraint_files(configured)), *index_memo.local_directories(locations, "torch")]
-    return offered, paths
+    paths = [
+        *pip_config.config_files(),
+        *map(str, pip_config.constraint_files(configured)),
+        *index_memo.local_directories(locations, "torch"),
+    ]
+    newest = _probe("torch", target, log, verbose)
+    asked = [names for names in specs if newest is not None and _public(names[0]) <= Version(newest.public)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=PROBES_AT_ONCE) as pool:
+        pending = [pool.submit(_first, names, target, log, verbose) for names in asked]
+        for done in pending:
+            found = done.result()
+            if found is not None:
+                for other in pending:
+                    other.cancel()
+                return [found], paths
+    return [], paths
+
+
+def _public(spec: str) -> Version:
+    """2.13.0 of ``torch==2.13.0+cpu``."""
+    return Version(Version(spec.rpartition("=")[2]).public)
 
 
 @functools.cache
-def _offered(target: tuple[str, ...], record: Path | None, fresh: bool = False) -> frozenset[Version]:
-    return frozenset(index_memo.offered(record, target, lambda: _ask(target), fresh))
+def _offered(
+    target: uv.Target,
+    specs: tuple[tuple[str, ...], ...],
+    key: tuple[str, ...],
+    record: Path | None,
+    fresh: bool,
+    verbose: bool,
+) -> frozenset[Version]:
+    log = (record.parent if record is not None else Path(tempfile.gettempdir())) / "pin-probes.log"
+    return frozenset(index_memo.offered(record, key, lambda: _ask(target, specs, log, verbose), fresh))
 
 
 class IndexQuery(Protocol):
@@ -80,18 +134,27 @@ def newest_available(
     compat: Compat | None = None,
     record: Path | None = None,
     fresh: bool = False,
+    verbose: bool = False,
 ) -> str | None:
     """Of ``releases`` (newest first), the newest whose prebuilt wheel of the cell's build the configured indexes
     offer for the cell's Python and platform; None if none. ``record``: where index_memo keeps the indexes'
-    answer (None: always ask, keep nothing); ``fresh``: ask even where the record holds."""
+    answer (None: always ask, keep nothing); ``fresh``: ask even where the record holds; ``verbose``: say what
+    each probe that found nothing was told."""
     compat = compat or load()
-    offered = _offered(tuple(query.pip_target), record, fresh)
-    for release in releases:
-        if Version(f"{release}+{query.local_version}") in offered:
-            return release
-        if _unlabelled(compat, query, release) and Version(release) in offered:
+    specs = tuple(_names(compat, query, release) for release in releases)
+    key = (*query.pip_target, *(name for names in specs for name in names))
+    offered = _offered(uv.target_of(query.pip_target), specs, key, record, fresh, verbose)
+    for release, names in zip(releases, specs, strict=True):
+        if any(Version(name.rpartition("=")[2]) in offered for name in names):
             return release
     return None
+
+
+def _names(compat: Compat, query: IndexQuery, release: str) -> tuple[str, ...]:
+    """The requirements naming the wheel of the cell's build of ``release``: ``torch==<release>+<label>``, and
+    where the data says PyPI publishes the build unlabelled, exactly the plain release (``===``: no local label)."""
+    labelled = f"torch=={release}+{query.local_version}"
+    return (labelled, f"torch==={release}") if _unlabelled(compat, query, release) else (labelled,)
 
 
 def _wheel_release(wheel: Path) -> str | None:
@@ -128,7 +191,8 @@ def choose(
         return given
     query = probe(cell, releases[0], compat)
     candidates = [r.version for r in releases]
-    found = newest_available(query, candidates, compat, options.cache_dir / MEMO, fresh=options.force)
+    record = options.cache_dir / MEMO
+    found = newest_available(query, candidates, compat, record, fresh=options.force, verbose=options.verbose)
     if found is None:
         tags = query.wheel_tags
         label = f"+{query.local_version}" + (" (or unlabelled)" if query.unlabelled else "")

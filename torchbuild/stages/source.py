@@ -1,13 +1,14 @@
 """source: the torch wheel the rest of the cell works on (prebuilt mode), or the checkout it compiles.
 
-Prebuilt mode: the wheel given with ``--wheel PATH`` (validated against the Plan and copied in), or the wheel pip
-finds for the Plan in the package indexes and find-links it is configured with (pip.conf, PIP_* variables), chosen
-by ``pip download`` for the Plan's exact platform / Python / ABI tags:
+Prebuilt mode: the wheel given with ``--wheel PATH`` (validated against the Plan and copied in), or the wheel the
+package indexes and find-links pip is configured with (pip.conf, PIP_* variables) offer for the Plan's platform and
+Python, chosen by uv's resolver and fetched by pip (host/pip.py ``download``):
 
 - a ``file://`` hit (find-links, a local index) is used where it lies: hashed while it is copied into the stage
   directory, never put in the cache;
 - a remote hit is downloaded by pip (its progress bar goes to the terminal) and kept in
-  ``<cache>/wheels/<sha256>/<file>``; a later run hands the cached file to pip, which then downloads nothing.
+  ``<cache>/wheels/<sha256>/<file>``; a later run finds the cached file with the index's sha256 and downloads
+  nothing.
 
 Where the Plan says PyPI publishes this build without its local label (``prebuilt_unlabelled``: win-64 CPU), the
 unlabelled wheel of the release is taken when the labelled one is not offered, and given the Plan's version.
@@ -128,11 +129,11 @@ def _fits(path: Path, plan: Plan, version: str | None = None) -> bool:
 
 
 def fetch(plan: Plan, cache_dir: Path, log: Path, version: str | None = None) -> pip.Fetched:
-    """Let pip choose and fetch the Plan's wheel (``version``: another version of the same build, see
-    ``Plan.expected_wheel``): ``pip download`` for the Plan's platform and Python, into a scratch directory
+    """Choose and fetch the Plan's wheel (``version``: exactly that version of the same build, see
+    ``Plan.expected_wheel``) for the Plan's platform and Python (``pip.download``), into a scratch directory
     pre-filled (as hard links) with the cache entries that fit, so that a cached wheel is never downloaded again. A
-    file:// hit is used where it lies; pip's scratch copy of it is dropped. The returned ``path`` is the cache entry
-    or the original file."""
+    file:// hit is used where it lies; its scratch copy is dropped. The returned ``path`` is the cache entry or the
+    original file."""
     cache = cache_dir / "wheels"
     cache.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="incoming-", dir=cache))
@@ -142,10 +143,9 @@ def fetch(plan: Plan, cache_dir: Path, log: Path, version: str | None = None) ->
                 (scratch / entry.name).unlink(missing_ok=True)
                 link(entry, scratch / entry.name)
         wanted = describe(plan, version)
+        requirement = f"torch==={version}" if version else f"torch=={plan.version}"  # ===: exactly, no label
         try:
-            got = pip.download(
-                [f"torch=={version or plan.version}"], scratch, log=log, target=plan.pip_target, live=True
-            )[-1]
+            got = pip.download([requirement], scratch, log=log, target=plan.pip_target, live=True)[-1]
         except pip.PipError as exc:
             if exc.no_match:
                 raise NotFound(
@@ -173,19 +173,20 @@ class NotFound(StageFailed):
     """pip found no wheel for the Plan (as opposed to a failed download)."""
 
 
-def _fetch_any(plan: Plan, cache_dir: Path, log: Path) -> tuple[pip.Fetched, bool]:
+def _fetch_any(plan: Plan, cache_dir: Path, log: Path, verbose: bool = False) -> tuple[pip.Fetched, bool]:
     """The Plan's wheel, else (where the Plan says PyPI leaves the label off) the unlabelled wheel of the same
-    build; with whether it is the unlabelled one."""
+    build; with whether it is the unlabelled one. The first probe is expected to fail for such a build: what the
+    resolver said is shown with ``verbose`` only (it is in the log)."""
     try:
         return fetch(plan, cache_dir, log), False
-    except NotFound:
+    except NotFound as exc:
         if not plan.prebuilt_unlabelled:
             raise
-        console.print(
-            f"source: pip has no torch=={plan.version}; PyPI publishes this build unlabelled, trying "
-            f"torch=={plan.torch}",
-            highlight=False,
-        )
+        if verbose:
+            console.print(
+                f"source: {exc}\nsource: PyPI publishes this build unlabelled, trying torch=={plan.torch}",
+                highlight=False,
+            )
         try:
             return fetch(plan, cache_dir, log, version=plan.torch), True
         except NotFound:
@@ -198,7 +199,8 @@ def _fetch_any(plan: Plan, cache_dir: Path, log: Path) -> tuple[pip.Fetched, boo
 
 def _automatic(ctx: Context) -> StageResult:
     plan = ctx.plan
-    fetched, unlabelled = _fetch_any(plan, ctx.options.cache_dir, ctx.stage_dir("logs") / f"{NAME}.log")
+    log = ctx.stage_dir("logs") / f"{NAME}.log"
+    fetched, unlabelled = _fetch_any(plan, ctx.options.cache_dir, log, ctx.options.verbose)
     out_dir = ctx.stage_dir(NAME)
     local = fetched.local_source is not None
     if local:

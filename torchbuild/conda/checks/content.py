@@ -22,7 +22,6 @@ from torchbuild.conda.archive import (
     is_ascii,
     package_check,
     paths_json,
-    pe_machine,
     prefix_entries,
 )
 
@@ -258,9 +257,10 @@ def c1145(pkg: CondaArchive) -> Outcome:
     problems: list[str] = []
     for member in pkg.files():
         if member.kind == "file" and member.name.lower().endswith(PE_SUFFIXES):
-            machine = pe_machine(member.head)
-            if machine != expected:
-                problems.append(f"{member.name}: {machine}")
+            if member.pe is None:
+                problems.append(member.pe_problem)
+            elif member.pe.machine != expected:
+                problems.append(f"{member.name}: {member.pe.machine}")
     return problems
 
 

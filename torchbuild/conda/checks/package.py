@@ -1,16 +1,16 @@
 """Every package check of a conda package (.conda or .tar.bz2): conda-verify's C11xx and torchbuild's TB1xx, in
-code order. The checks themselves are in metadata.py and content.py."""
+code order. The checks themselves are in metadata.py, content.py, sbom_match.py and scripts.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from torchbuild.conda.archive import PACKAGE_CHECKS, TB100, CondaArchive, PackageUnreadable, read_package
-from torchbuild.conda.checks import content, metadata, sbom_match
+from torchbuild.conda.checks import content, metadata, sbom_match, scripts
 from torchbuild.results import Check, result, skipped
 
 # Importing these modules is what registers their checks.
-MODULES = (metadata, content, sbom_match)
+MODULES = (metadata, content, sbom_match, scripts)
 
 
 def run_checks(pkg: CondaArchive) -> list[Check]:

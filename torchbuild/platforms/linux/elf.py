@@ -31,6 +31,7 @@ from elftools.elf.dynamic import DynamicSegment
 from elftools.elf.elffile import ELFFile
 
 from torchbuild.platforms.closure import ClosureFormat, ClosureReport, Missing, Resolved, Unusable
+from torchbuild.platforms.linux import auditwheel_api
 
 ELF_MAGIC = b"\x7fELF"
 
@@ -234,14 +235,10 @@ def manylinux_policies(platform_tag: str) -> tuple[Any, Any]:
 
     Raises ValueError for a tag that has no manylinux policy (e.g. linux_x86_64, which allows anything).
     """
-    from auditwheel.architecture import Architecture
-    from auditwheel.libc import Libc
-    from auditwheel.policy import WheelPolicies
-
-    arch = next((a for a in Architecture if platform_tag.endswith("_" + a.value)), None)
+    arch = next((a for a in auditwheel_api.architectures() if platform_tag.endswith("_" + a.value)), None)
     if arch is None or not platform_tag.startswith("manylinux"):
         raise ValueError(f"'{platform_tag}' is not a manylinux platform tag (e.g. manylinux_2_28_x86_64)")
-    policies = WheelPolicies(libc=Libc.GLIBC, arch=arch)
+    policies = auditwheel_api.glibc_policies(arch)
     try:
         return policies, policies.get_policy_by_name(platform_tag)
     except LookupError:

@@ -21,7 +21,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from torchbuild.platforms.closure import ClosureReport
-from torchbuild.platforms.linux import elf
+from torchbuild.platforms.linux import auditwheel_api, elf
 
 EXTENSION_SUFFIXES = (".abi3.so",)
 
@@ -60,9 +60,6 @@ def verdict(
 ) -> Verdict:
     """Whether ``wheel`` (with ``closure``, its elf.check_wheel report) already satisfies ``platform_tag``.
     ``kept``: where elf.check_wheel kept the ELF members (``keep_in``); otherwise each is copied out again."""
-    from auditwheel.elfutils import elf_find_versioned_symbols, elf_references_pyfpe_jbuf
-    from auditwheel.lddtree import _get_platform
-
     if not closure.ok:  # executables' gaps do not count: auditwheel grafts only for what extensions load
         return Verdict(False, "the import closure is not complete inside the wheel and the policy's libraries")
     policies, policy = elf.manylinux_policies(platform_tag)
@@ -79,12 +76,12 @@ def verdict(
             try:
                 with copy.open("rb") as handle:
                     parsed = ELFFile(handle)
-                    for _lib, version in elf_find_versioned_symbols(parsed):
+                    for _lib, version in auditwheel_api.versioned_symbols(parsed):
                         family = version.partition("_")[0]
                         if family in allowed and version not in allowed[family]:
                             problems.append(f"{name} needs {version}, newer than {policy.name} allows")
                     try:
-                        extended = _get_platform(parsed).extended_architecture  # raises on an unknown ISA
+                        extended = auditwheel_api.extended_architecture(parsed)  # raises on an unknown ISA
                     except ValueError as exc:
                         problems.append(f"{name}: {exc}")
                         extended = None
@@ -92,7 +89,7 @@ def verdict(
                         problems.append(f"{name} needs the {extended.value} instruction set")
                     problems += [f"{name} uses {s}, blacklisted in {policy.name}" for s in
                                  _blacklisted(parsed, info.needed, blacklist)]  # fmt: skip
-                    if _is_extension(name) and elf_references_pyfpe_jbuf(parsed):
+                    if _is_extension(name) and auditwheel_api.references_pyfpe_jbuf(parsed):
                         problems.append(f"{name} references PyFPE_jbuf")
             except (ELFError, ValueError, OSError) as exc:
                 problems.append(f"{name} cannot be read: {exc}")

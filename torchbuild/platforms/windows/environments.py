@@ -1,7 +1,7 @@
 """Windows environments laid out on this host, for the win-64 checks that run under Wine:
 
 - ``python_env``: python.org's embeddable CPython (python_embed.py) with ``Lib\\site-packages`` on its path, where
-  wheels are unpacked (win_deps.unpack): a fresh environment as pip makes one on Windows.
+  wheels are installed (dependencies.install): a fresh environment as pip makes one on Windows.
 - ``conda_layout``: the same interpreter at the root of a prefix laid out as conda installs the cell's package: the
   package's files where its paths put them (``Lib\\site-packages\\torch``), and ``Library\\bin`` holding the DLLs its
   run dependencies install (vc14_runtime, intel-openmp, ...: dll_providers.yaml ``conda_packages``), taken from the

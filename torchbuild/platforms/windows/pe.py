@@ -30,6 +30,7 @@ import pefile
 
 from torchbuild.config import dll_providers
 from torchbuild.platforms.closure import ClosureFormat, ClosureReport, Missing, Resolved, Unusable
+from torchbuild.platforms.windows import delvewheel_api
 
 PE_MAGIC = b"MZ"
 PE_SUFFIXES = (".dll", ".pyd", ".exe")
@@ -69,15 +70,11 @@ INTERPRETER_DLLS = ("python311.dll", "python3.dll", "libpypy3.9-c.dll", "python-
 
 def windows_dlls(machine: str) -> tuple[frozenset[str], tuple[re.Pattern[str], ...]]:
     """delvewheel's list of the DLLs on every Windows 7 SP1+ of ``machine`` (1,400+ names for AMD64), and its
-    name patterns for them (API sets). delvewheel keeps the list from real Windows installs; we do not copy it."""
-    from delvewheel import _dll_list
-
-    kind = _dll_list.MachineType.__members__.get(machine)
-    names = _dll_list.ignore_names.get(kind, set()) if kind is not None else set()
-    patterns = tuple(
-        rx for rx in _dll_list.ignore_regexes if not any(rx.fullmatch(name) for name in INTERPRETER_DLLS)
-    )
-    return frozenset(n.lower() for n in names), patterns
+    name patterns for them (API sets), less the interpreters'. delvewheel keeps the list from real Windows installs;
+    we do not copy it (delvewheel_api.py reads it)."""
+    names, regexes = delvewheel_api.system_dlls(machine)
+    patterns = tuple(rx for rx in regexes if not any(rx.fullmatch(name) for name in INTERPRETER_DLLS))
+    return names, patterns
 
 
 @functools.cache

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from torchbuild.platforms.windows import delvewheel_api
 from torchbuild.wheel.repair_report import Floor
 
 if TYPE_CHECKING:
@@ -26,10 +27,8 @@ if TYPE_CHECKING:
 def is_vc_runtime(name: str) -> bool:
     """The DLLs of Microsoft's Visual C++ redistributable (delvewheel's maintained pattern); the Universal CRT
     (ucrtbase.dll) is part of Windows 10 and later, not of this runtime."""
-    from delvewheel import _dll_list
-
     low = name.lower()
-    return bool(_dll_list.vc_redist.fullmatch(low)) and not low.startswith("ucrtbase")
+    return delvewheel_api.is_vc_redist(low) and not low.startswith("ucrtbase")
 
 
 def key(version: str) -> tuple[int, ...]:

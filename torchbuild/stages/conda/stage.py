@@ -1,8 +1,8 @@
 """conda: the repaired wheel becomes the cell's conda package (.conda, or .tar.bz2 when asked).
 
 The package is made from the same wheel as the pip artifact, never from a second compile: the wheel is installed
-into the Plan's site-packages of a staging prefix (wheel/install.py; in memory where there is room for it,
-scratch.py), its Requires-Dist become conda run
+into the Plan's site-packages of a staging prefix, with its console scripts (``.exe`` launchers on Windows), by
+installer (wheel/install.py; in memory where there is room for it, scratch.py), its Requires-Dist become conda run
 dependencies (conda/requirements.py), and the package is assembled with py-rattler-build (conda/assembly.py) from the
 rendered recipe (``recipes/pytorch``), which also goes into ``info/recipe``.
 
@@ -32,7 +32,7 @@ from torchbuild.results import Artifact, StageResult
 from torchbuild.stages import Context, Stage
 from torchbuild.stages.conda import recipe
 from torchbuild.wheel import sbom, wheelfile
-from torchbuild.wheel.install import license_files, unpack_wheel
+from torchbuild.wheel.install import install_wheel, license_files
 from torchbuild.wheel.provenance import SourceInfo
 from torchbuild.wheel.repair_report import RepairReport
 
@@ -95,8 +95,8 @@ def _package(ctx: Context) -> StageResult:
         started = time.perf_counter()
         member = sbom.wheel_member(wheel.dist_info)
         replace = {member: document.encode("utf-8")}
-        payload = unpack_wheel(
-            wheel,
+        payload = install_wheel(
+            wheel.path,
             plan.conda.install_scheme,
             staging,
             windows=plan.platform == "win-64",
@@ -139,8 +139,8 @@ def _package(ctx: Context) -> StageResult:
     if left_out:
         shown = ", ".join(f"{member} ({package})" for member, package in sorted(left_out.items()))
         message += f"; left out, provided by run dependencies: {shown}"
-    if payload.scripts_not_made:
-        message += f"; no {plan.platform} launchers for {', '.join(payload.scripts_not_made)}"
+    if payload.scripts:
+        message += f"; scripts: {', '.join(payload.scripts)}"
     return StageResult(outputs={"conda_package": artifact}, message=message)
 
 

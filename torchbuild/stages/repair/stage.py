@@ -37,7 +37,7 @@ from typing import Any
 
 from torchbuild.errors import StageFailed
 from torchbuild.host.proc import run_tool
-from torchbuild.platforms.linux import elf, manylinux
+from torchbuild.platforms.linux import auditwheel_api, elf, manylinux
 from torchbuild.platforms.windows import pe
 from torchbuild.results import Artifact, StageResult
 from torchbuild.stages import Context, Stage
@@ -124,27 +124,13 @@ class Analysis:
 
 def analyse(wheel: Path, platform_tag: str, excludes: Mapping[str, str]) -> Analysis:
     """auditwheel's own analysis (the one `auditwheel show` and `auditwheel repair` run), for the target tag."""
-    from auditwheel import lddtree, wheel_abi
-    from auditwheel.error import NonPlatformWheelError
-
-    # auditwheel memoises the library search path (LD_LIBRARY_PATH, ld.so.conf) and each wheel's ELF data for the
-    # life of the process; start from what is true now, as the `auditwheel repair` process after it will.
-    for memo in (lddtree.load_ld_paths, lddtree.parse_ld_so_conf, wheel_abi.get_wheel_elfdata):
-        memo.cache_clear()
+    auditwheel_api.clear_caches()
     policies, wanted = elf.manylinux_policies(platform_tag)
     base = platform_tag[: -len("_" + policies.architecture.value)]
     try:
-        info: Any = wheel_abi.analyze_wheel_abi(
-            policies.libc,
-            policies.architecture,
-            wheel,
-            frozenset(excludes),
-            disable_isa_ext_check=False,
-            allow_graft=True,
-            requested_policy_base_name=base,
-        )
-    except NonPlatformWheelError as exc:
-        raise StageFailed(NAME, f"{wheel}: {exc.message}") from None
+        info: Any = auditwheel_api.analyze_wheel_abi(policies, wheel, frozenset(excludes), base)
+    except auditwheel_api.non_platform_error() as exc:
+        raise StageFailed(NAME, f"{wheel}: {getattr(exc, 'message', exc)}") from None
     except (ValueError, RuntimeError, OSError) as exc:
         raise StageFailed(NAME, f"auditwheel cannot analyse {wheel}: {exc}") from None
     libs = info.external_refs[wanted.name].libs

@@ -8,7 +8,7 @@ a wheel without it fails as on a clean Windows machine.
   with the reason).
 - conda: the conda layout (platforms/windows/environments.py): the package's files where conda puts them and
   ``Library\\bin`` with what its run dependencies install, taken from the vendor wheels; the same dependencies and
-  numpy beside it.
+  numpy beside it. Besides the checks, ``torchrun --help`` runs through the package's ``Scripts\\torchrun.exe``.
 
 The checks are smoke_checks.py's, run by that python.exe from an empty working directory, as on Windows. On top of
 them, Wine's loader lines of each check process are read: an export a DLL of the wheel imports that is missing
@@ -22,6 +22,7 @@ the two workarounds in ``wine_fixes``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
     from torchbuild.plan import Plan
 
 KINDS = {"wheel": "a fresh embeddable CPython", "conda": "the conda layout"}
+SCRIPT = "torchrun"  # the console script the conda layout runs (its launcher, Scripts\\torchrun.exe)
+SCRIPT_TIMEOUT_S = 300.0  # it imports torch: seconds, more under a busy Wine
 WINE_ENV = {"KMP_AFFINITY": "disabled", "PYTHONNOUSERSITE": "1"}
 # Wine 8.0 workarounds for CPython >= 3.12; each is explained where it is written.
 SITECUSTOMIZE = '''\
@@ -130,9 +133,8 @@ class WineBackend:
             roots = [(str(r), "torch") for r in win_deps.applicable(win_deps.metadata_requires(self.wheel), markers)]
             roots += [(w.requirement, "smoke_envs.yaml") for w in plan.smoke_extras_wine]
             dest = self.cache_dir / "win-wheels" / f"py{plan.python}"
-            self._deps = win_deps.resolve(
-                roots, python=plan.python, markers=markers, dest=dest, log=log, skip=["torch"]
-            )
+            python = self.embedded.pinned.cpython  # the exact release: python_full_version markers hold as they will
+            self._deps = win_deps.resolve(roots, python=python, dest=dest, log=log, skip=["torch"])
         return self._deps
 
     def setup(self, env: Env) -> str:
@@ -143,8 +145,8 @@ class WineBackend:
         deps = self.dependencies(env.log)
         what = [self.embedded.pinned.label]
         if env.kind == "wheel":
-            win_deps.unpack(env.artifact, root, scheme)
-            what.append(f"{env.artifact.name} unpacked into Lib\\site-packages")
+            win_deps.install(env.artifact, root, scheme)
+            what.append(f"{env.artifact.name} installed into Lib\\site-packages")
         else:
             extract.extract_package(env.artifact, root)
             plan = self.plan
@@ -155,7 +157,7 @@ class WineBackend:
             )  # fmt: skip
             what.append(f"{env.artifact.name} laid out as conda installs it; Library\\bin: {provided.describe()}")
         for dep in deps:
-            win_deps.unpack(dep.wheel, root, scheme)
+            win_deps.install(dep.wheel, root, scheme)
         what.append(f"{len(deps)} win_amd64 wheels: {', '.join(f'{d.name} {d.version}' for d in deps)}")
         what += wine_fixes(root, self.plan.python)
         return "; ".join(what)
@@ -169,11 +171,35 @@ class WineBackend:
         stderr = ran.stderr if ran.returncode is not None else f"{ran.stderr}\n[timed out after {CHECKS_TIMEOUT_S} s]"
         log_run(env, ["wine", *argv], ran.stdout, stderr)
         checks = parse_results(env.kind, ran.stdout, env.artifact.name)
-        return loader_verdicts(checks, result_lines(ran.stdout), prefix(env), ran.stderr) + leftovers(env)
+        checks = loader_verdicts(checks, result_lines(ran.stdout), prefix(env), ran.stderr)
+        if env.kind == "conda":
+            checks.append(script_check(env, session))
+        return checks + leftovers(env)
 
 
 def prefix(env: Env) -> Path:
     return env.root / "env"
+
+
+def script_check(env: Env, session: wine.Session) -> Check:
+    """``torchrun --help`` through the package's ``Scripts\\torchrun.exe`` launcher, which must start the layout's
+    python.exe (conda's Scripts folder is on PATH in an activated environment); exit 0 and argparse's usage."""
+    name, file = f"{env.kind}: {SCRIPT} --help", env.artifact.name
+    declared = [p for p in (prefix(env) / win_env.SITE_PACKAGES).glob("torch-*.dist-info/entry_points.txt")]
+    if not any(re.search(rf"^{SCRIPT}\s*=", p.read_text(encoding="utf-8"), re.MULTILINE) for p in declared):
+        return Check(name=name, status="skipped", message=f"this torch declares no {SCRIPT} script", file=file)
+    launcher = prefix(env) / "Scripts" / f"{SCRIPT}.exe"
+    if not launcher.is_file():
+        return Check(name=name, status="failed", message=f"Scripts\\{SCRIPT}.exe is not in the package", file=file)
+    argv = [str(launcher), "--help"]
+    ran = session.run(argv, timeout=SCRIPT_TIMEOUT_S, cwd=env.cwd)
+    log_run(env, ["wine", *argv], ran.stdout, ran.stderr)
+    if ran.returncode == 0 and f"usage: {SCRIPT}" in ran.stdout:
+        message = f"Scripts\\{SCRIPT}.exe --help: exit 0, {SCRIPT}'s usage"
+        return Check(name=name, status="passed", message=message, file=file)
+    said = "timed out" if ran.returncode is None else f"exit {ran.returncode}"
+    output = "\n".join((ran.stdout + ran.stderr).strip().splitlines()[-12:])
+    return Check(name=name, status="failed", message=f"Scripts\\{SCRIPT}.exe --help: {said}\n{output}", file=file)
 
 
 def loader_verdicts(
