@@ -28,6 +28,9 @@ from torchbuild.config.compat import (
 )
 from torchbuild.config.dll_providers import ProviderData
 from torchbuild.config.matrix import LATEST, Cell, Matrix
+from torchbuild.config.pairing import Companion
+from torchbuild.config.pairing import Target as CompanionTarget
+from torchbuild.config.pairing import choose as choose_companions
 from torchbuild.config.pypi_to_conda import NameRule
 from torchbuild.config.python_embed import Pinned
 from torchbuild.config.smoke_envs import Wanted
@@ -126,6 +129,9 @@ class Plan:
     driver_dlls: tuple[str, ...] = ()
     embeddable: Pinned | None = None
     embeddable_missing: str = ""  # one line: why none is pinned for the cell's Python (config/python_embed.py)
+    # torchvision / torchaudio beside torch: the release and PyPI wheel chosen for this target, or why none ships
+    # (config/pairing.py; the stages do not build them yet)
+    companions: tuple[Companion, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -380,6 +386,16 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
             smoke_envs.wanted(cell.platform, release.version, cell.cuda, cell.python, under_wine=True)
             if cell.platform == "win-64"
             else ()
+        ),
+        companions=choose_companions(
+            matrix.packages,
+            CompanionTarget(
+                platform=cell.platform,
+                python=cell.python,
+                torch_release=release.version,
+                torch_version=version,
+                local_version=local,
+            ),
         ),
         **_windows_facts(cell),
     )
