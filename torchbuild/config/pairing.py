@@ -34,6 +34,7 @@ class Companion:
     name: str
     release: str | None  # None: not shipped (``reason`` says why)
     requested: bool  # named in packages / --packages (else asked for by default)
+    paired: str | None = None  # the release named or paired with the cell's torch, shipped or not (a checkout's tag)
     requires_torch: str = ""  # the wheel's Requires-Dist on torch ("" where it declares none)
     build: str = ""  # its local label (cpu, cu130) or "pure Python"
     wheel: str = ""  # PyPI's file for the cell's platform and Python
@@ -136,13 +137,14 @@ def _choose(table: Table, name: str, pinned: str | None, target: Target, request
     if build is None:
         if pinned and pair.release and pair.release != pinned:
             why += f"; {name} {pair.release} is the release that pairs with torch {target.torch_release}"
-        return Companion(name=name, release=None, requested=requested, reason=why)
+        return Companion(name=name, release=None, requested=requested, paired=version, reason=why)
     wheel = build.wheel_for(target.python)
     assert wheel is not None  # _ship checked it
     return Companion(
         name=name,
         release=version,
         requested=requested,
+        paired=version,
         requires_torch=build.requires_torch,
         build="pure Python" if build.platform == "any" else build.label,
         wheel=wheel.file,
