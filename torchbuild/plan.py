@@ -14,7 +14,7 @@ from typing import Any
 from torchbuild.conda import solve
 from torchbuild.conda.requirements import Conversion
 from torchbuild.conda.selectors import conda_selectors
-from torchbuild.config import build_deps, dll_providers, pypi_to_conda, python_embed, smoke_envs
+from torchbuild.config import build_deps, dll_providers, pairing, pypi_to_conda, python_embed, smoke_envs
 from torchbuild.config.build_deps import Dependency
 from torchbuild.config.compat import (
     CPU,
@@ -28,9 +28,6 @@ from torchbuild.config.compat import (
 )
 from torchbuild.config.dll_providers import ProviderData
 from torchbuild.config.matrix import LATEST, Cell, Matrix
-from torchbuild.config.pairing import Companion
-from torchbuild.config.pairing import Target as CompanionTarget
-from torchbuild.config.pairing import choose as choose_companions
 from torchbuild.config.pypi_to_conda import NameRule
 from torchbuild.config.python_embed import Pinned
 from torchbuild.config.smoke_envs import Wanted
@@ -131,7 +128,7 @@ class Plan:
     embeddable_missing: str = ""  # one line: why none is pinned for the cell's Python (config/python_embed.py)
     # torchvision / torchaudio beside torch: the release and PyPI wheel chosen for this target, or why none ships
     # (config/pairing.py; the stages do not build them yet)
-    companions: tuple[Companion, ...] = ()
+    companions: tuple[pairing.Companion, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -387,15 +384,10 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
             if cell.platform == "win-64"
             else ()
         ),
-        companions=choose_companions(
+        companions=pairing.choose(
             matrix.packages,
-            CompanionTarget(
-                platform=cell.platform,
-                python=cell.python,
-                torch_release=release.version,
-                torch_version=version,
-                local_version=local,
-            ),
+            pairing.Target(platform=cell.platform, python=cell.python, torch_release=release.version,
+                           torch_version=version, local_version=local),
         ),
         **_windows_facts(cell),
     )
