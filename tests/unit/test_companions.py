@@ -65,6 +65,16 @@ def test_an_old_linux_cpu_cell_gets_the_cpu_build_pypi_had() -> None:
     assert "libtorch_cuda.so" in found["torchvision"].reason  # type: ignore[attr-defined]  # 0.8.1 is a CUDA build
 
 
+def test_a_yanked_wheel_is_paired_and_says_so() -> None:
+    """PyPI yanked every torchvision 0.2.x wheel (pure Python, the torch 1.0 era's): pip installs it pinned exactly."""
+    vision = by_name(choose(None, target("linux-64", "1.0.1", "cpu", python="3.7")))["torchvision"]
+    assert vision.line == (  # type: ignore[attr-defined]
+        "torchvision 0.2.2.post3: paired (declares no torch requirement; PyPI's "
+        "torchvision-0.2.2.post3-py2.py3-none-any.whl, yanked there: So that users won't accidentally install this "
+        f"when using python 3.11), {NOT_BUILT}"
+    )
+
+
 def test_win_cpu_and_linux_cuda_cells_pair_pypis_wheel_and_say_it_is_not_built() -> None:
     win = by_name(choose(None, target("win-64", "2.13.0", "cpu")))["torchvision"]
     assert (win.release, win.wheel, win.sha256) == (  # type: ignore[attr-defined]

@@ -43,6 +43,7 @@ class Build:
     links: tuple[str, ...] | None  # torch/CUDA libraries its extension modules need (DT_NEEDED); None: not read
     bundles: tuple[str, ...]
     wheels: Mapping[str, Wheel]  # Python X.Y (or any-python) -> the wheel
+    yanked: str = ""  # PyPI's reason where its wheels are yanked (pip installs them only when pinned exactly)
 
     @property
     def cuda_libraries(self) -> tuple[str, ...]:
@@ -126,6 +127,7 @@ def _build(name: str, version: str, platform: str, raw: Mapping[str, Any]) -> Bu
         links=_strings(raw["links"], f"{where} links") if "links" in raw else None,
         bundles=_strings(raw.get("bundles", []), f"{where} bundles"),
         wheels=wheels,
+        yanked=" ".join(str(raw.get("yanked", "")).split()),
     )
 
 

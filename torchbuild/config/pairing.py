@@ -40,6 +40,7 @@ class Companion:
     wheel: str = ""  # PyPI's file for the cell's platform and Python
     sha256: str = ""
     paired_by: str = ""  # what the data's pairing rests on (metadata, the project's table)
+    yanked: str = ""  # PyPI's reason where the wheel is yanked there (installed only when pinned exactly)
     reason: str = ""  # why it is not shipped
 
     @property
@@ -48,7 +49,8 @@ class Companion:
         if self.release is None:
             return f"not shipped: {self.reason}"
         requires = f"requires torch{self.requires_torch}" if self.requires_torch else "declares no torch requirement"
-        return f"{self.release}: paired ({requires}; PyPI's {self.wheel}), {NOT_BUILT}"
+        yanked = f", yanked there: {self.yanked}" if self.yanked else ""
+        return f"{self.release}: paired ({requires}; PyPI's {self.wheel}{yanked}), {NOT_BUILT}"
 
     @property
     def line(self) -> str:
@@ -150,6 +152,7 @@ def _choose(table: Table, name: str, pinned: str | None, target: Target, request
         wheel=wheel.file,
         sha256=wheel.sha256,
         paired_by=f"named in packages; {WHERE} pairs {pair.release}" if pinned else pair.by,
+        yanked=build.yanked,
     )
 
 
