@@ -173,8 +173,8 @@ def run_case(c: Case, artifacts: Mapping[str, Path], cwd: Path) -> None:
              message="torchvision 0.27.0 requires torch==2.12.0 (its wheels' Requires-Dist); this cell's torch is "
                      "2.13.0+cpu", id="companion-pin-mismatch"),
         case(*LINUX_CPU, "--packages", "torch,torchvison",
-             message="--packages torch,torchvison: 'torchvison' is not a package a cell ships: give torch, torchvision "
-                     "or torchaudio", id="packages-unknown"),
+             message="--packages torch,torchvison: 'torchvison' is not a package a cell ships. Did you mean "
+                     "'torchvision'? Give torch, torchvision or torchaudio", id="packages-unknown"),
         case("--matrix", "m.yaml", *LINUX_CPU, files={"m.yaml": "channel: ftp://x\n"},
              message=f"m.yaml:1: channel: Unknown channel scheme 'ftp://' in 'ftp://x'. {CHANNELS}",
              id="matrix-channel-ftp"),

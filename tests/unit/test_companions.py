@@ -131,8 +131,8 @@ def test_the_plan_carries_the_companions() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("packages: [torch, torchvison]\n", "matrix.yaml:1: packages: 'torchvison' is not a package a cell ships: "
-         "give torch, torchvision or torchaudio"),
+        ("packages: [torch, torchvison]\n", "matrix.yaml:1: packages: 'torchvison' is not a package a cell ships. "
+         "Did you mean 'torchvision'? Give torch, torchvision or torchaudio"),
         ("packages: [torchvision]\n", "matrix.yaml:1: packages: packages must include torch"),
         ("packages: [torch, torchvision, torchvision==0.28.0]\n", "torchvision is named more than once"),
         ("packages: [torch, torchvision==0.99.0]\n", "torchvision 0.99.0 is not a release torchbuild/data/"

@@ -4,6 +4,7 @@ its extension modules link, the files by Python version with sha256). Also the n
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -174,9 +175,11 @@ def parse_package(text: str) -> tuple[str, str | None]:
     name, sep, release = text.strip().partition("==")
     name = name.strip().lower()
     if name not in PACKAGES or (sep and not release.strip()):
+        close = difflib.get_close_matches(name, PACKAGES, n=1, cutoff=0.6)
+        hint = f" Did you mean '{close[0]}'?" if close and close[0] != name else ""
         raise UserError(
-            f"'{text}' is not a package a cell ships: give {one_of(PACKAGES)}, a companion optionally with its "
-            "release (torchvision==0.28.0)."
+            f"'{text}' is not a package a cell ships.{hint} Give {one_of(PACKAGES)}, a companion optionally with "
+            "its release (torchvision==0.28.0)."
         )
     if not sep:
         return name, None
