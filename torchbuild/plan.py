@@ -14,7 +14,7 @@ from typing import Any
 from torchbuild.conda import solve
 from torchbuild.conda.requirements import Conversion
 from torchbuild.conda.selectors import conda_selectors
-from torchbuild.config import build_deps, dll_providers, pypi_to_conda, python_embed, smoke_envs
+from torchbuild.config import build_deps, dll_providers, pairing, pypi_to_conda, python_embed, smoke_envs
 from torchbuild.config.build_deps import Dependency
 from torchbuild.config.compat import (
     CPU,
@@ -126,6 +126,9 @@ class Plan:
     driver_dlls: tuple[str, ...] = ()
     embeddable: Pinned | None = None
     embeddable_missing: str = ""  # one line: why none is pinned for the cell's Python (config/python_embed.py)
+    # torchvision / torchaudio beside torch: the release and PyPI wheel chosen for this target, or why none ships
+    # (config/pairing.py; the stages do not build them yet)
+    companions: tuple[pairing.Companion, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -380,6 +383,11 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
             smoke_envs.wanted(cell.platform, release.version, cell.cuda, cell.python, under_wine=True)
             if cell.platform == "win-64"
             else ()
+        ),
+        companions=pairing.choose(
+            matrix.packages,
+            pairing.Target(platform=cell.platform, python=cell.python, torch_release=release.version,
+                           torch_version=version, local_version=local),
         ),
         **_windows_facts(cell),
     )

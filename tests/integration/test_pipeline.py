@@ -109,6 +109,24 @@ def test_main_job_passes_every_stage(first_run: Run) -> None:
     assert (first_run.channel / "noarch" / "repodata.json").is_file()
 
 
+def test_main_job_says_why_it_ships_no_companion(first_run: Run) -> None:
+    """One line per companion, before the stages and in the summary; the run passes; report.json says it too."""
+    log = first_run.result.stderr
+    vision = (
+        f"{CELL}: torchvision: not shipped: PyPI's linux-64 wheel of torchvision 0.28.0 is a CUDA 13.0 build (+cu130) "
+        "linking libc10_cuda.so, libcudart.so.13, libtorch_cuda.so, which this cell's CPU torch does not have "
+        "(it fails at import), and PyPI has no CPU build of it; to ship one, compile torchvision 0.28.0 from a checkout"
+    )
+    assert vision in log and first_run.result.returncode == 0
+    assert f"{CELL}: torchaudio: not shipped: no torchaudio release pins or names torch 2.13.0" in log
+    companions = first_run.report["cells"][0]["companions"]  # type: ignore[index]
+    assert [(c["name"], c["status"]) for c in companions] == [
+        ("torchvision", "not shipped"),
+        ("torchaudio", "not shipped"),
+    ]
+    assert not list(first_run.channel.rglob("torchvision*")) and not list(first_run.channel.rglob("torchaudio*"))
+
+
 def test_reports_and_state(first_run: Run) -> None:
     build = first_run.workspace / "build"
     state = json.loads((build / CELL / "state.json").read_text())

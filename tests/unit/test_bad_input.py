@@ -164,6 +164,17 @@ def run_case(c: Case, artifacts: Mapping[str, Path], cwd: Path) -> None:
         case(*LINUX_CPU, "--torch", "2.13.0", "--wheel", "{evil_wheel}", "--cache-dir", "build/cache", code=1,
              message="has members that escape the install root: '../../evil.txt' ('..' component)",
              id="wheel-member-escapes"),
+        case(*LINUX_CPU, "--packages", "torch,torchvision",
+             message="torchvision cannot ship with torch 2.13.0+cpu (linux-64, Python 3.11): PyPI's linux-64 wheel of "
+                     "torchvision 0.28.0 is a CUDA 13.0 build (+cu130) linking libc10_cuda.so, libcudart.so.13, "
+                     "libtorch_cuda.so, which this cell's CPU torch does not have (it fails at import)",
+             id="companion-needs-cuda-torch"),
+        case(*LINUX_CPU, "--torch", "2.13.0", "--packages", "torch,torchvision==0.27.0",
+             message="torchvision 0.27.0 requires torch==2.12.0 (its wheels' Requires-Dist); this cell's torch is "
+                     "2.13.0+cpu", id="companion-pin-mismatch"),
+        case(*LINUX_CPU, "--packages", "torch,torchvison",
+             message="--packages torch,torchvison: 'torchvison' is not a package a cell ships. Did you mean "
+                     "'torchvision'? Give torch, torchvision or torchaudio", id="packages-unknown"),
         case("--matrix", "m.yaml", *LINUX_CPU, files={"m.yaml": "channel: ftp://x\n"},
              message=f"m.yaml:1: channel: Unknown channel scheme 'ftp://' in 'ftp://x'. {CHANNELS}",
              id="matrix-channel-ftp"),
@@ -198,6 +209,8 @@ def test_run(c: Case, artifacts: dict[str, Path], tmp_path: Path) -> None:
                      "anaconda://owner/label", id="channel-anaconda-too-deep"),
         case("plan", "--matrix", "m.yaml", files={"m.yaml": EMPTY}, message=f"m.yaml {NO_CELLS}",
              id="every-cell-excluded"),
+        case("plan", "--matrix", "m.yaml", files={"m.yaml": "cuda: [cpu]\npackages: [torchvision]\n"},
+             message="m.yaml:2: packages: packages must include torch: every cell ships torch", id="packages-no-torch"),
         case("plan", "--platform", "linux-32", "--cuda", "cpu", "--py", "3.11",
              message="PyTorch does not support 32-bit Linux: use --platform linux-64.", id="linux-32"),
     ],

@@ -14,7 +14,7 @@ from rich.markup import escape
 from torchbuild.channels.local import check_directory
 from torchbuild.commands import publish as publish_cmd
 from torchbuild.commands import sbom as sbom_cmd
-from torchbuild.commands.plan_view import print_plan, say_resolution
+from torchbuild.commands.plan_view import print_plan, say_companions, say_resolution
 from torchbuild.conda.assembly import COMPRESSION_LEVELS, COMPRESSORS
 from torchbuild.config import matrix as matrix_mod
 from torchbuild.config.channel_spec import check_spec, local_path
@@ -53,6 +53,12 @@ def _selectors(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--torch", help="torch release, or 'latest' (default: the matrix's)")
     group.add_argument("--only", metavar="CELL_ID", help="one cell of the matrix by id (see 'matrix')")
     group.add_argument("--msvc", metavar="TOOLSET", help="pin the MSVC toolset, e.g. 14.29 (win-64)")
+    group.add_argument(
+        "--packages",
+        metavar="LIST",
+        help="what each cell ships, e.g. torch,torchvision (default: the matrix's; without one, torch and each "
+        "companion whose release pairs with it)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,7 +134,7 @@ def check_selection(args: argparse.Namespace) -> None:
 def load_matrix(args: argparse.Namespace) -> Matrix:
     check_selection(args)
     path = args.matrix or ROOT / "matrix.yaml"
-    matrix = matrix_mod.load(path)
+    matrix = matrix_mod.with_packages(matrix_mod.load(path), args.packages)
     if args.msvc:
         matrix = replace(matrix, build=replace(matrix.build, msvc_toolset=args.msvc))
     if getattr(args, "channel", None) is not None:
@@ -323,6 +329,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if options.wheel is not None and len(cells) != 1:
         raise UserError(f"--wheel gives the wheel of one cell, but {len(cells)} cells are selected: add --cuda/--py.")
     plans = pin.pin_all(cells, matrix, options, candidates)
+    say_companions(plans)
     return runner.run(plans, root=Path.cwd(), options=options)
 
 

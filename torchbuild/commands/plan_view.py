@@ -34,6 +34,7 @@ def print_plan(plan: Plan) -> None:
         ("channel", plan.channel),
         ("work dir", plan.work_dir),
         *((f"env {k}", v) for k, v in plan.env.items()),
+        *((c.name, c.detail) for c in plan.companions),
         *(("note", n) for n in plan.notes),
     ]
     width = max(len(key) for key, _ in rows)
@@ -72,3 +73,10 @@ def say_resolution(plans: Sequence[Plan]) -> None:
                 f"with a {plan.platform} build for {'CPU' if not plan.is_cuda else 'CUDA ' + plan.cuda} "
                 f"and Python {plan.python}."
             )
+
+
+def say_companions(plans: Sequence[Plan]) -> None:
+    """One line per companion of each cell: the release paired with its torch (not built yet), or why none ships."""
+    for plan in plans:
+        for companion in plan.companions:
+            console.print(f"[bold]{plan.cell_id}[/]: {escape(companion.line)}", highlight=False, soft_wrap=True)

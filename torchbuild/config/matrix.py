@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from torchbuild.config.channel_spec import check_spec
+from torchbuild.config.companions import check_packages
 from torchbuild.config.compat import CPU, PLATFORMS
 from torchbuild.errors import UserError, one_of
 
@@ -58,6 +59,9 @@ class Matrix:
     channel: str = "channel"
     build_number: int = 0
     build: BuildOptions = field(default_factory=BuildOptions)
+    # the packages every cell ships (torch, torchvision, torchaudio; a companion as name==release pins it);
+    # None: torch and each companion whose release pairs with the cell's torch (config/pairing.py)
+    packages: tuple[str, ...] | None = None
     path: str = "<defaults>"
 
     def cells(self) -> list[Cell]:
@@ -96,6 +100,7 @@ TOP_LEVEL = {
     "channel": "str",
     "build_number": "int",
     "build": "build",
+    "packages": "packages",
 }
 RULE_KEYS = ("platform", "cuda", "python", "torch")
 INCLUDE_REQUIRED = ("platform", "cuda", "python")
@@ -131,6 +136,7 @@ EXAMPLES = {
     "msvc_toolset": 'msvc_toolset: "14.29"',
     "timeout_hours": "timeout_hours: 6",
     "conda_builder": "conda_builder: rattler-build",
+    "packages": "packages: [torch, torchvision, torchaudio]",
 }
 
 
@@ -216,6 +222,14 @@ def _pairs(path: str, key: str, node: yaml.Node) -> Iterator[tuple[yaml.ScalarNo
     yield from node.value
 
 
+def _packages(path: str, node: yaml.Node) -> tuple[str, ...]:
+    texts = _list(path, "packages", node)
+    try:
+        return check_packages(texts)
+    except UserError as exc:
+        raise MatrixError(f"{_where(path, node)}: packages: {exc}") from None
+
+
 def _rules(path: str, key: str, node: yaml.Node) -> tuple[dict[str, str], ...]:
     if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
         return ()
@@ -280,6 +294,8 @@ def parse(text: str, path: str = "matrix.yaml") -> Matrix:
             values[key] = _list(path, key, value_node)
         elif kind == "int":
             values[key] = _int(path, key, value_node)
+        elif kind == "packages":
+            values[key] = _packages(path, value_node)
         elif kind == "rules":
             values[key] = _rules(path, key, value_node)
         else:
@@ -291,6 +307,17 @@ def load(path: Path) -> Matrix:
     if not path.is_file():
         raise MatrixError(f"{path}: no such matrix file (use --matrix PATH).")
     return parse(path.read_text(encoding="utf-8"), str(path))
+
+
+def with_packages(matrix: Matrix, packages: str | None) -> Matrix:
+    """``--packages torch,torchvision``: the packages of every selected cell, checked as the matrix's are."""
+    if packages is None:
+        return matrix
+    try:
+        texts = check_packages(tuple(p for p in packages.split(",") if p.strip()))
+    except UserError as exc:
+        raise UserError(f"--packages {packages}: {exc}") from None
+    return replace(matrix, packages=texts)
 
 
 def with_torch(matrix: Matrix, torch: str | None) -> Matrix:

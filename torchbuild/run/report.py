@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 from typing import Any
 
+from torchbuild.config.pairing import Companion
 from torchbuild.host.console import MARKS, console
 from torchbuild.host.files import write_atomic
 from torchbuild.run.records import CellRun
@@ -34,9 +35,21 @@ def as_dict(cells: Sequence[CellRun]) -> dict[str, Any]:
                 "cuda": c.plan.cuda,
                 "stages": [r.to_dict() for r in c.records],
                 "artifacts": {name: a.to_dict() for name, a in c.artifacts.items()},
+                "companions": [_companion(companion) for companion in c.plan.companions],
             }
             for c in cells
         ],
+    }
+
+
+def _companion(companion: Companion) -> dict[str, Any]:
+    """A companion in report.json: ``status`` is "not built" (paired, the stages ship torch only) or "not shipped"."""
+    return {
+        "name": companion.name,
+        "release": companion.release,
+        "status": "not built" if companion.release else "not shipped",
+        "wheel": companion.wheel,
+        "line": companion.line,
     }
 
 
@@ -70,6 +83,10 @@ def markdown(cells: Sequence[CellRun]) -> str:
         row += [f"{icon(s['status'])} {s['duration']:.0f}s" for s in cell["stages"]]
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", *artifact_table((c["cell_id"], a) for c in data["cells"] for a in c["artifacts"].values())]
+    companions = [(c["cell_id"], companion["line"]) for c in data["cells"] for companion in c["companions"]]
+    if companions:
+        lines += ["", "### torchvision and torchaudio", ""]
+        lines += [f"- {cell_id}: {line}" for cell_id, line in companions]
     ran_on = [(c["cell_id"], s) for c in data["cells"] for s in c["stages"] if s.get("ran_on")]
     if ran_on:
         lines += ["", "### Where the checks ran", ""]
@@ -154,6 +171,8 @@ def print_summary(cells: Sequence[CellRun], paths: ReportPaths) -> None:
             if artifact.path not in shown:  # a stage that passes its input through names the same file again
                 shown.add(artifact.path)
                 console.print(f"  {name:<15} {artifact.path}  {artifact.size / 1e6:.1f} MB  sha256 {artifact.sha256}")
+        for companion in cell.plan.companions:
+            console.print(f"  {companion.line}", markup=False, highlight=False)
     ok = all(c.ok for c in cells)
     verdict = "[green]all cells passed[/]" if ok else "[red]some cells failed[/] (details above and in the report)"
     console.print(f"{verdict}; report: {paths.json}, {paths.markdown}, {paths.junit}")

@@ -1,0 +1,187 @@
+"""torchvision and torchaudio beside torch: the table (torchbuild/data/companions.yaml), what a cell's Plan says of
+each companion, and what is refused. The slow test holds the table's claim about PyPI's linux torchvision against
+the real wheel."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from torchbuild.config import companions, compat
+from torchbuild.config import matrix as matrix_mod
+from torchbuild.config.companions import COMPANIONS
+from torchbuild.config.matrix import Cell, Matrix, MatrixError
+from torchbuild.config.options import RunOptions
+from torchbuild.config.pairing import NOT_BUILT, Target, choose
+from torchbuild.errors import UserError
+from torchbuild.host import pip
+from torchbuild.plan import resolve
+
+
+def target(platform: str, torch: str, local: str, python: str = "3.11") -> Target:
+    return Target(platform=platform, python=python, torch_release=torch, torch_version=f"{torch}+{local}",
+                  local_version=local)  # fmt: skip
+
+
+def by_name(found: tuple[object, ...]) -> dict[str, object]:
+    return {c.name: c for c in found}  # type: ignore[attr-defined]
+
+
+def test_every_torch_release_has_a_row_and_each_pair_admits_its_torch() -> None:
+    table = companions.load()
+    releases = [r.version for r in compat.load().releases]
+    assert sorted(table.pairs) == sorted(releases)
+    for torch, row in table.pairs.items():
+        for name in COMPANIONS:
+            pair = row[name]
+            assert pair.release or pair.none, (torch, name)
+            if pair.release:
+                for build in table.releases[name][pair.release].builds.values():
+                    assert build.admits(torch), (torch, name, pair.release, build.platform, build.requires_torch)
+
+
+def test_linux_cpu_cell_ships_neither_companion_and_says_why() -> None:
+    found = by_name(choose(None, target("linux-64", "2.13.0", "cpu")))
+    vision, audio = found["torchvision"], found["torchaudio"]
+    assert vision.release is None and audio.release is None  # type: ignore[attr-defined]
+    assert vision.line == (  # type: ignore[attr-defined]
+        "torchvision: not shipped: PyPI's linux-64 wheel of torchvision 0.28.0 is a CUDA 13.0 build (+cu130) linking "
+        "libc10_cuda.so, libcudart.so.13, libtorch_cuda.so, which this cell's CPU torch does not have (it fails at "
+        "import), and PyPI has no CPU build of it; to ship one, compile torchvision 0.28.0 from a checkout against "
+        "this cell's torch (git clone --branch v0.28.0 https://github.com/pytorch/vision; pip wheel --no-deps "
+        "--no-build-isolation with this torch installed)"
+    )
+    assert "no torchaudio release pins or names torch 2.13.0: the newest, 2.11.0" in audio.line  # type: ignore[attr-defined]
+
+
+def test_an_old_linux_cpu_cell_gets_the_cpu_build_pypi_had() -> None:
+    """torchaudio 0.7.0's linux wheel links libtorch_cpu.so only: it loads beside a CPU torch 1.7.0."""
+    found = by_name(choose(None, target("linux-64", "1.7.0", "cpu", python="3.8")))
+    assert found["torchaudio"].release == "0.7.0"  # type: ignore[attr-defined]
+    assert found["torchaudio"].wheel == "torchaudio-0.7.0-cp38-cp38-manylinux1_x86_64.whl"  # type: ignore[attr-defined]
+    assert "libtorch_cuda.so" in found["torchvision"].reason  # type: ignore[attr-defined]  # 0.8.1 is a CUDA build
+
+
+def test_a_yanked_wheel_is_paired_and_says_so() -> None:
+    """PyPI yanked every torchvision 0.2.x wheel (pure Python, the torch 1.0 era's): pip installs it pinned exactly."""
+    vision = by_name(choose(None, target("linux-64", "1.0.1", "cpu", python="3.7")))["torchvision"]
+    assert vision.line == (  # type: ignore[attr-defined]
+        "torchvision 0.2.2.post3: paired (declares no torch requirement; PyPI's "
+        "torchvision-0.2.2.post3-py2.py3-none-any.whl, yanked there: So that users won't accidentally install this "
+        f"when using python 3.11), {NOT_BUILT}"
+    )
+
+
+def test_win_cpu_and_linux_cuda_cells_pair_pypis_wheel_and_say_it_is_not_built() -> None:
+    win = by_name(choose(None, target("win-64", "2.13.0", "cpu")))["torchvision"]
+    assert (win.release, win.wheel, win.sha256) == (  # type: ignore[attr-defined]
+        "0.28.0",
+        "torchvision-0.28.0-cp311-cp311-win_amd64.whl",
+        "9a45ea67235d965ef52187130d20002a4de20c54ea3d927a24286961d268dc37",
+    )
+    assert win.line == (  # type: ignore[attr-defined]
+        "torchvision 0.28.0: paired (requires torch==2.13.0; PyPI's torchvision-0.28.0-cp311-cp311-win_amd64.whl), "
+        f"{NOT_BUILT}"
+    )
+    linux = by_name(choose(None, target("linux-64", "2.13.0", "cu130")))["torchvision"]
+    assert linux.wheel == "torchvision-0.28.0-cp311-cp311-manylinux_2_28_x86_64.whl"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("t", "expected"),
+    [
+        (target("linux-64", "2.13.0", "cu128"), "is a CUDA 13.0 build (+cu130); this cell's torch is +cu128"),
+        (target("win-64", "2.9.1", "cu126"), "is a CPU build (+cpu): beside this cell's CUDA torch its CUDA operators"),
+        (target("win-64", "2.13.0", "cpu", python="3.9"), "PyPI has no Python 3.9 wheel of torchvision 0.28.0 for "
+         "win-64 (it has 3.10, 3.11, 3.12, 3.13, 3.14 or 3.14t)"),
+    ],
+)  # fmt: skip
+def test_a_companion_of_another_build_or_python_is_not_shipped(t: Target, expected: str) -> None:
+    vision = by_name(choose(None, t))["torchvision"]
+    assert vision.release is None and expected in vision.reason  # type: ignore[attr-defined]
+
+
+def test_a_named_companion_that_cannot_ship_is_refused_naming_the_library_or_both_versions() -> None:
+    with pytest.raises(UserError, match=r"linking libc10_cuda.so, libcudart.so.13, libtorch_cuda.so") as cuda:
+        choose(("torch", "torchvision"), target("linux-64", "2.13.0", "cpu"))
+    assert "Leave torchvision out of packages (matrix.yaml or --packages)" in str(cuda.value)
+    with pytest.raises(UserError) as pin:
+        choose(("torch", "torchvision==0.27.0"), target("win-64", "2.13.0", "cpu"))
+    assert (
+        "torchvision 0.27.0 requires torch==2.12.0 (its wheels' Requires-Dist); this cell's torch is 2.13.0+cpu; "
+        "torchvision 0.28.0 is the release that pairs with torch 2.13.0"
+    ) in str(pin.value)
+
+
+def test_packages_chooses_which_companions_a_cell_has() -> None:
+    assert [c.name for c in choose(("torch",), target("win-64", "2.13.0", "cpu"))] == []
+    chosen = choose(("torch", "torchvision==0.29.1"), target("win-64", "2.14.1", "cpu"))
+    assert [(c.name, c.release) for c in chosen] == [("torchvision", "0.29.1")]
+
+
+def test_the_plan_carries_the_companions() -> None:
+    plan = resolve(Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.13.0"), Matrix())
+    assert [(c.name, c.release) for c in plan.companions] == [("torchvision", "0.28.0"), ("torchaudio", None)]
+    assert plan.to_dict()["companions"][0]["wheel"] == "torchvision-0.28.0-cp311-cp311-win_amd64.whl"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("packages: [torch, torchvison]\n", "matrix.yaml:1: packages: 'torchvison' is not a package a cell ships. "
+         "Did you mean 'torchvision'? Give torch, torchvision or torchaudio"),
+        ("packages: [torchvision]\n", "matrix.yaml:1: packages: packages must include torch"),
+        ("packages: [torch, torchvision, torchvision==0.28.0]\n", "torchvision is named more than once"),
+        ("packages: [torch, torchvision==0.99.0]\n", "torchvision 0.99.0 is not a release torchbuild/data/"
+         "companions.yaml knows; the newest are 0.29.2"),
+        ("packages: [torch==2.13.0]\n", "torch's release is chosen by 'torch:' (or --torch), not in packages"),
+        ("packages: torch\n", "'packages' must be a list"),
+    ],
+)  # fmt: skip
+def test_bad_packages_are_named_with_line_and_the_valid_choices(text: str, message: str) -> None:
+    with pytest.raises(MatrixError) as info:
+        matrix_mod.parse(text)
+    assert message in str(info.value)
+
+
+def test_packages_default_to_every_companion_that_pairs() -> None:
+    assert matrix_mod.parse("torch: latest\n").packages is None
+    assert matrix_mod.parse("packages: [torch, torchaudio]\n").packages == ("torch", "torchaudio")
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"torchvision": {"1.0": {"win-64": {"requires_torch": "=>2"}}}}, "torchvision 1.0 win-64: requires_torch"),
+        ({"torchvision": {"1.0": {"win-64": {"wheels": {"3.11": ["a.whl", "nohex"]}}}}}, "wheels 3.11: give [file"),
+        ({"pairs": {"2.0.0": {"torchvision": {"release": "9.9"}, "torchaudio": {"none": "x"}}}},
+         "pairs 2.0.0 torchvision: release 9.9 has no entry"),
+        ({"pairs": {"2.0.0": {"torchvision": {"none": "x"}}}}, "pairs 2.0.0: names no torchaudio"),
+    ],
+)  # fmt: skip
+def test_a_broken_table_is_refused_naming_the_row(raw: dict[str, object], message: str) -> None:
+    with pytest.raises(UserError) as info:
+        companions._parse(raw)
+    assert str(info.value).startswith("torchbuild/data/companions.yaml: ") and message in str(info.value)
+
+
+@pytest.mark.slow  # downloads PyPI's torchvision 0.28.0 linux wheel (7.7 MB) once into the cache
+def test_the_table_says_what_pypis_linux_torchvision_links(tmp_path: Path) -> None:
+    build = companions.load().release("torchvision", "0.28.0").builds["linux-64"]
+    wheel = build.wheels["3.11"]
+    dest = RunOptions().cache_dir / "wheels" / "companions"
+    target = pip.target_args("3.11", "cp311", ["manylinux_2_28_x86_64"])
+    (fetched,) = pip.download(["torchvision==0.28.0"], dest, log=tmp_path / "pip.log", target=target)
+    assert fetched.path.name == wheel.file
+    assert hashlib.sha256(fetched.path.read_bytes()).hexdigest() == wheel.sha256
+    from torchbuild.platforms.linux.elf import read_elf
+
+    with zipfile.ZipFile(fetched.path) as archive:
+        archive.extract("torchvision/_C.so", tmp_path)
+        version = archive.read("torchvision/version.py").decode()
+    needed = read_elf(tmp_path / "torchvision" / "_C.so", "torchvision/_C.so").needed
+    assert build.links is not None and set(build.links) <= set(needed)
+    assert "libtorch_cuda.so" in needed and f"+{build.label}'" in version

@@ -1,0 +1,199 @@
+"""torchbuild/data/companions.yaml, parsed once: which torchvision and torchaudio release pairs with each torch
+release, what each requires of torch, and the wheels PyPI has of it per platform (its build, the torch libraries
+its extension modules link, the files by Python version with sha256). Also the names ``packages:`` takes."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from torchbuild.config import datafiles
+from torchbuild.errors import UserError, one_of
+
+DATA_FILE = "companions.yaml"
+WHERE = f"torchbuild/data/{DATA_FILE}"
+TORCH = "torch"
+COMPANIONS = ("torchvision", "torchaudio")
+PACKAGES = (TORCH, *COMPANIONS)
+ANY_PYTHON = "any-python"  # a py3-none wheel: one file for every Python
+ANY_PLATFORM = "any"  # a pure-Python wheel: one file for every platform
+REPOSITORIES = {"torchvision": "https://github.com/pytorch/vision", "torchaudio": "https://github.com/pytorch/audio"}
+# What a CUDA build of a companion links that a CPU torch does not have.
+_CUDA_LIBRARY = re.compile(r"lib(torch_cuda|c10_cuda|cudart|nvjpeg)[.\w-]*\.so[.\d]*$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Wheel:
+    file: str
+    sha256: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Build:
+    """The wheels of one companion release for one platform (``any``: pure Python, every platform)."""
+
+    platform: str
+    requires_torch: str  # Requires-Dist on torch, verbatim; "" where the wheels declare none
+    label: str  # the local label of its __version__: cpu, cu130, ...; "" where it has none
+    links: tuple[str, ...] | None  # torch/CUDA libraries its extension modules need (DT_NEEDED); None: not read
+    bundles: tuple[str, ...]
+    wheels: Mapping[str, Wheel]  # Python X.Y (or any-python) -> the wheel
+    yanked: str = ""  # PyPI's reason where its wheels are yanked (pip installs them only when pinned exactly)
+
+    @property
+    def cuda_libraries(self) -> tuple[str, ...]:
+        """What it links or bundles that only a CUDA torch provides: empty for a CPU build."""
+        linked = [name for name in self.links or () if _CUDA_LIBRARY.match(name)]
+        return tuple(linked or [name for name in self.bundles if _CUDA_LIBRARY.match(name)])
+
+    def wheel_for(self, python: str) -> Wheel | None:
+        return self.wheels.get(python) or self.wheels.get(ANY_PYTHON)
+
+    def admits(self, torch_version: str) -> bool:
+        """Whether its torch requirement admits ``torch_version`` (``2.13.0+cpu``); a wheel without one admits all."""
+        return not self.requires_torch or Version(torch_version) in SpecifierSet(self.requires_torch)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Release:
+    name: str
+    version: str
+    builds: Mapping[str, Build]  # platform (linux-64, win-64, any) -> its wheels
+
+    def build_for(self, platform: str) -> Build | None:
+        return self.builds.get(platform) or self.builds.get(ANY_PLATFORM)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pair:
+    """What the data pairs with one torch release: a companion release (and what decided it), or why none."""
+
+    release: str | None
+    by: str = ""
+    none: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Table:
+    pairs: Mapping[str, Mapping[str, Pair]]  # torch release -> companion name -> Pair
+    releases: Mapping[str, Mapping[str, Release]]  # companion name -> version -> Release
+
+    def pair(self, name: str, torch_release: str) -> Pair:
+        row = self.pairs.get(torch_release)
+        if row is None:
+            return Pair(release=None, none=f"{WHERE} has no row for torch {torch_release}")
+        return row[name]
+
+    def release(self, name: str, version: str) -> Release:
+        """A companion release by version; an unknown one is refused naming the newest ones the data knows."""
+        known = self.releases[name]
+        if version not in known:
+            newest = sorted(known, key=Version, reverse=True)[:6]
+            raise UserError(f"{name} {version} is not a release {WHERE} knows; the newest are {one_of(newest)}.")
+        return known[version]
+
+
+def _fail(where: str, problem: str) -> UserError:
+    return UserError(f"{WHERE}: {where}: {problem}")
+
+
+def _strings(raw: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(raw, list):
+        raise _fail(where, "must be a list")
+    return tuple(str(item) for item in raw)
+
+
+def _build(name: str, version: str, platform: str, raw: Mapping[str, Any]) -> Build:
+    where = f"{name} {version} {platform}"
+    requires = str(raw.get("requires_torch", ""))
+    try:
+        SpecifierSet(requires)
+    except InvalidSpecifier:
+        raise _fail(where, f"requires_torch {requires!r} is not a version specifier") from None
+    wheels = {}
+    for python, row in (raw.get("wheels") or {}).items():
+        if not (isinstance(row, list) and len(row) == 2 and re.fullmatch(r"[0-9a-f]{64}", str(row[1]))):
+            raise _fail(where, f"wheels {python}: give [file name, sha256 of 64 hex digits]")
+        wheels[str(python)] = Wheel(file=str(row[0]), sha256=str(row[1]))
+    return Build(
+        platform=platform,
+        requires_torch=requires,
+        label=str(raw.get("build", "")),
+        links=_strings(raw["links"], f"{where} links") if "links" in raw else None,
+        bundles=_strings(raw.get("bundles", []), f"{where} bundles"),
+        wheels=wheels,
+        yanked=" ".join(str(raw.get("yanked", "")).split()),
+    )
+
+
+def _pair(raw: Any, where: str, known: Mapping[str, Release]) -> Pair:
+    if not isinstance(raw, dict) or ("release" in raw) == ("none" in raw):
+        raise _fail(where, "give {release: X, by: ...} or {none: why}")
+    if "none" in raw:
+        return Pair(release=None, none=" ".join(str(raw["none"]).split()))
+    release = str(raw["release"])
+    if release not in known:
+        raise _fail(where, f"release {release} has no entry of its own in the table")
+    return Pair(release=release, by=str(raw.get("by", "")))
+
+
+def _parse(raw: Mapping[str, Any]) -> Table:
+    releases: dict[str, dict[str, Release]] = {}
+    for name in COMPANIONS:
+        releases[name] = {}
+        for version, platforms in (raw.get(name) or {}).items():
+            try:
+                Version(str(version))
+            except InvalidVersion:
+                raise _fail(name, f"{version!r} is not a version") from None
+            builds = {str(p): _build(name, str(version), str(p), row) for p, row in (platforms or {}).items()}
+            releases[name][str(version)] = Release(name=name, version=str(version), builds=builds)
+    pairs = {}
+    for torch_release, row in (raw.get("pairs") or {}).items():
+        missing = [name for name in COMPANIONS if name not in (row or {})]
+        if missing:
+            raise _fail(f"pairs {torch_release}", f"names no {one_of(missing)}")
+        pairs[str(torch_release)] = {
+            name: _pair(row[name], f"pairs {torch_release} {name}", releases[name]) for name in COMPANIONS
+        }
+    return Table(pairs=pairs, releases=releases)
+
+
+def load() -> Table:
+    return datafiles.table(DATA_FILE, _parse)
+
+
+def parse_package(text: str) -> tuple[str, str | None]:
+    """``torchvision`` or ``torchvision==0.28.0`` -> (name, release or None); anything else is refused naming the
+    packages a cell can ship (and, for an unknown release, the releases the data knows)."""
+    name, sep, release = text.strip().partition("==")
+    name = name.strip().lower()
+    if name not in PACKAGES or (sep and not release.strip()):
+        close = difflib.get_close_matches(name, PACKAGES, n=1, cutoff=0.6)
+        hint = f" Did you mean '{close[0]}'?" if close and close[0] != name else ""
+        raise UserError(
+            f"'{text}' is not a package a cell ships.{hint} Give {one_of(PACKAGES)}, a companion optionally with "
+            "its release (torchvision==0.28.0)."
+        )
+    if not sep:
+        return name, None
+    if name == TORCH:
+        raise UserError(f"'{text}': torch's release is chosen by 'torch:' (or --torch), not in packages.")
+    return name, load().release(name, release.strip()).version
+
+
+def check_packages(texts: tuple[str, ...]) -> tuple[str, ...]:
+    """A packages list: each entry valid, none twice, torch among them (every cell ships torch)."""
+    names = [parse_package(text)[0] for text in texts]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UserError(f"{one_of(twice)} is named more than once in packages; name each package once.")
+    if TORCH not in names:
+        raise UserError(f"packages must include torch: every cell ships torch, with {one_of(COMPANIONS)} beside it.")
+    return tuple(texts)

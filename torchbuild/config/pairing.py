@@ -1,0 +1,177 @@
+"""Which torchvision / torchaudio a cell ships beside its torch, resolved once into the Plan (companions.yaml).
+
+A companion ships when a release pairs with the cell's torch, its torch requirement admits the cell's torch
+version, PyPI has its wheel for the cell's platform and Python, and that wheel is the cell's kind of build: a CUDA
+build links libtorch_cuda.so (and its CUDA runtime), which a CPU torch does not have, so it fails at import; a CPU
+build beside a CUDA torch lacks the CUDA operators. Asked for by default (``packages`` not given), a companion that
+cannot ship says why in one line; named in ``packages`` (or ``--packages``), it is refused before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from torchbuild.config.companions import (
+    COMPANIONS,
+    REPOSITORIES,
+    WHERE,
+    Build,
+    Release,
+    Table,
+    load,
+    parse_package,
+)
+from torchbuild.errors import UserError, one_of
+
+NOT_BUILT = "not built yet (the stages ship torch only)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Companion:
+    """One companion of a cell: the release and wheel chosen for the cell's target, or why none ships."""
+
+    name: str
+    release: str | None  # None: not shipped (``reason`` says why)
+    requested: bool  # named in packages / --packages (else asked for by default)
+    paired: str | None = None  # the release named or paired with the cell's torch, shipped or not (a checkout's tag)
+    requires_torch: str = ""  # the wheel's Requires-Dist on torch ("" where it declares none)
+    build: str = ""  # its local label (cpu, cu130) or "pure Python"
+    wheel: str = ""  # PyPI's file for the cell's platform and Python
+    sha256: str = ""
+    paired_by: str = ""  # what the data's pairing rests on (metadata, the project's table)
+    yanked: str = ""  # PyPI's reason where the wheel is yanked there (installed only when pinned exactly)
+    reason: str = ""  # why it is not shipped
+
+    @property
+    def detail(self) -> str:
+        """What the plan says of it after its name."""
+        if self.release is None:
+            return f"not shipped: {self.reason}"
+        requires = f"requires torch{self.requires_torch}" if self.requires_torch else "declares no torch requirement"
+        yanked = f", yanked there: {self.yanked}" if self.yanked else ""
+        return f"{self.release}: paired ({requires}; PyPI's {self.wheel}{yanked}), {NOT_BUILT}"
+
+    @property
+    def line(self) -> str:
+        """What the plan and the run say of it, in one line."""
+        return f"{self.name}{':' if self.release is None else ''} {self.detail}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """What the choice needs of the cell."""
+
+    platform: str
+    python: str
+    torch_release: str  # 2.13.0
+    torch_version: str  # 2.13.0+cpu: what the companion's torch requirement must admit
+    local_version: str  # cpu | cu130
+
+
+def _compile_hint(name: str, release: str) -> str:
+    return (
+        f"to ship one, compile {name} {release} from a checkout against this cell's torch (git clone --branch "
+        f"v{release} {REPOSITORIES[name]}; pip wheel --no-deps --no-build-isolation with this torch installed)"
+    )
+
+
+def _kind(build: Build) -> str:
+    if build.label.startswith("cu"):
+        return f"a CUDA {build.label[2:-1]}.{build.label[-1]} build (+{build.label})"
+    return "a CUDA build" if build.cuda_libraries else f"a CPU build (+{build.label or 'no label'})"
+
+
+def _mismatch(release: Release, build: Build, target: Target) -> str | None:
+    """Why ``build`` cannot load beside (or serve) the cell's torch build; None where it can."""
+    if build.platform == "any" or build.label == target.local_version:
+        return None
+    name, version, platform = release.name, release.version, target.platform
+    cuda = build.cuda_libraries
+    if target.local_version == "cpu":
+        if not cuda and not build.label.startswith("cu"):
+            return None  # an unlabelled CPU build (links no CUDA library)
+        libraries = f" linking {', '.join(cuda)}" if cuda else ""
+        return (
+            f"PyPI's {platform} wheel of {name} {version} is {_kind(build)}{libraries}, which this cell's CPU torch "
+            f"does not have (it fails at import), and PyPI has no CPU build of it; {_compile_hint(name, version)}"
+        )
+    if build.label.startswith("cu") or cuda:
+        return (
+            f"PyPI's {platform} wheel of {name} {version} is {_kind(build)}; this cell's torch is "
+            f"+{target.local_version} (its CUDA runtime must be the cell's); {_compile_hint(name, version)}"
+        )
+    return (
+        f"PyPI's {platform} wheel of {name} {version} is {_kind(build)}: beside this cell's CUDA torch its CUDA "
+        f"operators would be missing; {_compile_hint(name, version)}"
+    )
+
+
+def _ship(release: Release, target: Target) -> tuple[Build | None, str]:
+    """The build of ``release`` that ships with the cell, or why none does."""
+    name, version = release.name, release.version
+    build = release.build_for(target.platform)
+    if build is None:
+        return None, f"PyPI has no {target.platform} wheel of {name} {version}; {_compile_hint(name, version)}"
+    if not build.admits(target.torch_version):
+        return None, (
+            f"{name} {version} requires torch{build.requires_torch} (its wheels' Requires-Dist); this cell's torch is "
+            f"{target.torch_version}"
+        )
+    if (why := _mismatch(release, build, target)) is not None:
+        return None, why
+    if build.wheel_for(target.python) is None:
+        pythons = sorted(build.wheels, key=lambda p: [int(x) for x in p.rstrip("t").split(".") if x.isdigit()])
+        return None, (
+            f"PyPI has no Python {target.python} wheel of {name} {version} for {target.platform} "
+            f"(it has {one_of(pythons)})"
+        )
+    return build, ""
+
+
+def _choose(table: Table, name: str, pinned: str | None, target: Target, requested: bool) -> Companion:
+    pair = table.pair(name, target.torch_release)
+    version = pinned or pair.release
+    if version is None:
+        return Companion(name=name, release=None, requested=requested, reason=pair.none)
+    release = table.release(name, version)
+    build, why = _ship(release, target)
+    if build is None:
+        if pinned and pair.release and pair.release != pinned:
+            why += f"; {name} {pair.release} is the release that pairs with torch {target.torch_release}"
+        return Companion(name=name, release=None, requested=requested, paired=version, reason=why)
+    wheel = build.wheel_for(target.python)
+    assert wheel is not None  # _ship checked it
+    return Companion(
+        name=name,
+        release=version,
+        requested=requested,
+        paired=version,
+        requires_torch=build.requires_torch,
+        build="pure Python" if build.platform == "any" else build.label,
+        wheel=wheel.file,
+        sha256=wheel.sha256,
+        paired_by=f"named in packages; {WHERE} pairs {pair.release}" if pinned else pair.by,
+        yanked=build.yanked,
+    )
+
+
+def choose(packages: Sequence[str] | None, target: Target, table: Table | None = None) -> tuple[Companion, ...]:
+    """Each companion of the cell: those ``packages`` names (None: every companion, shipped where it can be).
+    A named companion that cannot ship is refused (UserError) with its reason."""
+    table = table or load()
+    named = dict(parse_package(text) for text in packages) if packages is not None else None
+    chosen = []
+    for name in COMPANIONS:
+        if named is not None and name not in named:
+            continue
+        requested = named is not None
+        companion = _choose(table, name, named.get(name) if named else None, target, requested)
+        if requested and companion.release is None:
+            raise UserError(
+                f"{name} cannot ship with torch {target.torch_version} ({target.platform}, Python {target.python}): "
+                f"{companion.reason}. Leave {name} out of packages (matrix.yaml or --packages), or choose another "
+                f"cell; valid packages: {one_of(['torch', *COMPANIONS])}."
+            )
+        chosen.append(companion)
+    return tuple(chosen)
