@@ -14,7 +14,7 @@ from typing import Any
 from torchbuild.conda import solve
 from torchbuild.conda.requirements import Conversion
 from torchbuild.conda.selectors import conda_selectors
-from torchbuild.config import build_deps, dll_providers, pypi_to_conda, python_embed, smoke_envs
+from torchbuild.config import build_deps, cuda_wheels, dll_providers, pypi_to_conda, python_embed, smoke_envs
 from torchbuild.config.build_deps import Dependency
 from torchbuild.config.compat import (
     CPU,
@@ -26,6 +26,7 @@ from torchbuild.config.compat import (
     notes_for,
     version_key,
 )
+from torchbuild.config.cuda_wheels import RequirementWheel
 from torchbuild.config.dll_providers import ProviderData
 from torchbuild.config.matrix import LATEST, Cell, Matrix
 from torchbuild.config.pypi_to_conda import NameRule
@@ -126,6 +127,10 @@ class Plan:
     driver_dlls: tuple[str, ...] = ()
     embeddable: Pinned | None = None
     embeddable_missing: str = ""  # one line: why none is pinned for the cell's Python (config/python_embed.py)
+    # The wheel's declared requirements whose wheels provide shared libraries it loads (the nvidia-* wheels of PyPI's
+    # linux CUDA builds, mkl of torch 2.3.x on Windows; cuda_wheels.yaml), evaluated for the target, exact versions:
+    # the repair leaves these libraries to them, the closure checks resolve against their files
+    declared_libraries: tuple[RequirementWheel, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -136,6 +141,14 @@ class Plan:
     @property
     def is_cuda(self) -> bool:
         return self.cuda != CPU
+
+    def library_providers(self) -> dict[str, str]:
+        """Library file name -> the declared requirement wheel that installs it (described)."""
+        return cuda_wheels.provided_libraries(self.declared_libraries)
+
+    def missing_hint(self, library: str) -> str:
+        """For a library nothing provides: which declared requirement should have (cuda_wheels.py)."""
+        return cuda_wheels.should_have_provided(library, self.declared_libraries)
 
     def expected_wheel(self, version: str | None = None) -> Expected:
         """What an input wheel of this cell must be; ``version`` replaces the Plan's (PyPI's unlabelled wheel of the
@@ -380,6 +393,9 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
             smoke_envs.wanted(cell.platform, release.version, cell.cuda, cell.python, under_wine=True)
             if cell.platform == "win-64"
             else ()
+        ),
+        declared_libraries=cuda_wheels.declared_libraries(
+            cell.platform, release.version, cell.cuda, conda.marker_environment
         ),
         **_windows_facts(cell),
     )
