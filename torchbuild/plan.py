@@ -142,14 +142,6 @@ class Plan:
     def is_cuda(self) -> bool:
         return self.cuda != CPU
 
-    def library_providers(self) -> dict[str, str]:
-        """Library file name -> the declared requirement wheel that installs it (described)."""
-        return cuda_wheels.provided_libraries(self.declared_libraries)
-
-    def missing_hint(self, library: str) -> str:
-        """For a library nothing provides: which declared requirement should have (cuda_wheels.py)."""
-        return cuda_wheels.should_have_provided(library, self.declared_libraries)
-
     def expected_wheel(self, version: str | None = None) -> Expected:
         """What an input wheel of this cell must be; ``version`` replaces the Plan's (PyPI's unlabelled wheel of the
         Plan's build carries the plain release version)."""
@@ -324,6 +316,11 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         constrains = pkg.cuda_run_constrained
     site_packages = platform.site_packages(cell.python)
     stem = f"pytorch-{release.version}-{build_string}"
+    markers = pypi_to_conda.marker_environment(cell.platform, cell.python)
+    declared = cuda_wheels.declared_libraries(cell.platform, release.version, cell.cuda, markers)
+    names = pypi_to_conda.load().names
+    # The conda packages of the declared requirements (mkl of torch 2.3.x) install their DLLs as the wheels do.
+    installed_by = [*depends, *(pypi_to_conda.conda_name(names, w.name).conda for w in declared)]
     conda = CondaPackage(
         name="pytorch",
         version=release.version,
@@ -336,11 +333,11 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         filename=f"{stem}.conda",
         archives={"conda": f"{stem}.conda", "tar.bz2": f"{stem}.tar.bz2"},
         requirement_overrides={o.pypi: o.rule.value for o in pkg.requirement_overrides if o.rule.applies(*applies_to)},
-        marker_environment=pypi_to_conda.marker_environment(cell.platform, cell.python),
+        marker_environment=markers,
         install_scheme=pypi_to_conda.install_scheme(cell.platform, site_packages, cell.python),
-        pypi_names=pypi_to_conda.load().names,
+        pypi_names=names,
         vc_runtime=pkg.vc_runtime_for(*applies_to),
-        provided_dlls=_provided_dlls(cell.platform, depends, pkg.vc_runtime_for(*applies_to)),
+        provided_dlls=_provided_dlls(cell.platform, installed_by, pkg.vc_runtime_for(*applies_to)),
     )
 
     wheel_tags = _wheel_tags(cell, release, compat, platform)
@@ -394,8 +391,6 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
             if cell.platform == "win-64"
             else ()
         ),
-        declared_libraries=cuda_wheels.declared_libraries(
-            cell.platform, release.version, cell.cuda, conda.marker_environment
-        ),
+        declared_libraries=declared,
         **_windows_facts(cell),
     )

@@ -30,7 +30,8 @@ def test_torch_2_3_1_on_windows_takes_mkl_from_its_requirement() -> None:
     # intel-openmp comes through mkl's own requirement, and says so
     assert wheels["intel-openmp"].requirement == mkl.requirement
     assert "through mkl <=2021.4.0,>=2021.1.1" in wheels["intel-openmp"].describe()
-    assert plan.library_providers()["mkl_intel_thread.1.dll"].startswith("mkl==2021.4.0 (mkl-2021.4.0-")
+    provided = cuda_wheels.provided_libraries(plan.declared_libraries)
+    assert provided["mkl_intel_thread.1.dll"].startswith("mkl==2021.4.0 (mkl-2021.4.0-")
 
 
 def test_other_windows_cells_declare_nothing() -> None:
@@ -52,7 +53,8 @@ def test_linux_cuda_12_8_wheel_pins_every_nvidia_library() -> None:
     # cuBLAS is declared by torch itself (cuDNN requires it too): credited to torch's own line
     assert wheels["nvidia-cublas-cu12"].requirement.startswith("nvidia-cublas-cu12==12.8.4.1;")
     assert wheels["nvidia-cudnn-cu12"].version == "9.10.2.21"
-    assert plan.library_providers()["libcudnn.so.9"].startswith("nvidia-cudnn-cu12==9.10.2.21")
+    provided = cuda_wheels.provided_libraries(plan.declared_libraries)
+    assert provided["libcudnn.so.9"].startswith("nvidia-cudnn-cu12==9.10.2.21")
     # cuda-bindings, cuda-pathfinder and triton install no library torch links: not in the fact
     assert not {"cuda-bindings", "cuda-pathfinder", "triton"} & set(wheels)
 

@@ -279,3 +279,29 @@ def should_have_provided(library: str, wheels: Sequence[RequirementWheel]) -> st
     if not wheels:
         return ""
     return f"no declared requirement provides it (the wheel declares {', '.join(w.pin for w in wheels)})"
+
+
+_DATA_DIR = re.compile(r"^[^/]+\.data/(purelib|platlib)/")
+
+
+def site_packages_libraries(wheels: Sequence[RequirementWheel]) -> dict[str, str]:
+    """Where each library of ``wheels`` lands below site-packages (a wheel's purelib/platlib parts; its ``.data/data``
+    parts land elsewhere, in the prefix) -> the requirement wheel that installs it, described."""
+    found: dict[str, str] = {}
+    for wheel in wheels:
+        for member in wheel.libraries:
+            if ".data/data/" in member:
+                continue
+            found.setdefault(_DATA_DIR.sub("", member), wheel.describe())
+    return found
+
+
+def left_to_vendor_wheels(
+    provided: Mapping[str, str], wheels: Sequence[RequirementWheel], conda_names: Mapping[str, str]
+) -> dict[str, str]:
+    """Of ``provided`` (DLL pattern -> conda run dependency), the patterns whose package is none of the declared
+    requirements (``conda_names``: PyPI name -> conda name): a layout takes those from the vendor wheels of
+    dll_providers.yaml, and the others from the declared requirements' pinned wheels (mkl 2021.4.0 for torch 2.3.1,
+    whose DLL names differ from the newer vendor wheel's)."""
+    covered = {conda_names.get(w.name, w.name) for w in wheels}
+    return {pattern: package for pattern, package in provided.items() if package not in covered}

@@ -8,6 +8,7 @@ enforced), one failed Check per unusable file, then the summary, passed only whe
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -108,3 +109,16 @@ class ClosureReport(Generic[F]):
         ]
         status: Status = "passed" if self.ok else "failed"
         return (*found, Check(name=form.closure[0], status=status, message=self.summary(), code=form.closure[1]))
+
+
+def with_hints(report: ClosureReport[F], hint: Callable[[str], str]) -> ClosureReport[F]:
+    """``report`` with ``hint(needed)`` appended to the message of each missing import where it says something
+    (which declared requirement should have provided the library)."""
+
+    def hinted(gap: Missing) -> Missing:
+        extra = hint(gap.needed)
+        return dataclasses.replace(gap, message=f"{gap.message}; {extra}") if extra else gap
+
+    return dataclasses.replace(
+        report, missing=tuple(map(hinted, report.missing)), unenforced=tuple(map(hinted, report.unenforced))
+    )
