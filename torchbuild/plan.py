@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,7 +100,7 @@ class Plan:
     env: Mapping[str, str]
     wheel: str  # file name of the cell's wheel
     wheel_tags: WheelTags
-    prebuilt_unlabelled: bool  # PyPI's prebuilt wheel of this build carries the plain release version (win-64 CPU)
+    prebuilt_unlabelled: bool  # PyPI's wheel of this build has no local label (win-64 CPU, linux CUDA of its era)
     conda: CondaPackage
     solve: SolveTarget
     selectors: Mapping[str, bool | int | str]  # conda-build's selector names for this cell's recipe
@@ -127,9 +127,8 @@ class Plan:
     driver_dlls: tuple[str, ...] = ()
     embeddable: Pinned | None = None
     embeddable_missing: str = ""  # one line: why none is pinned for the cell's Python (config/python_embed.py)
-    # The wheel's declared requirements whose wheels provide shared libraries it loads (the nvidia-* wheels of PyPI's
-    # linux CUDA builds, mkl of torch 2.3.x on Windows; cuda_wheels.yaml), evaluated for the target, exact versions:
-    # the repair leaves these libraries to them, the closure checks resolve against their files
+    # The declared requirements whose wheels provide libraries the wheel loads (cuda_wheels.yaml: PyPI's linux CUDA
+    # builds' nvidia-*, mkl of torch 2.3.x on win-64), for the target, exact versions: the repair leaves them there
     declared_libraries: tuple[RequirementWheel, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -187,12 +186,6 @@ def _format_values(plan_cuda: CudaRelease | None, python: str, cudnn: int | None
     return values
 
 
-def _provided_dlls(platform: str, depends: Sequence[str], vc_runtime: VcRuntimeRule | None) -> dict[str, str]:
-    if platform != "win-64":
-        return {}
-    return dll_providers.conda_provided([*depends, *([vc_runtime.package] if vc_runtime else [])])
-
-
 def _windows_facts(cell: Cell) -> dict[str, Any]:
     """The Plan's win-64 fields: DLL providers, the DLL search path, the driver's DLLs, the embeddable CPython."""
     if cell.platform != "win-64":
@@ -223,7 +216,15 @@ class Probe:
     local_version: str
     wheel_tags: WheelTags
     pip_target: list[str]
-    unlabelled: bool  # PyPI publishes this build without its local label (win-64 CPU)
+    unlabelled: bool  # PyPI publishes this build without its local label (win-64 CPU; linux CUDA: see unlabelled_build)
+
+
+def unlabelled_build(compat: Compat, platform: str, release: str, cuda: str, local: str) -> bool:
+    """Whether PyPI publishes the ``local`` build unlabelled: packaging.yaml's rule, or cuda_wheels.yaml's record."""
+    rules = compat.packaging.unlabelled_wheels
+    return any(r.applies(platform, release, cuda) and r.value == local for r in rules) or cuda_wheels.unlabelled_cuda(
+        platform, release, cuda
+    )
 
 
 def work_dir_of(cell: Cell) -> str:
@@ -253,7 +254,6 @@ def probe(cell: Cell, release: TorchRelease, compat: Compat | None = None) -> Pr
     cuda = check_cuda(compat, cell.cuda)
     local = cuda.wheel_tag if cuda else "cpu"
     tags = _wheel_tags(cell, release, compat, platform)
-    rules = compat.packaging.unlabelled_wheels
     return Probe(
         cell_id=cell.id,
         platform=cell.platform,
@@ -261,7 +261,7 @@ def probe(cell: Cell, release: TorchRelease, compat: Compat | None = None) -> Pr
         local_version=local,
         wheel_tags=tags,
         pip_target=pip_target_args(cell.python, tags.abi, tags.accepted_platforms),
-        unlabelled=any(r.applies(cell.platform, release.version, cell.cuda) and r.value == local for r in rules),
+        unlabelled=unlabelled_build(compat, cell.platform, release.version, cell.cuda, local),
     )
 
 
@@ -320,7 +320,9 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
     declared = cuda_wheels.declared_libraries(cell.platform, release.version, cell.cuda, markers)
     names = pypi_to_conda.load().names
     # The conda packages of the declared requirements (mkl of torch 2.3.x) install their DLLs as the wheels do.
+    vc_runtime = pkg.vc_runtime_for(*applies_to)
     installed_by = [*depends, *(pypi_to_conda.conda_name(names, w.name).conda for w in declared)]
+    installed_by += [vc_runtime.package] if vc_runtime else []
     conda = CondaPackage(
         name="pytorch",
         version=release.version,
@@ -336,8 +338,8 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         marker_environment=markers,
         install_scheme=pypi_to_conda.install_scheme(cell.platform, site_packages, cell.python),
         pypi_names=names,
-        vc_runtime=pkg.vc_runtime_for(*applies_to),
-        provided_dlls=_provided_dlls(cell.platform, installed_by, pkg.vc_runtime_for(*applies_to)),
+        vc_runtime=vc_runtime,
+        provided_dlls=dll_providers.conda_provided(installed_by) if cell.platform == "win-64" else {},
     )
 
     wheel_tags = _wheel_tags(cell, release, compat, platform)
@@ -366,7 +368,7 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         env=dict(sorted(env.items())),
         wheel=wheel,
         wheel_tags=wheel_tags,
-        prebuilt_unlabelled=any(r.applies(*applies_to) and r.value == local for r in pkg.unlabelled_wheels),
+        prebuilt_unlabelled=unlabelled_build(compat, *applies_to, local),
         conda=conda,
         solve=SolveTarget(
             channel=era.channel if era else SOLVE_CHANNEL,
