@@ -227,8 +227,8 @@ def _cuda_reason(cell: Cell, candidates: Sequence[str], found: str) -> str:
         if record is not None and record.cuda and record.cuda != cell.cuda:
             other.setdefault(record.cuda, []).append(release)
     for cuda, releases in sorted(other.items()):
-        span = releases[0] if len(releases) == 1 else f"{releases[-1]}-{releases[0]}"
-        why += f"; {span}: CUDA {cuda} builds"
+        span = f"{releases[0]}'s is" if len(releases) == 1 else f"{releases[-1]}-{releases[0]}'s are"
+        why += f"; {span} CUDA {cuda}"
     return why + ")"
 
 
