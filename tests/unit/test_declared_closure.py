@@ -16,7 +16,7 @@ from tests.pe_fixtures import DLLTOOL, GCC64, SOURCES
 from torchbuild.config import cuda_wheels, matrix
 from torchbuild.config.matrix import Cell
 from torchbuild.plan import Plan, resolve
-from torchbuild.platforms.closure import with_hints
+from torchbuild.platforms.closure import left_to_dependencies, with_hints
 from torchbuild.platforms.linux import elf
 from torchbuild.platforms.windows import pe
 
@@ -92,6 +92,7 @@ def test_elf_needs_resolve_through_the_rpath_into_the_nvidia_wheels(tmp_path: Pa
         "(nvidia_cuda_runtime_cu12-12.8.90-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl)"
     )
     assert "1 from declared requirements" in report.summary()
+    assert left_to_dependencies(report).startswith("libcudart.so.12 from nvidia-cuda-runtime-cu12==12.8.90 (")
     [missing] = report.missing
     assert (missing.file, missing.needed) == ("torch/lib/libtorch_cublas.so", "libcublas.so.13")
     assert "the declared requirement nvidia-cublas-cu12==12.8.4.1" in missing.message

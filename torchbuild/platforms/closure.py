@@ -122,3 +122,13 @@ def with_hints(report: ClosureReport[F], hint: Callable[[str], str]) -> ClosureR
     return dataclasses.replace(
         report, missing=tuple(map(hinted, report.missing)), unenforced=tuple(map(hinted, report.unenforced))
     )
+
+
+def left_to_dependencies(report: ClosureReport[F]) -> str:
+    """Which imports resolve to packages installed beside the artifact (its declared requirements), by package: one
+    line for a stage's message ("libcudart.so.12 from nvidia-cuda-runtime-cu12==12.8.90 (...)")."""
+    by_provider: dict[str, set[str]] = {}
+    for hit in report.resolved:
+        if hit.via == "dependency":
+            by_provider.setdefault(hit.target.rpartition("installed by ")[2], set()).add(hit.needed)
+    return "; ".join(f"{', '.join(sorted(names))} from {who}" for who, names in sorted(by_provider.items()))

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from torchbuild.config import cuda_wheels
 from torchbuild.errors import StageFailed
 from torchbuild.host.proc import run_tool
-from torchbuild.platforms.closure import with_hints
+from torchbuild.platforms.closure import left_to_dependencies, with_hints
 from torchbuild.platforms.linux import auditwheel_api, elf, manylinux
 from torchbuild.platforms.windows import pe
 from torchbuild.results import Artifact, StageResult
@@ -190,6 +190,8 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
             + (" ..." if len(problems) > 10 else ""),
         )
     _write_report(ctx, target, grafted)
+    left = left_to_dependencies(closure)
+    how += f"; left to the declared requirements: {left}" if left else ""
     return StageResult(outputs=_outputs(ctx, target), checks=checks, message=f"{how}; closure: {closure.summary()}")
 
 
@@ -332,7 +334,7 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
     _write_report(ctx, target, vendored, found.floor, found.runtime_loaded)
     names = ", ".join(f"{hit.name} ({hit.origin})" for hit in located) or "nothing"
     floor = f"; VC runtime floor MSVC {found.floor.version} ({found.floor.set_by})" if found.floor else ""
-    if left := windows.left_to_requirements(report):
+    if left := left_to_dependencies(report):
         floor += f"; left to the declared requirements: {left}"
     message = (
         f"delvewheel --ignore-existing --no-mangle-all: vendored {names} into {target.name} "

@@ -193,15 +193,6 @@ def vendored(repaired: Path, located: Sequence[provider_dlls.Located], signers: 
     return found
 
 
-def left_to_requirements(report: ClosureReport[pe.PeInfo]) -> str:
-    """Which imports resolve to the wheel's declared requirements, by requirement (for the stage's message)."""
-    by_provider: dict[str, set[str]] = {}
-    for hit in report.resolved:
-        if hit.via == "dependency":
-            by_provider.setdefault(hit.target.removeprefix("installed by "), set()).add(hit.needed.lower())
-    return "; ".join(f"{', '.join(sorted(names))} from {who}" for who, names in sorted(by_provider.items()))
-
-
 def runtime_checks(repaired: Path, plan: Plan, loaded: Sequence[str], floor: Floor | None) -> list[Check]:
     """P103: each DLL loaded by name is in the repaired wheel; P104: every VC runtime DLL in it serves the floor."""
     checks: list[Check] = []
