@@ -77,9 +77,10 @@ def _requirement_dlls(plan: Plan, prefix: Path, cache_dir: Path, log: Path) -> l
     return [environments.LIBRARY_BIN] if placed else []
 
 
-def _verdict(code: str, artifact: Path, run: loadcheck.Run, where: str, log: Path) -> Check:
+def _verdict(code: str, artifact: Path, run: loadcheck.Run, where: str, log: Path, declared: str = "") -> Check:
     problems = [r.describe() for r in run.failed]
     note = f"{len(run.results)} files loaded {where} in {run.seconds:.1f} s, the VC runtime native-only"
+    note += f"; Library\\bin holds the DLLs of the declared requirements {declared}" if declared else ""
     if run.attempts > 1:
         note += f" (the helper printed nothing on its first start and was started again; both outputs in {log.name})"
     return result(code, artifact, problems, note)
@@ -120,7 +121,8 @@ def loader_checks(
                 dirs = [*plan.dll_search_dirs, *_requirement_dlls(plan, tree, cache_dir, log)]
                 run = loadcheck.check(session, exe, tree, files, python_dir=str(embedded.root), dll_dirs=dirs)
                 run.write_log(log, f"the wheel {wheel.name}")
-                checks.append(_verdict(TB205, wheel, run, where, log))
+                declared = ", ".join(w.pin for w in plan.declared_libraries)
+                checks.append(_verdict(TB205, wheel, run, where, log, declared))
             if conda is not None:
                 checks.append(_conda(plan, conda, base / "conda", session, exe, embedded, cache_dir, log, where))
     except UserError as exc:
@@ -157,7 +159,7 @@ def _conda(
     dirs: Sequence[str] = [f"{site}/{d}" for d in plan.dll_search_dirs] + [environments.LIBRARY_BIN]
     run = loadcheck.check(session, exe, root, files, python_dir=".", dll_dirs=dirs)
     run.write_log(log, f"the conda layout of {conda.name}")
-    check = _verdict(TB108, conda, run, where, log)
+    check = _verdict(TB108, conda, run, where, log, ", ".join(w.pin for w in plan.declared_libraries))
     if check.status == "passed":
         return Check(check.name, check.status, f"{check.message}; Library\\bin: {library.describe()}", check.code,
                      check.file)  # fmt: skip
