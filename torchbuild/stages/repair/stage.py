@@ -84,7 +84,7 @@ def finish(ctx: Context, made: Path, target: Path, vendored: Sequence[Vendored])
     subject = sbom.Subject(artifact=target.name, name=name, version=version.replace("_", "-"), source=source)
     with zipfile.ZipFile(made) as archive:
         member = sbom.wheel_member(dist_info_of(archive))
-    document = sbom.build(subject, vendored, source.epoch).encode("utf-8")
+    document = sbom.build(subject, vendored, source.epoch, requirements=ctx.plan.declared_libraries).encode("utf-8")
     rewrite(made, target, files={member: document}, epoch=source.epoch)
 
 
