@@ -353,7 +353,7 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
     if cuda is not None and (cuda_note := notes_for(cuda.uncertain, cell.platform)):
         notes.append(f"CUDA {cuda.version}: {cuda_note}")
     if declared and cell.platform == "linux-64" and cell.python != cuda_wheels.MEASURED_PYTHON:
-        notes.append(f"torch {release.version}: its CUDA requirements are the cp311 wheel's (cuda_wheels.yaml)")
+        notes.append(f"torch {release.version}: CUDA requirements as the cp311 wheel's record (cuda_wheels.yaml)")
     return Plan(
         cell_id=cell.id,
         platform=cell.platform,
