@@ -1,5 +1,6 @@
 """The corpus: PyPI's real torch win_amd64 wheels through every stage, the smoke test under Wine included, plus the
-linux-64 CPU cell; one table of what happened.
+linux-64 CPU cell and a linux-64 CUDA cell (PyPI's unlabelled CUDA 12.8 wheel, its CUDA libraries from its nvidia-*
+requirements); one table of what happened.
 
 Each (release, Python) pair runs as a user runs it, `python pipeline.py --platform win-64 --cuda cpu --py X --torch
 Y`, in a workspace of its own (its build/, channel/ and reports), one after the other (the machine has 2 cores).
@@ -41,10 +42,15 @@ class Pair:
     torch: str
     python: str
     why: str
+    cuda: str = "cpu"
 
     @property
     def key(self) -> str:
-        return f"{self.torch}/{self.python}" + ("" if self.platform == "win-64" else f"/{self.platform}")
+        return (
+            f"{self.torch}/{self.python}"
+            + ("" if self.platform == "win-64" else f"/{self.platform}")
+            + ("" if self.cuda == "cpu" else f"/cuda{self.cuda}")
+        )
 
 
 PAIRS = (
@@ -53,19 +59,21 @@ PAIRS = (
     Pair("win-64", "1.13.1", "3.10", "last 1.x"),
     Pair("win-64", "2.0.1", "3.11", "first 2.x"),
     Pair("win-64", "2.2.2", "3.12", "first release for 3.12; numpy<2"),
+    Pair("win-64", "2.3.1", "3.12", "MKL left to its `mkl` requirement (delvewheel excludes it; Library\\bin)"),
     Pair("win-64", "2.4.1", "3.8", "last release for 3.8"),
     Pair("win-64", "2.5.1", "3.11", "the repair benchmark's wheel"),
     Pair("win-64", "2.14.1", "3.12", "MSVC 14.42, vcruntime140_threads"),
     Pair("win-64", "2.14.1", "3.13", "2.14.1 on 3.13 (numpy 2.1.3)"),
     Pair("win-64", "latest", "3.13", "the newest release the indexes offer, whatever it is on the day"),
     Pair("linux-64", "latest", "3.11", "the linux-64 CPU cell (the main job)"),
+    Pair("linux-64", "latest", "3.11", "CUDA 12.8: PyPI's unlabelled wheel, nvidia-*-cu12 requirements", cuda="12.8"),
 )
 # Failures that are the input's fault, not the pipeline's: pair key -> the explanation. None known today.
 KNOWN_INPUT_FAULTS: dict[str, str] = {}
 
 
 def run_pair(pair: Pair, workspace: Path) -> dict[str, Any]:
-    argv = [sys.executable, str(ROOT / "pipeline.py"), "--platform", pair.platform, "--cuda", "cpu", "--py",
+    argv = [sys.executable, str(ROOT / "pipeline.py"), "--platform", pair.platform, "--cuda", pair.cuda, "--py",
             pair.python, "--matrix", str(ROOT / "matrix.yaml"), "--compression-level", "1"]  # fmt: skip
     if pair.torch != "latest":
         argv += ["--torch", pair.torch]
@@ -127,6 +135,7 @@ def row(result: dict[str, Any]) -> list[str]:
             counts = [s["message"].split(" checks passed")[0].split("/") for s in smokes]
             verdict += f": {sum(int(a) for a, _ in counts)}/{sum(int(b) for _, b in counts)} checks passed"
     release = cell["torch"] if pair.platform == "win-64" else f"{cell['torch']} (linux-64)"
+    release += "" if pair.cuda == "cpu" else f" CUDA {pair.cuda}"
     return [release, pair.python, *stages, _size(cell, "repaired_wheel"), _size(cell, "conda_package"),
             _vendored(result["workspace"], cell), _longest(cell), verdict]  # fmt: skip
 

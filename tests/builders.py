@@ -52,6 +52,7 @@ def make_wheel(
     members[f"{dist}/WHEEL"] = (
         "Wheel-Version: 1.0\nGenerator: torchbuild-tests\nRoot-Is-Purelib: false\n"
         + "".join(f"Tag: {t}\n" for t in tag_list)
+        + (f"Build: {rest[0]}\n" if len(rest) == 4 else "")  # a build number in the name: name-version-build-tags
     ).encode()
     if entry_points:
         members[f"{dist}/entry_points.txt"] = entry_points.encode()

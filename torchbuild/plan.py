@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from torchbuild.conda import solve
 from torchbuild.conda.requirements import Conversion
 from torchbuild.conda.selectors import conda_selectors
-from torchbuild.config import build_deps, dll_providers, pairing, pypi_to_conda, python_embed, smoke_envs
+from torchbuild.config import build_deps, cuda_wheels, dll_providers, pairing, pypi_to_conda, smoke_envs
 from torchbuild.config.build_deps import Dependency
 from torchbuild.config.compat import (
     CPU,
@@ -26,6 +26,7 @@ from torchbuild.config.compat import (
     notes_for,
     version_key,
 )
+from torchbuild.config.cuda_wheels import RequirementWheel
 from torchbuild.config.dll_providers import ProviderData
 from torchbuild.config.matrix import LATEST, Cell, Matrix
 from torchbuild.config.pypi_to_conda import NameRule
@@ -99,7 +100,7 @@ class Plan:
     env: Mapping[str, str]
     wheel: str  # file name of the cell's wheel
     wheel_tags: WheelTags
-    prebuilt_unlabelled: bool  # PyPI's prebuilt wheel of this build carries the plain release version (win-64 CPU)
+    prebuilt_unlabelled: bool  # PyPI's wheel of this build has no local label (win-64 CPU, linux CUDA of its era)
     conda: CondaPackage
     solve: SolveTarget
     selectors: Mapping[str, bool | int | str]  # conda-build's selector names for this cell's recipe
@@ -129,6 +130,9 @@ class Plan:
     # torchvision / torchaudio beside torch: the release and PyPI wheel chosen for this target, or why none ships
     # (config/pairing.py; the stages do not build them yet)
     companions: tuple[pairing.Companion, ...] = ()
+    # The declared requirements whose wheels provide libraries the wheel loads (cuda_wheels.yaml: PyPI's linux CUDA
+    # builds' nvidia-*, mkl of torch 2.3.x on win-64), for the target, exact versions: the repair leaves them there
+    declared_libraries: tuple[RequirementWheel, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -185,31 +189,6 @@ def _format_values(plan_cuda: CudaRelease | None, python: str, cudnn: int | None
     return values
 
 
-def _provided_dlls(platform: str, depends: Sequence[str], vc_runtime: VcRuntimeRule | None) -> dict[str, str]:
-    if platform != "win-64":
-        return {}
-    return dll_providers.conda_provided([*depends, *([vc_runtime.package] if vc_runtime else [])])
-
-
-def _windows_facts(cell: Cell) -> dict[str, Any]:
-    """The Plan's win-64 fields: DLL providers, the DLL search path, the driver's DLLs, the embeddable CPython."""
-    if cell.platform != "win-64":
-        return {}
-    data = dll_providers.load()
-    unsigned = tuple(u for u in data.unsigned if u.cells.applies(None, cell.cuda, None))
-    try:
-        embeddable, missing = python_embed.pinned_for(cell.python), ""
-    except python_embed.NotPinned as exc:
-        embeddable, missing = None, exc.short
-    return {
-        "dll_providers": ProviderData(providers=data.providers, unsigned=unsigned),
-        "dll_search_dirs": data.system.search_dirs,
-        "driver_dlls": data.system.driver,
-        "embeddable": embeddable,
-        "embeddable_missing": missing,
-    }
-
-
 @dataclass(frozen=True, kw_only=True)
 class Probe:
     """What the pin step asks the package indexes about a cell before its release is chosen: the wheel of its build
@@ -221,7 +200,15 @@ class Probe:
     local_version: str
     wheel_tags: WheelTags
     pip_target: list[str]
-    unlabelled: bool  # PyPI publishes this build without its local label (win-64 CPU)
+    unlabelled: bool  # PyPI publishes this build without its local label (win-64 CPU; linux CUDA: see unlabelled_build)
+
+
+def unlabelled_build(compat: Compat, platform: str, release: str, cuda: str, local: str) -> bool:
+    """Whether PyPI publishes the ``local`` build unlabelled: packaging.yaml's rule, or cuda_wheels.yaml's record."""
+    rules = compat.packaging.unlabelled_wheels
+    return any(r.applies(platform, release, cuda) and r.value == local for r in rules) or cuda_wheels.unlabelled_cuda(
+        platform, release, cuda
+    )
 
 
 def work_dir_of(cell: Cell) -> str:
@@ -251,7 +238,6 @@ def probe(cell: Cell, release: TorchRelease, compat: Compat | None = None) -> Pr
     cuda = check_cuda(compat, cell.cuda)
     local = cuda.wheel_tag if cuda else "cpu"
     tags = _wheel_tags(cell, release, compat, platform)
-    rules = compat.packaging.unlabelled_wheels
     return Probe(
         cell_id=cell.id,
         platform=cell.platform,
@@ -259,7 +245,7 @@ def probe(cell: Cell, release: TorchRelease, compat: Compat | None = None) -> Pr
         local_version=local,
         wheel_tags=tags,
         pip_target=pip_target_args(cell.python, tags.abi, tags.accepted_platforms),
-        unlabelled=any(r.applies(cell.platform, release.version, cell.cuda) and r.value == local for r in rules),
+        unlabelled=unlabelled_build(compat, cell.platform, release.version, cell.cuda, local),
     )
 
 
@@ -314,6 +300,13 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         constrains = pkg.cuda_run_constrained
     site_packages = platform.site_packages(cell.python)
     stem = f"pytorch-{release.version}-{build_string}"
+    markers = pypi_to_conda.marker_environment(cell.platform, cell.python)
+    declared = cuda_wheels.declared_libraries(cell.platform, release.version, cell.cuda, markers)
+    names = pypi_to_conda.load().names
+    # The conda packages of the declared requirements (mkl of torch 2.3.x) install their DLLs as the wheels do.
+    vc_runtime = pkg.vc_runtime_for(*applies_to)
+    installed_by = [*depends, *(pypi_to_conda.conda_name(names, w.name).conda for w in declared)]
+    installed_by += [vc_runtime.package] if vc_runtime else []
     conda = CondaPackage(
         name="pytorch",
         version=release.version,
@@ -326,11 +319,11 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         filename=f"{stem}.conda",
         archives={"conda": f"{stem}.conda", "tar.bz2": f"{stem}.tar.bz2"},
         requirement_overrides={o.pypi: o.rule.value for o in pkg.requirement_overrides if o.rule.applies(*applies_to)},
-        marker_environment=pypi_to_conda.marker_environment(cell.platform, cell.python),
+        marker_environment=markers,
         install_scheme=pypi_to_conda.install_scheme(cell.platform, site_packages, cell.python),
-        pypi_names=pypi_to_conda.load().names,
-        vc_runtime=pkg.vc_runtime_for(*applies_to),
-        provided_dlls=_provided_dlls(cell.platform, depends, pkg.vc_runtime_for(*applies_to)),
+        pypi_names=names,
+        vc_runtime=vc_runtime,
+        provided_dlls=dll_providers.conda_provided(installed_by) if cell.platform == "win-64" else {},
     )
 
     wheel_tags = _wheel_tags(cell, release, compat, platform)
@@ -343,6 +336,8 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         notes.append(f"torch {release.version}: {release_note}")
     if cuda is not None and (cuda_note := notes_for(cuda.uncertain, cell.platform)):
         notes.append(f"CUDA {cuda.version}: {cuda_note}")
+    if declared and cell.platform == "linux-64" and cell.python != cuda_wheels.MEASURED_PYTHON:
+        notes.append(f"torch {release.version}: CUDA requirements as the cp311 wheel's record (cuda_wheels.yaml)")
     return Plan(
         cell_id=cell.id,
         platform=cell.platform,
@@ -359,7 +354,7 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         env=dict(sorted(env.items())),
         wheel=wheel,
         wheel_tags=wheel_tags,
-        prebuilt_unlabelled=any(r.applies(*applies_to) and r.value == local for r in pkg.unlabelled_wheels),
+        prebuilt_unlabelled=unlabelled_build(compat, *applies_to, local),
         conda=conda,
         solve=SolveTarget(
             channel=era.channel if era else SOLVE_CHANNEL,
@@ -389,5 +384,6 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
             pairing.Target(platform=cell.platform, python=cell.python, torch_release=release.version,
                            torch_version=version, local_version=local),
         ),
-        **_windows_facts(cell),
+        declared_libraries=declared,
+        **dll_providers.windows_facts(cell.platform, cell.cuda, cell.python),
     )

@@ -271,7 +271,7 @@ def test_requires_dist_to_conda_specs() -> None:
         "filelock",
         "typing_extensions >=4.10.0",
         "sympy >=1.13.3",
-        "libcublas",
+        "libcublas 12.8.4.1.*",  # the wheel's exact pin, as conda-forge versions it (pypi_to_conda.yaml conda_versions)
         "jinja2 >=3,<4",
         "numpy 1.26.*",
     )
@@ -285,6 +285,18 @@ def test_requires_dist_to_conda_specs() -> None:
         "jinja2 >=3,<4",
         "numpy 1.26.*",
     )
+
+
+def test_an_nvidia_pin_becomes_the_conda_forge_version_of_the_same_library() -> None:
+    mapping = load_mapping().names
+    env = torch_plan().conda.marker_environment
+    # nccl's conda version appends the package revision (2.27.5 -> 2.27.5.1): the prefix selects it
+    assert requirement_to_conda("nvidia-nccl-cu12==2.27.5", env, mapping) == "nccl 2.27.5.*"
+    assert requirement_to_conda("nvidia-nvshmem-cu12==3.4.5", env, mapping) == "libnvshmem3 3.4.5.*"
+    # a range converts as any specifier does
+    assert requirement_to_conda("nvidia-nvjitlink<14,>=13.0.88", env, mapping) == "libnvjitlink >=13.0.88,<14"
+    # CUDA 11 wheels: conda-forge has no split CUDA 11 packages of their versions, the name alone is kept
+    assert requirement_to_conda("nvidia-cublas-cu11==11.10.3.66", env, mapping) == "libcublas"
 
 
 def test_marker_environment_is_the_target_not_the_host() -> None:

@@ -74,6 +74,16 @@ def test_lock_chooses_the_targets_wheel_with_its_sha256(only: Path, tmp_path: Pa
     assert (windows.filename, windows.version) == ("torch-2.14.1-cp311-cp311-win_amd64.whl", "2.14.1")
 
 
+def test_a_re_upload_with_a_build_number_is_the_wheel_taken(only: Path, tmp_path: Path) -> None:
+    """PyPI has torch-2.10.0-cp311-... and its re-upload torch-2.10.0-3-cp311-...: uv lists both, pip takes the
+    higher build number, and so does the lock."""
+    for build in ("", "-3"):
+        name = f"torch-2.10.0{build}-cp311-cp311-manylinux_2_28_x86_64.whl"
+        make_wheel(only, name, {"torch/__init__.py": b""})
+    (chosen,) = uv.lock(["torch===2.10.0"], LINUX, log=tmp_path / "uv.log", deps=False)
+    assert chosen.filename == "torch-2.10.0-3-cp311-cp311-manylinux_2_28_x86_64.whl"
+
+
 def test_nothing_offered_is_told_apart_from_not_asking(only: Path, tmp_path: Path) -> None:
     with pytest.raises(uv.UvError) as none:
         uv.lock(["torch==2.14.1+cpu"], WINDOWS, log=tmp_path / "uv.log", deps=False)  # only a cp312 one

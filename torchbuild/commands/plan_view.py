@@ -25,6 +25,7 @@ def print_plan(plan: Plan) -> None:
         ("build deps", ", ".join(f"{d.name} ({d.filename})" for d in plan.build_deps) or "-"),
         ("DLLs from redistributables", ", ".join(plan.redistributable_dlls) or "-"),
         ("loaded by name", "; ".join(f"{a} loads {', '.join(b)}" for a, b in plan.loaded_by_name) or "-"),
+        ("libraries from requirements", ", ".join(w.pin for w in plan.declared_libraries) or "-"),
         ("left to conda deps", ", ".join(sorted(set(plan.conda.provided_dlls.values()))) or "-"),
         ("wheel", plan.wheel),
         ("conda", f"{plan.conda.filename} (build number {plan.conda.build_number})"),

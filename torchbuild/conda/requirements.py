@@ -28,12 +28,15 @@ class Conversion:
     names: Mapping[str, NameRule]  # canonical PyPI name -> its conda name (others keep their PyPI name)
 
 
-def conda_version_spec(specifier: SpecifierSet) -> str:
-    """PEP 440 specifiers as a conda version spec: '>=1.13.3', '1.2.*', '>=1,<2'."""
+def conda_version_spec(specifier: SpecifierSet, exact_as_prefix: bool = False) -> str:
+    """PEP 440 specifiers as a conda version spec: '>=1.13.3', '1.2.*', '>=1,<2'; with ``exact_as_prefix`` an exact
+    pin ==X is 'X.*' (X and any version with more parts after it: nccl 2.27.5.1 for a wheel's 2.27.5)."""
     parts: list[str] = []
     for spec in sorted(specifier, key=lambda s: (OPERATOR_ORDER.get(s.operator, 9), s.version)):
         assert isinstance(spec, Specifier)
-        if spec.operator == "===":
+        if exact_as_prefix and spec.operator == "==" and not spec.version.endswith(".*"):
+            parts.append(f"{spec.version}.*")
+        elif spec.operator == "===":
             parts.append(f"=={spec.version}")
         elif spec.operator == "==" and spec.version.endswith(".*"):
             parts.append(spec.version)
@@ -50,7 +53,7 @@ def requirement_to_conda(requirement: str, env: Mapping[str, str], names: Mappin
     if req.url:
         raise ValueError(f"'{requirement}' is a direct URL reference, which a conda dependency cannot express")
     rule = conda_name(names, req.name)
-    version = conda_version_spec(req.specifier) if rule.keep_versions else ""
+    version = conda_version_spec(req.specifier, rule.exact_as_prefix) if rule.keep_versions else ""
     return f"{rule.conda} {version}" if version else rule.conda
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from importlib import resources
+from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
@@ -34,6 +35,12 @@ def raw(name: str) -> Any:
 @functools.cache
 def _parsed(name: str, parse: Callable[[Any], Any]) -> Any:
     return parse(raw(name))
+
+
+def directory(name: str) -> Path | None:
+    """The folder ``torchbuild/data/<name>`` of this installation (real repodata stored with the package), or None."""
+    found = resources.files(PACKAGE).joinpath(name)
+    return Path(str(found)) if found.is_dir() else None
 
 
 def table(name: str, parse: Callable[[Any], T]) -> T:

@@ -24,7 +24,7 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from torchbuild.config import datafiles
+from torchbuild.config import datafiles, python_embed
 from torchbuild.config.compat import CPU
 from torchbuild.errors import UserError
 
@@ -271,3 +271,23 @@ def runtime_loaded(present: Iterable[str], rules: Sequence[tuple[str, Sequence[s
 
 def matches_any(pattern: str, names: Iterable[str]) -> bool:
     return any(fnmatch.fnmatch(name.lower(), pattern.lower()) for name in names)
+
+
+def windows_facts(platform: str, cuda: str, python: str) -> dict[str, Any]:
+    """The Plan's win-64 fields (none elsewhere): DLL providers, the DLL search path, the driver's DLLs, the
+    embeddable CPython of ``python``."""
+    if platform != "win-64":
+        return {}
+    data = load()
+    unsigned = tuple(u for u in data.unsigned if u.cells.applies(None, cuda, None))
+    try:
+        embeddable, missing = python_embed.pinned_for(python), ""
+    except python_embed.NotPinned as exc:
+        embeddable, missing = None, exc.short
+    return {
+        "dll_providers": ProviderData(providers=data.providers, unsigned=unsigned),
+        "dll_search_dirs": data.system.search_dirs,
+        "driver_dlls": data.system.driver,
+        "embeddable": embeddable,
+        "embeddable_missing": missing,
+    }

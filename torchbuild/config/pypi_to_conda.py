@@ -19,6 +19,9 @@ MAPPING_FILE = "pypi_to_conda.yaml"
 class NameRule:
     conda: str
     keep_versions: bool = True
+    # conda_versions: an exact pin of the wheel (==12.8.4.1) becomes the conda-forge version that packages the same
+    # library release (libcublas 12.8.4.1.*; nccl's 2.27.5 is conda's 2.27.5.1, which 2.27.5.* selects too)
+    exact_as_prefix: bool = False
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,21 @@ def _name_rule(key: str, value: Any) -> NameRule:
     raise UserError(f"{MAPPING_FILE}: names.{key} must be a conda name or {{conda: NAME, versions: drop}}.")
 
 
+def _version_rules(raw: Any) -> dict[str, NameRule]:
+    """``conda_versions``: PyPI name -> the conda package whose version matches the wheel's pin (rule ``same``: the
+    wheel's version; ``append``: the wheel's plus one part), kept as ``<pin>.*``."""
+    found: dict[str, NameRule] = {}
+    for row in raw or ():
+        if row.get("rule") not in ("same", "append") or not isinstance(row.get("conda"), str):
+            raise UserError(f"{MAPPING_FILE}: conda_versions row {row!r} needs conda: NAME and rule: same or append.")
+        for pypi in row.get("pypi") or ():
+            found[str(canonicalize_name(str(pypi)))] = NameRule(conda=row["conda"], exact_as_prefix=True)
+    return found
+
+
 def _parse(raw: Any) -> WheelToConda:
     names = {str(canonicalize_name(str(k))): _name_rule(str(k), v) for k, v in raw["names"].items()}
+    names.update(_version_rules(raw.get("conda_versions")))
     envs = {str(k): {str(a): str(b) for a, b in v.items()} for k, v in raw["marker_environments"].items()}
     schemes = {str(k): {str(a): str(b) for a, b in v.items()} for k, v in raw["schemes"].items()}
     return WheelToConda(names=names, marker_environments=envs, schemes=schemes)

@@ -1,6 +1,8 @@
 """Downloads pinned by sha256 (a cell's build dependencies, config/build_deps.py; python.org's embeddable CPython):
 downloaded with retries and a progress bar, verified, unpacked safely (no member may land outside its folder),
-and cached by hash in ``<cache>/deps/<sha256>/``.
+and cached by hash in ``<cache>/deps/<sha256>/``. The wheels of a torch wheel's declared requirements that provide
+its libraries (config/cuda_wheels.py) are fetched once the same way: by pip for the target, checked against the
+sha256 the data pins, kept in ``<cache>/wheels/<sha256>/`` and their libraries unpacked beside.
 
 Each dependency names the variables it gives the build, e.g. ``CMAKE_INCLUDE_PATH: "{root}/include"`` and
 ``LIB: "{root}/lib;%LIB%"`` (``%VAR%`` is the value the build environment had before).
@@ -18,10 +20,14 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from torchbuild.config.build_deps import Dependency, DependencyError
+from torchbuild.config.cuda_wheels import PINNED_IN as REQUIREMENTS_PINNED_IN
+from torchbuild.config.cuda_wheels import RequirementWheel
+from torchbuild.host import pip
+from torchbuild.host.files import link
 from torchbuild.results import sha256_of
 
 RETRIES = 3
@@ -163,3 +169,57 @@ def expand(value: str, env: Mapping[str, str]) -> str:
     """Expand ``%VAR%`` references the way cmd.exe does (case-insensitive names; unknown ones become empty)."""
     upper = {k.upper(): v for k, v in env.items()}
     return _REF.sub(lambda m: upper.get(m.group(1).upper(), ""), value)
+
+
+# --- the wheels of declared requirements ----------------------------------------------------------------------
+
+
+def requirement_wheel(wheel: RequirementWheel, target: Sequence[str], cache_dir: Path, log: Path) -> Path:
+    """The file of ``wheel`` in ``<cache>/wheels/<sha256>/`` (``target``: pip's options for the cell's platform and
+    Python); downloaded by pip the first time and refused unless its name and sha256 are the ones the data pins."""
+    entry = cache_dir / "wheels" / wheel.sha256 / wheel.file
+    if entry.is_file():
+        return entry
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="incoming-", dir=entry.parent.parent) as tmp:
+        try:
+            got = pip.download([wheel.pin], Path(tmp), log=log, target=target)[-1]
+        except pip.PipError as exc:
+            raise DependencyError(f"cannot fetch {wheel.pin} ({wheel.file}): {exc.detail}; log: {log}") from None
+        digest = sha256_of(got.path)
+        if got.path.name != wheel.file or digest != wheel.sha256:
+            raise DependencyError(
+                f"the configured indexes give {got.path.name} (sha256 {digest}) for {wheel.pin}; "
+                f"{REQUIREMENTS_PINNED_IN} pins {wheel.file} (sha256 {wheel.sha256}). If the new file is trusted, "
+                "update the data."
+            )
+        link(got.path, entry)
+    return entry
+
+
+def requirement_libraries(wheel: RequirementWheel, target: Sequence[str], cache_dir: Path, log: Path) -> Path:
+    """A folder holding the libraries of ``wheel`` under their wheel member names (unpacked once, by sha256)."""
+    base = cache_dir / "requirement-libraries" / wheel.sha256
+    if (base / ".complete").is_file():
+        return base / "root"
+    archive = requirement_wheel(wheel, target, cache_dir, log)
+    base.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".root-", dir=base))
+    try:
+        wanted = set(wheel.libraries)
+        with zipfile.ZipFile(archive) as zipped:
+            for info in zipped.infolist():
+                if info.filename in wanted:
+                    target_path = _safe_target(staging, info.filename, archive)
+                    target_path.parent.mkdir(parents=True, exist_ok=True)
+                    with zipped.open(info) as src, target_path.open("wb") as dst:
+                        shutil.copyfileobj(src, dst, 1 << 20)
+        missing = sorted(wanted - {str(p.relative_to(staging).as_posix()) for p in staging.rglob("*") if p.is_file()})
+        if missing:
+            raise DependencyError(f"{archive.name} lacks {', '.join(missing)}, which {REQUIREMENTS_PINNED_IN} lists")
+        shutil.rmtree(base / "root", ignore_errors=True)
+        os.replace(staging, base / "root")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    (base / ".complete").write_text(wheel.file + "\n", encoding="utf-8")
+    return base / "root"

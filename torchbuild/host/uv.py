@@ -21,6 +21,9 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from torchbuild.errors import UserError
 from torchbuild.host import pip_config
@@ -176,6 +179,25 @@ class Locked:
         return Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file" else None
 
 
+def _wheel_name(wheel: Mapping[str, Any]) -> str:
+    where = str(wheel.get("url") or wheel.get("path") or "")
+    return str(wheel.get("name") or urllib.parse.unquote(Path(urllib.parse.urlparse(where).path).name))
+
+
+def _one_wheel(wheels: Sequence[Mapping[str, Any]], source: Path, name: str) -> Mapping[str, Any]:
+    """The wheel of a locked package: the only one, or of several with the same tags (a re-upload with a build
+    number: torch-2.10.0-3-cp311-...), the one with the highest build number, as pip takes it."""
+    if len(wheels) == 1:
+        return wheels[0]
+    try:
+        parsed = [(parse_wheel_filename(_wheel_name(w)), w) for w in wheels]
+    except InvalidWheelFilename:
+        parsed = []
+    if not parsed or len({tags for (_n, _v, _b, tags), _w in parsed}) != 1:
+        raise UvError(f"{source}: {name} has {len(wheels)} wheels for the target, not 1")
+    return max(parsed, key=lambda item: item[0][2])[1]
+
+
 def _locked(text: str, source: Path) -> list[Locked]:
     try:
         raw = tomllib.loads(text)
@@ -183,10 +205,7 @@ def _locked(text: str, source: Path) -> list[Locked]:
         raise UvError(f"uv wrote {source} that is not TOML: {exc}") from None
     found = []
     for package in raw.get("packages", []):
-        wheels = package.get("wheels") or []
-        if len(wheels) != 1:
-            raise UvError(f"{source}: {package.get('name')} has {len(wheels)} wheels for the target, not 1")
-        wheel = wheels[0]
+        wheel = _one_wheel(package.get("wheels") or [], source, str(package.get("name")))
         url = wheel.get("url") or (source.parent / wheel.get("path", "")).resolve().as_uri()
         sha256 = str((wheel.get("hashes") or {}).get("sha256", ""))
         found.append(Locked(str(package["name"]), str(package["version"]), str(url), sha256))

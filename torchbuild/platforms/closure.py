@@ -8,6 +8,7 @@ enforced), one failed Check per unusable file, then the summary, passed only whe
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -108,3 +109,26 @@ class ClosureReport(Generic[F]):
         ]
         status: Status = "passed" if self.ok else "failed"
         return (*found, Check(name=form.closure[0], status=status, message=self.summary(), code=form.closure[1]))
+
+
+def with_hints(report: ClosureReport[F], hint: Callable[[str], str]) -> ClosureReport[F]:
+    """``report`` with ``hint(needed)`` appended to the message of each missing import where it says something
+    (which declared requirement should have provided the library)."""
+
+    def hinted(gap: Missing) -> Missing:
+        extra = hint(gap.needed)
+        return dataclasses.replace(gap, message=f"{gap.message}; {extra}") if extra else gap
+
+    return dataclasses.replace(
+        report, missing=tuple(map(hinted, report.missing)), unenforced=tuple(map(hinted, report.unenforced))
+    )
+
+
+def left_to_dependencies(report: ClosureReport[F]) -> str:
+    """Which imports resolve to packages installed beside the artifact (its declared requirements), by package: one
+    line for a stage's message ("libcudart.so.12 from nvidia-cuda-runtime-cu12==12.8.90 (...)")."""
+    by_provider: dict[str, set[str]] = {}
+    for hit in report.resolved:
+        if hit.via == "dependency":
+            by_provider.setdefault(hit.target.rpartition("installed by ")[2], set()).add(hit.needed)
+    return "; ".join(f"{', '.join(sorted(names))} from {who}" for who, names in sorted(by_provider.items()))

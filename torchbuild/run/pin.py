@@ -22,13 +22,14 @@ from typing import Protocol, TypeVar
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
-from torchbuild.config.compat import Compat, TorchRelease, load
+from torchbuild.config import cuda_wheels
+from torchbuild.config.compat import CPU, Compat, TorchRelease, load
 from torchbuild.config.matrix import LATEST, Cell, Matrix
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError, one_of
 from torchbuild.host import pip_config, uv
 from torchbuild.host.console import console
-from torchbuild.plan import Plan, check_cell, probe, resolve, work_dir_of
+from torchbuild.plan import Plan, check_cell, probe, resolve, unlabelled_build, work_dir_of
 from torchbuild.run import index_memo, state
 
 MEMO = "index-answers.json"  # in the cache directory (index_memo.py)
@@ -38,30 +39,31 @@ T = TypeVar("T")
 PROBES_AT_ONCE = 4  # uv processes asking about successive releases side by side
 
 
-def _probe(spec: str, target: uv.Target, log: Path, verbose: bool = False) -> Version | None:
+def _probe(spec: str, target: uv.Target, log: Path, verbose: bool = False, deps: bool = False) -> Version | None:
     """The version of the wheel the configured indexes offer for ``spec`` (``torch==2.13.0+cpu``,
-    ``torch===2.14.1``) on the target; None where they offer none (the expected answer of most probes: uv's words
-    go to ``log``, and with ``verbose`` to the terminal)."""
+    ``torch===2.14.1``) on the target (``deps``: with every requirement it declares there, such as a CUDA build's
+    nvidia-* pins); None where they offer none (the expected answer of most probes: uv's words go to ``log``, and
+    with ``verbose`` to the terminal)."""
     try:
-        chosen = uv.lock([spec], target, log=log, deps=False)
+        chosen = uv.lock([spec], target, log=log, deps=deps)
     except uv.UvError as exc:
         if exc.no_match:
             if verbose:
                 console.print(f"pin: {spec} ({target.platform}, Python {target.python}): {exc.detail}", highlight=False)
             return None
         raise UserError(f"asking the configured package indexes for {spec}: {exc.detail} (log: {log})") from None
-    return Version(chosen[0].version)
+    return Version(next(c.version for c in chosen if c.name == "torch"))
 
 
-def _first(names: Sequence[str], target: uv.Target, log: Path, verbose: bool) -> Version | None:
+def _first(names: Sequence[str], target: uv.Target, log: Path, verbose: bool, deps: bool) -> Version | None:
     for spec in names:
-        if (found := _probe(spec, target, log, verbose)) is not None:
+        if (found := _probe(spec, target, log, verbose, deps)) is not None:
             return found
     return None
 
 
 def _ask(
-    target: uv.Target, specs: Sequence[tuple[str, ...]], log: Path, verbose: bool
+    target: uv.Target, specs: Sequence[tuple[str, ...]], log: Path, verbose: bool, deps: bool
 ) -> tuple[list[Version], list[str]]:
     """Of each release's wheel names (``specs``, newest release first), the first the configured indexes offer
     (within the configured constraints), and the local paths that answer depends on (for index_memo). The newest
@@ -79,7 +81,7 @@ def _ask(
     newest = _probe("torch", target, log, verbose)
     asked = [names for names in specs if newest is not None and _public(names[0]) <= Version(newest.public)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=PROBES_AT_ONCE) as pool:
-        pending = [pool.submit(_first, names, target, log, verbose) for names in asked]
+        pending = [pool.submit(_first, names, target, log, verbose, deps) for names in asked]
         for done in pending:
             found = done.result()
             if found is not None:
@@ -102,9 +104,10 @@ def _offered(
     record: Path | None,
     fresh: bool,
     verbose: bool,
+    deps: bool,
 ) -> frozenset[Version]:
     log = (record.parent if record is not None else Path(tempfile.gettempdir())) / "pin-probes.log"
-    return frozenset(index_memo.offered(record, key, lambda: _ask(target, specs, log, verbose), fresh))
+    return frozenset(index_memo.offered(record, key, lambda: _ask(target, specs, log, verbose, deps), fresh))
 
 
 class IndexQuery(Protocol):
@@ -124,8 +127,7 @@ class IndexQuery(Protocol):
 
 
 def _unlabelled(compat: Compat, query: IndexQuery, release: str) -> bool:
-    rules = compat.packaging.unlabelled_wheels
-    return any(r.applies(query.platform, release, query.cuda) and r.value == query.local_version for r in rules)
+    return unlabelled_build(compat, query.platform, release, query.cuda, query.local_version)
 
 
 def newest_available(
@@ -142,8 +144,10 @@ def newest_available(
     each probe that found nothing was told."""
     compat = compat or load()
     specs = tuple(_names(compat, query, release) for release in releases)
-    key = (*query.pip_target, *(name for names in specs for name in names))
-    offered = _offered(uv.target_of(query.pip_target), specs, key, record, fresh, verbose)
+    # A CUDA build is offered only with its CUDA libraries: its nvidia-* requirements must resolve too.
+    deps = query.cuda != CPU
+    key = (*query.pip_target, *(name for names in specs for name in names), *(["with-dependencies"] if deps else []))
+    offered = _offered(uv.target_of(query.pip_target), specs, key, record, fresh, verbose, deps)
     for release, names in zip(releases, specs, strict=True):
         if any(Version(name.rpartition("=")[2]) in offered for name in names):
             return release
@@ -202,11 +206,30 @@ def choose(
             f"of any release that supports this cell ({one_of(candidates[:3])}, ...). Point pip at an index that "
             "has one, give one with --wheel PATH, or compile with --source-dir/--git-ref."
         )
+    why = _cuda_reason(cell, candidates, found)
     if found == newest:
-        _say(cell.id, f"{latest}; the configured indexes offer it for this cell")
+        _say(cell.id, f"{latest}; the configured indexes offer it for this cell{why}")
     else:
-        _say(cell.id, f"{latest}; the configured indexes offer {found} for this cell: using it")
+        _say(cell.id, f"{latest}; the configured indexes offer {found} for this cell{why}: using it")
     return found
+
+
+def _cuda_reason(cell: Cell, candidates: Sequence[str], found: str) -> str:
+    """Why a linux CUDA cell took PyPI's unlabelled wheel of ``found``, and why not the newer ones (their unlabelled
+    wheels are another CUDA's builds, cuda_wheels.yaml); empty for other cells."""
+    if not cuda_wheels.unlabelled_cuda(cell.platform, found, cell.cuda):
+        return ""
+    why = f" (PyPI's unlabelled {found} wheel is its CUDA {cell.cuda} build, and its CUDA libraries' pins resolve"
+    newer = candidates[: candidates.index(found)]
+    other: dict[str, list[str]] = {}
+    for release in newer:
+        record = cuda_wheels.release_record(cell.platform, release)
+        if record is not None and record.cuda and record.cuda != cell.cuda:
+            other.setdefault(record.cuda, []).append(release)
+    for cuda, releases in sorted(other.items()):
+        span = f"{releases[0]}'s is" if len(releases) == 1 else f"{releases[-1]}-{releases[0]}'s are"
+        why += f"; {span} CUDA {cuda}"
+    return why + ")"
 
 
 def _each(cells: Sequence[Cell], work: Callable[[Cell], T]) -> list[T]:

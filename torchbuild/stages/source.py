@@ -10,8 +10,10 @@ Python, chosen by uv's resolver and fetched by pip (host/pip.py ``download``):
   ``<cache>/wheels/<sha256>/<file>``; a later run finds the cached file with the index's sha256 and downloads
   nothing.
 
-Where the Plan says PyPI publishes this build without its local label (``prebuilt_unlabelled``: win-64 CPU), the
-unlabelled wheel of the release is taken when the labelled one is not offered, and given the Plan's version.
+Where the Plan says PyPI publishes this build without its local label (``prebuilt_unlabelled``: win-64 CPU; linux
+CUDA where cuda_wheels.yaml records PyPI's wheel as the cell's CUDA build), the unlabelled wheel of the release is
+taken when the labelled one is not offered, and given the Plan's version; a CUDA one only once the wheel itself
+proves it is that build (torch/version.py's ``cuda``, its nvidia-*-cuXX requirements).
 
 Compile mode (``--source-dir`` or ``--git-ref``): the checkout, given or cloned, validated and described in
 ``checkout.json``.
@@ -22,10 +24,15 @@ its sha256 or commit, and the time the cell's archives carry).
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from torchbuild.errors import StageFailed
 from torchbuild.host import checkout, pip
@@ -99,9 +106,44 @@ def _given(ctx: Context, path: Path) -> StageResult:
     return StageResult(outputs=outputs, message=f"given wheel {path} ({_mb(artifact.size)})")
 
 
+_VERSION_PY_CUDA = re.compile(r"^cuda(?:\s*:\s*[\w\[\]]+)?\s*=\s*'([^']*)'", re.MULTILINE)
+_CUDA_SUFFIX = re.compile(r"^nvidia-[a-z0-9-]+-cu(\d+)$")
+
+
+def cuda_build_of(path: Path, markers: Mapping[str, str]) -> tuple[str | None, list[str]]:
+    """What a torch wheel says about its CUDA: torch/version.py's ``cuda`` (None: a CPU build), and the CUDA majors
+    of its nvidia-*-cuXX requirements (cu12, cu13) that apply to the target (``markers``: its PEP 508 values)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            text = archive.read("torch/version.py").decode("utf-8", "replace")
+    except (KeyError, OSError, zipfile.BadZipFile) as exc:
+        raise StageFailed(NAME, f"cannot read torch/version.py of {path}: {exc}") from None
+    found = _VERSION_PY_CUDA.search(text)
+    requires = wheelfile.read_metadata(path).get_all("Requires-Dist") or []
+    applying = [r for r in map(Requirement, map(str, requires)) if r.marker is None or r.marker.evaluate(dict(markers))]
+    names = [canonicalize_name(r.name) for r in applying]
+    return (found[1] if found else None), sorted({m[1] for n in names if (m := _CUDA_SUFFIX.match(n))})
+
+
+def _prove_cuda(path: Path, plan: Plan) -> str:
+    """An unlabelled wheel taken as the Plan's CUDA build must be one: torch/version.py's cuda is the Plan's and its
+    nvidia-*-cuXX requirements are that CUDA major's. Returns what proved it."""
+    cuda, majors = cuda_build_of(path, plan.conda.marker_environment)
+    major = plan.cuda.split(".")[0]
+    if cuda != plan.cuda or majors != [major]:
+        raise StageFailed(
+            NAME,
+            f"{path.name} is not a CUDA {plan.cuda} build: its torch/version.py says cuda = {cuda!r} and its "
+            f"nvidia-* requirements are for CUDA {', '.join(majors) or 'none'}",
+        )
+    return f"torch/version.py cuda = '{cuda}', nvidia-*-cu{major} requirements"
+
+
 def _relabel(path: Path, plan: Plan, out_dir: Path) -> tuple[Artifact, str]:
-    """The unlabelled wheel, checked as what it is, given the Plan's version (dist-info only: seconds)."""
+    """The unlabelled wheel, checked as what it is (a CUDA build: proven from the wheel), given the Plan's version
+    (dist-info only: seconds)."""
     wheelfile.validate(path, plan.expected_wheel(plan.torch), stage=NAME)
+    proof = _prove_cuda(path, plan) if plan.is_cuda else ""
     for stale in out_dir.glob("*.whl"):
         stale.unlink()
     try:
@@ -109,7 +151,8 @@ def _relabel(path: Path, plan: Plan, out_dir: Path) -> tuple[Artifact, str]:
     except (wheel_version.VersionError, OSError, zipfile.BadZipFile) as exc:
         raise StageFailed(NAME, f"cannot give {path} the version {plan.version}: {exc}") from None
     wheelfile.validate(dest, plan.expected_wheel(), stage=NAME)
-    note = f"{path.name} (PyPI's {plan.local_version} build, unlabelled) re-versioned to {plan.version}"
+    proven = f", proven by {proof}" if proof else ""
+    note = f"{path.name} (PyPI's {plan.local_version} build, unlabelled{proven}) re-versioned to {plan.version}"
     return Artifact.of(dest), note
 
 

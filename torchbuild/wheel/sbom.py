@@ -8,7 +8,10 @@ what that package holds. It names:
   git commit);
 - each vendored file: its path in the artifact, sha256, PE FileVersion and Authenticode signer, nested in the
   component it came from: the provider wheel (purl with its version, sha256, where pip found it, its license) or
-  the folder it was copied from.
+  the folder it was copied from;
+- each declared requirement whose wheel provides libraries the artifact loads but does not hold (the nvidia-* wheels
+  of a linux CUDA build, mkl of torch 2.3.x on Windows): a required dependency of torch, with its purl, the sha256
+  of the wheel that the pin resolves to for the target, the Requires-Dist line and the library files it installs.
 
 The document is deterministic: its time is the cell's epoch (provenance.py), its serial number a UUID derived
 from its content, and every reference is named explicitly.
@@ -23,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from torchbuild.config.cuda_wheels import RequirementWheel
 from torchbuild.wheel.provenance import SourceInfo
 from torchbuild.wheel.repair_report import Vendored
 
@@ -160,8 +164,32 @@ def _file(row: Vendored, path: str) -> Any:
     )
 
 
-def build(subject: Subject, vendored: Sequence[Vendored], epoch: int, path_prefix: str = "") -> str:
-    """The document as JSON text; each vendored file's path is ``path_prefix`` + its path in the wheel."""
+def _required(wheel: RequirementWheel) -> Any:
+    from cyclonedx.model.component import Component, ComponentScope, ComponentType
+    from packageurl import PackageURL
+
+    purl = PackageURL("pypi", name=wheel.name, version=wheel.version, qualifiers={"file_name": wheel.file})
+    return Component(
+        type=ComponentType.LIBRARY,
+        name=wheel.name,
+        version=wheel.version,
+        purl=purl,
+        bom_ref=purl.to_string(),
+        scope=ComponentScope.REQUIRED,
+        hashes=[_sha(wheel.sha256)],
+        properties=_properties({"declared_by": wheel.requirement, "libraries": ", ".join(wheel.libraries)}),
+    )
+
+
+def build(
+    subject: Subject,
+    vendored: Sequence[Vendored],
+    epoch: int,
+    path_prefix: str = "",
+    requirements: Sequence[RequirementWheel] = (),
+) -> str:
+    """The document as JSON text; each vendored file's path is ``path_prefix`` + its path in the wheel;
+    ``requirements``: the declared requirements that provide libraries, listed as torch's dependencies."""
     from cyclonedx.model.bom import Bom, BomMetaData
     from cyclonedx.model.component import Component, ComponentType
     from cyclonedx.model.tool import ToolRepository
@@ -188,7 +216,10 @@ def build(subject: Subject, vendored: Sequence[Vendored], epoch: int, path_prefi
         files.append(file)
     for origin in origins.values():
         bom.components.add(origin)
-    bom.register_dependency(torch, files)
+    required = [_required(wheel) for wheel in sorted(requirements, key=lambda w: w.name)]
+    for component in required:
+        bom.components.add(component)
+    bom.register_dependency(torch, [*files, *required])
     bom.serial_number = uuid.UUID(int=0)
     body = JsonV1Dot6(bom).output_as_string(indent=2)
     bom.serial_number = uuid.uuid5(NAMESPACE, body)
@@ -260,6 +291,18 @@ def rows(document: Mapping[str, Any]) -> list[Row]:
     ]
     for origin in document.get("components") or ():
         origin_props = _props(origin)
+        if "declared_by" in origin_props:
+            found.append(
+                Row(
+                    component=str(origin.get("name", "?")),
+                    version=str(origin.get("version", "")),
+                    sha256=_sha256(origin),
+                    origin=f"required: {origin_props['declared_by']} ({origin_props.get('libraries', '')})",
+                    license=_license(origin),
+                    signer="",
+                    is_file=False,
+                )
+            )
         folder = f"{origin.get('name', '?')} ({origin_props.get('copied_from', '')})"
         where = str(origin.get("purl", "")).split("?")[0] or folder
         for file in origin.get("components") or ():

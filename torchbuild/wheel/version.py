@@ -22,19 +22,25 @@ class VersionError(ValueError):
 
 
 def set_version(wheel: Path, dest_dir: Path, version: str) -> Path:
-    """Write ``wheel`` with version ``version`` into ``dest_dir``; return the new wheel's path."""
+    """Write ``wheel`` with version ``version`` into ``dest_dir``; return the new wheel's path. A build number (PyPI's
+    re-upload torch-2.10.0-3-...) is dropped from the name and from WHEEL: it numbered uploads of the old version."""
     name, old_version, _, _ = parse_wheel_filename(wheel.name)
     stem = name.replace("-", "_")
     old_dist = f"{stem}-{old_version}.dist-info"
     new_dist = f"{stem}-{version}.dist-info"
     parts = wheel.name.split("-")
-    parts[1] = version.replace("-", "_")
-    dest = dest_dir / "-".join(parts)
+    dest = dest_dir / "-".join([parts[0], version.replace("-", "_"), *parts[-3:]])
     with zipfile.ZipFile(wheel) as source:
         if f"{old_dist}/METADATA" not in source.namelist():
             raise VersionError(f"{wheel}: no {old_dist}/METADATA and RECORD")
         metadata = source.read(f"{old_dist}/METADATA").decode("utf-8")
-    metadata, count = re.subn(r"^Version: .*$", f"Version: {version}", metadata, count=1, flags=re.MULTILINE)
+        info = source.read(f"{old_dist}/WHEEL").decode("utf-8") if f"{old_dist}/WHEEL" in source.namelist() else None
+    files = {f"{new_dist}/METADATA": metadata}
+    if info is not None and re.search(r"^Build: ", info, flags=re.MULTILINE):
+        files[f"{new_dist}/WHEEL"] = re.sub(r"^Build: .*\n", "", info, flags=re.MULTILINE)
+    files[f"{new_dist}/METADATA"], count = re.subn(
+        r"^Version: .*$", f"Version: {version}", metadata, count=1, flags=re.MULTILINE
+    )
     if count != 1:
         raise VersionError(f"{wheel}: {old_dist}/METADATA has no Version field")
 
@@ -42,6 +48,6 @@ def set_version(wheel: Path, dest_dir: Path, version: str) -> Path:
         return new_dist + member[len(old_dist) :] if member.startswith(old_dist + "/") else member
 
     try:
-        return rewrite(wheel, dest, files={f"{new_dist}/METADATA": metadata.encode("utf-8")}, rename=renamed)
+        return rewrite(wheel, dest, files={k: v.encode("utf-8") for k, v in files.items()}, rename=renamed)
     except RewriteError as exc:
         raise VersionError(str(exc).replace("RECORD is missing", "METADATA and RECORD")) from None

@@ -83,7 +83,8 @@ def _elf_summary(report: ClosureReport[ElfInfo]) -> str:
     return (
         f"{len(report.files)} ELF files ({shared} shared objects), {needed} DT_NEEDED entries: "
         f"{count('wheel')} in the wheel via RUNPATH, {count('same-dir')} in the same directory, "
-        f"{count('system')} allowed by {report.scope}, {count('loader')} dynamic loader, "
+        + (f"{count('dependency')} from declared requirements, " if count("dependency") else "")
+        + f"{count('system')} allowed by {report.scope}, {count('loader')} dynamic loader, "
         f"{count('excluded')} driver excludes, {len(report.missing)} missing"
     )
 
@@ -181,8 +182,12 @@ def resolve(
     excludes: Mapping[str, str] = DRIVER_LIBRARIES,
     machine: str | None = None,
     bad: Iterable[Unusable] = (),
+    provided: Mapping[str, str] | None = None,
 ) -> ClosureReport[ElfInfo]:
-    """Resolve every DT_NEEDED of ``elves`` against the wheel's ``files`` and the allowed system libraries."""
+    """Resolve every DT_NEEDED of ``elves`` against the wheel's ``files`` and the allowed system libraries;
+    ``provided``: files other wheels install beside it (site-packages paths: the wheel's declared requirements'
+    libraries, nvidia/cublas/lib/libcublas.so.12), by who installs them, found on the same search path."""
+    provided = provided or {}
     elves = tuple(sorted(elves, key=lambda e: e.path))
     present = set(files)
     by_name: dict[str, list[str]] = {}
@@ -202,8 +207,11 @@ def resolve(
         dirs = [d for d in (_wheel_dir(e, origin) for e in elf.search_path) if d is not None]
         for needed in elf.needed:
             hit = next((_join(d, needed) for d in dirs if _join(d, needed) in present), None)
+            beside = next((_join(d, needed) for d in dirs if _join(d, needed) in provided), None)
             if hit is not None:
                 resolved.append(Resolved(elf.path, needed, "wheel", hit))
+            elif beside is not None:
+                resolved.append(Resolved(elf.path, needed, "dependency", f"{beside}, installed by {provided[beside]}"))
             elif _join(origin, needed) in present:
                 resolved.append(Resolved(elf.path, needed, "same-dir", _join(origin, needed)))
             elif needed in system:
@@ -256,7 +264,11 @@ def policy_for(platform_tag: str) -> tuple[str, frozenset[str], str]:
 
 
 def check_tree(
-    root: Path, platform_tag: str, *, excludes: Mapping[str, str] = DRIVER_LIBRARIES
+    root: Path,
+    platform_tag: str,
+    *,
+    excludes: Mapping[str, str] = DRIVER_LIBRARIES,
+    provided: Mapping[str, str] | None = None,
 ) -> ClosureReport[ElfInfo]:
     """The closure of an unpacked wheel (or any tree laid out as it will be installed)."""
     name, system, machine = policy_for(platform_tag)
@@ -273,7 +285,10 @@ def check_tree(
             elves.append(read_elf(path, rel))
         except (ELFError, ValueError, OSError) as exc:
             bad.append(Unusable(rel, f"{rel} is not a readable ELF file: {exc}"))
-    return resolve(elves, files, policy=name, system=system, excludes=excludes, machine=machine or None, bad=bad)
+    return resolve(
+        elves, files, policy=name, system=system, excludes=excludes, machine=machine or None, bad=bad,
+        provided=provided,
+    )  # fmt: skip
 
 
 def kept_path(keep_in: Path, member: str) -> Path:
@@ -288,6 +303,7 @@ def check_wheel(
     excludes: Mapping[str, str] = DRIVER_LIBRARIES,
     scratch: Path | None = None,
     keep_in: Path | None = None,
+    provided: Mapping[str, str] | None = None,
 ) -> ClosureReport[ElfInfo]:
     """The closure of a wheel file. ELF members are copied out one at a time (the dynamic string table may sit at
     the end of a patchelf-edited file, so a prefix of the member is not enough); with ``keep_in``, each is kept
@@ -311,4 +327,7 @@ def check_wheel(
                 elves.append(read_elf(copy, member.filename))
             except (ELFError, ValueError, OSError) as exc:
                 bad.append(Unusable(member.filename, f"{member.filename} is not a readable ELF file: {exc}"))
-    return resolve(elves, files, policy=name, system=system, excludes=excludes, machine=machine or None, bad=bad)
+    return resolve(
+        elves, files, policy=name, system=system, excludes=excludes, machine=machine or None, bad=bad,
+        provided=provided,
+    )  # fmt: skip

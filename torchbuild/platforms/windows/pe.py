@@ -291,9 +291,15 @@ def _is_pe_name(name: str) -> bool:
 
 
 def check_tree(
-    root: Path, *, python: str, machine: str = "AMD64", search_dirs: Sequence[str] | None = None
+    root: Path,
+    *,
+    python: str,
+    machine: str = "AMD64",
+    search_dirs: Sequence[str] | None = None,
+    provided: Mapping[str, str] | None = None,
 ) -> ClosureReport[PeInfo]:
-    """The closure of an unpacked wheel (or any tree laid out as it will be installed)."""
+    """The closure of an unpacked wheel (or any tree laid out as it will be installed); ``provided``: DLL patterns
+    other packages install (the wheel's declared requirements), by who installs them."""
     files: list[str] = []
     pes: list[PeInfo] = []
     bad: list[Unusable] = []
@@ -305,13 +311,18 @@ def check_tree(
                 pes.append(read_pe(path.read_bytes(), rel))
             except PeError as exc:
                 bad.append(Unusable(rel, str(exc)))
-    return resolve(pes, files, python=python, machine=machine, search_dirs=search_dirs, bad=bad)
+    return resolve(pes, files, python=python, machine=machine, search_dirs=search_dirs, bad=bad, provided=provided)
 
 
 def check_wheel(
-    wheel: Path, *, python: str, machine: str = "AMD64", search_dirs: Sequence[str] | None = None
+    wheel: Path,
+    *,
+    python: str,
+    machine: str = "AMD64",
+    search_dirs: Sequence[str] | None = None,
+    provided: Mapping[str, str] | None = None,
 ) -> ClosureReport[PeInfo]:
-    """The closure of a wheel file; each PE member is read into memory in turn."""
+    """The closure of a wheel file; each PE member is read into memory in turn (``provided``: as check_tree's)."""
     pes: list[PeInfo] = []
     bad: list[Unusable] = []
     with zipfile.ZipFile(wheel) as archive:
@@ -328,4 +339,4 @@ def check_wheel(
                 pes.append(read_pe(data, member.filename))
             except PeError as exc:
                 bad.append(Unusable(member.filename, str(exc)))
-    return resolve(pes, files, python=python, machine=machine, search_dirs=search_dirs, bad=bad)
+    return resolve(pes, files, python=python, machine=machine, search_dirs=search_dirs, bad=bad, provided=provided)

@@ -152,7 +152,10 @@ def package_sbom(
     vendored = [row for row in (report.vendored if report else ()) if row.path not in left_out]
     name, version = wheel_name.split("-")[:2]
     subject = sbom.Subject(artifact=plan.conda.filename, name=name, version=version, source=source)
-    return sbom.build(subject, vendored, source.epoch, path_prefix=plan.conda.site_packages + "/")
+    return sbom.build(
+        subject, vendored, source.epoch, path_prefix=plan.conda.site_packages + "/",
+        requirements=plan.declared_libraries,
+    )  # fmt: skip
 
 
 def vc_runtime_spec(plan: Plan, report: RepairReport | None) -> str | None:

@@ -33,10 +33,12 @@ import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from torchbuild.config import cuda_wheels
 from torchbuild.errors import StageFailed
 from torchbuild.host.proc import run_tool
+from torchbuild.platforms.closure import left_to_dependencies, with_hints
 from torchbuild.platforms.linux import auditwheel_api, elf, manylinux
 from torchbuild.platforms.windows import pe
 from torchbuild.results import Artifact, StageResult
@@ -47,6 +49,9 @@ from torchbuild.wheel.provenance import ENV as EPOCH_ENV
 from torchbuild.wheel.provenance import SourceInfo
 from torchbuild.wheel.repair_report import Floor, RepairReport, Vendored
 from torchbuild.wheel.rewrite import dist_info_of, rewrite
+
+if TYPE_CHECKING:
+    from torchbuild.plan import Plan
 
 NAME = "repair"
 REPORT = "repair.json"
@@ -79,7 +84,7 @@ def finish(ctx: Context, made: Path, target: Path, vendored: Sequence[Vendored])
     subject = sbom.Subject(artifact=target.name, name=name, version=version.replace("_", "-"), source=source)
     with zipfile.ZipFile(made) as archive:
         member = sbom.wheel_member(dist_info_of(archive))
-    document = sbom.build(subject, vendored, source.epoch).encode("utf-8")
+    document = sbom.build(subject, vendored, source.epoch, requirements=ctx.plan.declared_libraries).encode("utf-8")
     rewrite(made, target, files={member: document}, epoch=source.epoch)
 
 
@@ -92,7 +97,7 @@ def tool_env(ctx: Context) -> dict[str, str]:
 # --- linux-64 --------------------------------------------------------------------------------------------
 
 
-def auditwheel_excludes(wheel: Path) -> dict[str, str]:
+def auditwheel_excludes(wheel: Path, declared: Mapping[str, str] | None = None) -> dict[str, str]:
     """SONAME patterns auditwheel must not graft, with the reason.
 
     - Driver libraries (libcuda.so*, libnvidia-ml.so*): they belong to the installed NVIDIA driver.
@@ -102,8 +107,13 @@ def auditwheel_excludes(wheel: Path) -> dict[str, str]:
       (torch 2.13's torch/bin/test_shim has only $ORIGIN) and either fails ("required library libtorch.so could
       not be located") or grafts a second copy, e.g. the system's libgomp.so.1 beside torch/lib/libgomp.so.1:
       two OpenMP runtimes in one process.
+    - The libraries the wheel's declared requirements install (``declared``: library file name -> requirement;
+      libcudart.so.12 from nvidia-cuda-runtime-cu12, ...): they stay dependencies, as upstream ships them, and the
+      wheel's RPATH finds them in site-packages/nvidia/*/lib.
     """
     excludes = dict(elf.DRIVER_LIBRARIES)
+    for name, who in (declared or {}).items():
+        excludes.setdefault(name, f"installed by the declared requirement {who}")
     with zipfile.ZipFile(wheel) as archive:
         for name in archive.namelist():
             if elf.SHARED_OBJECT.search(name):
@@ -149,9 +159,10 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
     out_dir = ctx.stage_dir(NAME)
     target = out_dir / plan.wheel
 
+    beside, hint = cuda_wheels.site_packages_libraries(plan.declared_libraries), _hint(plan)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(dir=out_dir, prefix="elf-members-") as kept:
-        closure = elf.check_wheel(wheel, tag, scratch=out_dir, keep_in=Path(kept))
+        closure = elf.check_wheel(wheel, tag, scratch=out_dir, keep_in=Path(kept), provided=beside)
         fast = manylinux.verdict(wheel, tag, closure, out_dir, Path(kept)) if wheel.name == plan.wheel else None
     if fast is not None and fast.compliant:
         finish(ctx, wheel, target, [])
@@ -165,11 +176,13 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
         grafted = _grafted(wheel, made, analysis) if made != wheel else []
         finish(ctx, made, target, grafted)
         shutil.rmtree(out_dir / "auditwheel", ignore_errors=True)
-        closure = elf.check_wheel(target, tag, scratch=out_dir)
+        closure = elf.check_wheel(target, tag, scratch=out_dir, provided=beside)
 
+    closure = with_hints(closure, hint)
     checks = closure.checks()
     if not closure.ok:
-        problems = [f"{m.file} needs {m.needed}" for m in closure.missing] + [b.reason for b in closure.bad]
+        problems = [_gap(m.file, m.needed, hint(m.needed)) for m in closure.missing]
+        problems += [b.reason for b in closure.bad]
         raise StageFailed(
             NAME,
             f"import closure of {target} is broken ({len(problems)} problems): "
@@ -177,7 +190,18 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
             + (" ..." if len(problems) > 10 else ""),
         )
     _write_report(ctx, target, grafted)
+    left = left_to_dependencies(closure)
+    how += f"; left to the declared requirements: {left}" if left else ""
     return StageResult(outputs=_outputs(ctx, target), checks=checks, message=f"{how}; closure: {closure.summary()}")
+
+
+def _hint(plan: Plan) -> Callable[[str], str]:
+    """What a missing library's report adds: the declared requirement that should have provided it."""
+    return lambda name: cuda_wheels.should_have_provided(name, plan.declared_libraries)
+
+
+def _gap(file: str, needed: str, hint: str) -> str:
+    return f"{file} needs {needed}" + (f" ({hint})" if hint else "")
 
 
 def _auditwheel(
@@ -185,7 +209,7 @@ def _auditwheel(
 ) -> tuple[str, Analysis, Path]:
     """auditwheel's analysis, and its repair (into ``target``) where it finds something to do; returns what it did,
     the analysis and the wheel to finish from."""
-    excludes = auditwheel_excludes(wheel)
+    excludes = auditwheel_excludes(wheel, cuda_wheels.provided_libraries(ctx.plan.declared_libraries))
     started = time.monotonic()
     analysis = analyse(wheel, tag, excludes)
     analysed_s = time.monotonic() - started
@@ -281,7 +305,7 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
             Path(tmp),
             sorted({hit.path.parent for hit in located}),
             sorted({hit.name for hit in located}),
-            plan.driver_dlls,
+            [*plan.driver_dlls, *cuda_wheels.provided_libraries(plan.declared_libraries)],
         )
         run_tool(argv, stage=NAME, log=log, env=tool_env(ctx), timeout=DELVEWHEEL_TIMEOUT_S, what="delvewheel repair")
         made = sorted(Path(tmp).glob("*.whl"))
@@ -293,7 +317,9 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
     repaired_s = time.monotonic() - started
 
     started = time.monotonic()
-    report = pe.check_wheel(target, python=plan.python, machine=machine)
+    provided = cuda_wheels.provided_libraries(plan.declared_libraries)
+    report = pe.check_wheel(target, python=plan.python, machine=machine, provided=provided)
+    report = with_hints(report, _hint(plan))
     checks = [*report.checks(), *windows.runtime_checks(target, plan, found.runtime_loaded, found.floor)]
     failed = [c for c in checks if c.status == "failed" and c.code != "P100"]
     if failed:
@@ -308,6 +334,8 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
     _write_report(ctx, target, vendored, found.floor, found.runtime_loaded)
     names = ", ".join(f"{hit.name} ({hit.origin})" for hit in located) or "nothing"
     floor = f"; VC runtime floor MSVC {found.floor.version} ({found.floor.set_by})" if found.floor else ""
+    if left := left_to_dependencies(report):
+        floor += f"; left to the declared requirements: {left}"
     message = (
         f"delvewheel --ignore-existing --no-mangle-all: vendored {names} into {target.name} "
         f"(providers {located_s:.1f} s, delvewheel {repaired_s:.0f} s){floor}; closure checked in "

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from torchbuild.config import dll_providers
+from torchbuild.config import cuda_wheels, dll_providers
 from torchbuild.errors import StageFailed
 from torchbuild.platforms.closure import ClosureReport
 from torchbuild.platforms.windows import authenticode, pe, vc_runtime
@@ -87,7 +87,8 @@ def _refuse_unknown(plan: Plan, wanted: Sequence[str], imported_by: dict[str, li
 def needs(plan: Plan, wheel: Path, cache_dir: Path, log: Path) -> Needs:
     """What ``wheel`` needs vendored, located at its providers; StageFailed naming what cannot be had."""
     machine = pe.TAG_MACHINES.get(plan.wheel_tags.platform, "AMD64")
-    before = pe.check_wheel(wheel, python=plan.python, machine=machine)
+    provided = cuda_wheels.provided_libraries(plan.declared_libraries)
+    before = pe.check_wheel(wheel, python=plan.python, machine=machine, provided=provided)
     if before.bad:
         raise StageFailed(STAGE, "; ".join(b.reason for b in before.bad[:5]))
     floor = vc_runtime.floor(before.files)
@@ -147,17 +148,18 @@ def signer_of(hit: provider_dlls.Located) -> str:
 
 
 def delvewheel_argv(
-    wheel: Path, out_dir: Path, add_path: Sequence[Path], include: Sequence[str], driver: Sequence[str]
+    wheel: Path, out_dir: Path, add_path: Sequence[Path], include: Sequence[str], exclude: Sequence[str]
 ) -> list[str]:
-    """The delvewheel command of the repair (also what bench/repair.py compares against); ``driver``: the driver's
-    DLLs, which never go into a wheel."""
+    """The delvewheel command of the repair (also what bench/repair.py compares against); ``exclude``: the driver's
+    DLLs, which never go into a wheel, and the DLLs the wheel's declared requirements install (mkl: vendoring them
+    would put a second MKL beside the one pip installs)."""
     argv = [sys.executable, "-m", "delvewheel", "repair", "--ignore-existing", "--no-mangle-all", "-w", str(out_dir)]
     if add_path:
         argv += ["--add-path", os.pathsep.join(str(p) for p in add_path)]
     if include:
         argv += ["--include", os.pathsep.join(include)]
     # Driver DLLs never go into a wheel, even when a provider directory happens to hold one.
-    argv += ["--exclude", os.pathsep.join(sorted(driver))]
+    argv += ["--exclude", os.pathsep.join(sorted(exclude))]
     return [*argv, str(wheel)]
 
 

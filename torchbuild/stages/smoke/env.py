@@ -89,6 +89,11 @@ def expect_args(plan: Plan, torch_file: str) -> list[str]:
     args = ["--expect-version", plan.version, "--expect-cuda", plan.cuda, "--expect-torch-file", torch_file]
     if plan.is_cuda and plan.cudnn is not None:
         args += ["--expect-cudnn", str(plan.cudnn)]
+    declared = plan.declared_libraries
+    if cudnn := next((w.version for w in declared if w.name.startswith("nvidia-cudnn-")), None):
+        args += ["--expect-cudnn-version", ".".join(cudnn.split(".")[:3])]
+    if names := sorted({name for w in declared for name in w.library_names}):
+        args += ["--expect-from-environment", ",".join(names)]
     return args
 
 

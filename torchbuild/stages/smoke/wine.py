@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchbuild.conda import extract
+from torchbuild.config import cuda_wheels
+from torchbuild.config.pypi_to_conda import conda_name
 from torchbuild.platforms.windows import dependencies as win_deps
 from torchbuild.platforms.windows import environments as win_env
 from torchbuild.platforms.windows import wine
@@ -151,8 +153,11 @@ class WineBackend:
             extract.extract_package(env.artifact, root)
             plan = self.plan
             assert plan.dll_providers is not None
+            # What the wheel's declared requirements install (mkl of torch 2.3.x) comes with the dependencies below.
+            names = {w.name: conda_name(plan.conda.pypi_names, w.name).conda for w in plan.declared_libraries}
+            vendored = cuda_wheels.left_to_vendor_wheels(plan.conda.provided_dlls, plan.declared_libraries, names)
             provided = win_env.library_bin(
-                root, plan.conda.provided_dlls, plan.dll_providers, cuda=plan.cuda, cudnn=plan.cudnn,
+                root, vendored, plan.dll_providers, cuda=plan.cuda, cudnn=plan.cudnn,
                 python=plan.python, cache_dir=self.cache_dir, log=env.log,
             )  # fmt: skip
             what.append(f"{env.artifact.name} laid out as conda installs it; Library\\bin: {provided.describe()}")

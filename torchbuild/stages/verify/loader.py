@@ -3,9 +3,12 @@ loadcheck.exe under Wine, with the DLL directories added as Python 3.8+ and torc
 native-only (loadcheck.py, wine.py). It needs no Python: the embeddable CPython's folder is only where python3X.dll
 (and the vcruntime140.dll every python.exe ships) are, as python.exe's own folder is on Windows.
 
-- TB205, the wheel: its PE files where pip puts them; DLL directories torch\\lib and torch.libs.
+- TB205, the wheel: its PE files where pip puts them; DLL directories torch\\lib and torch.libs, and where the wheel
+  declares requirements that provide DLLs (mkl of torch 2.3.x), ``Library\\bin`` holding those requirements' DLLs
+  from their pinned wheels (Plan.declared_libraries), as pip installs them and torch adds that directory.
 - TB108, the conda package: laid out as conda installs it, with ``Library\\bin`` holding the DLLs of its run
-  dependencies from the vendor wheels (environments.py), which torch adds as a DLL directory in a conda environment.
+  dependencies from the vendor wheels (environments.py), which torch adds as a DLL directory in a conda environment;
+  a run dependency that is one of the wheel's declared requirements gets the DLLs of that requirement's wheel.
 
 A file that does not load fails the check naming it, the Windows error and what was missing (a DLL and who needs
 it, or DLL.Function). Where Wine, mingw-w64 or a pinned embeddable CPython is missing, both are skipped, saying why.
@@ -13,6 +16,7 @@ it, or DLL.Function). Where Wine, mingw-w64 or a pinned embeddable CPython is mi
 
 from __future__ import annotations
 
+import re
 import shutil
 import zipfile
 from collections.abc import Sequence
@@ -20,7 +24,11 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from torchbuild.conda import extract
+from torchbuild.config import cuda_wheels
+from torchbuild.config.build_deps import DependencyError
+from torchbuild.config.pypi_to_conda import conda_name
 from torchbuild.errors import UserError
+from torchbuild.host import downloads, pip
 from torchbuild.platforms.windows import environments, loadcheck, python_embed, wine
 from torchbuild.results import Check, define, result, skipped
 
@@ -30,6 +38,7 @@ if TYPE_CHECKING:
 TB205 = define("TB205", "every DLL and extension of the wheel loads (LoadLibraryExW)")
 TB108 = define("TB108", "every DLL and extension loads in the conda layout (LoadLibraryExW)")
 PE_LOADED = (".dll", ".pyd")
+LIBRARY_BIN_MEMBER = re.compile(r"^[^/]+\.data/data/Library/bin/[^/]+$")  # <prefix>\Library\bin once installed
 
 
 def _pe_files(root: Path) -> list[str]:
@@ -49,9 +58,29 @@ def _unpack_pe(wheel: Path, dest: Path) -> None:
                     shutil.copyfileobj(src, out, 1 << 20)
 
 
-def _verdict(code: str, artifact: Path, run: loadcheck.Run, where: str, log: Path) -> Check:
+def _requirement_dlls(plan: Plan, prefix: Path, cache_dir: Path, log: Path) -> list[str]:
+    """The DLLs of the wheel's declared requirements in ``prefix``'s Library\\bin (their wheels fetched once by
+    sha256); the DLL directory they add, if any."""
+    placed = False
+    target_args = pip.target_args(plan.python, None, [plan.wheel_tags.platform])
+    for wheel in plan.declared_libraries:
+        try:
+            root = downloads.requirement_libraries(wheel, target_args, cache_dir, log)
+        except DependencyError as exc:
+            raise UserError(str(exc)) from None
+        for member in wheel.libraries:
+            if LIBRARY_BIN_MEMBER.search(member) and member.lower().endswith(".dll"):
+                target = prefix / environments.LIBRARY_BIN / PurePosixPath(member).name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(root / member, target)
+                placed = True
+    return [environments.LIBRARY_BIN] if placed else []
+
+
+def _verdict(code: str, artifact: Path, run: loadcheck.Run, where: str, log: Path, declared: str = "") -> Check:
     problems = [r.describe() for r in run.failed]
     note = f"{len(run.results)} files loaded {where} in {run.seconds:.1f} s, the VC runtime native-only"
+    note += f"; Library\\bin holds the DLLs of the declared requirements {declared}" if declared else ""
     if run.attempts > 1:
         note += f" (the helper printed nothing on its first start and was started again; both outputs in {log.name})"
     return result(code, artifact, problems, note)
@@ -88,11 +117,12 @@ def loader_checks(
             if wheel is not None:
                 tree = base / "wheel"
                 _unpack_pe(wheel, tree)
-                run = loadcheck.check(
-                    session, exe, tree, _pe_files(tree), python_dir=str(embedded.root), dll_dirs=plan.dll_search_dirs
-                )
+                files = _pe_files(tree)
+                dirs = [*plan.dll_search_dirs, *_requirement_dlls(plan, tree, cache_dir, log)]
+                run = loadcheck.check(session, exe, tree, files, python_dir=str(embedded.root), dll_dirs=dirs)
                 run.write_log(log, f"the wheel {wheel.name}")
-                checks.append(_verdict(TB205, wheel, run, where, log))
+                declared = ", ".join(w.pin for w in plan.declared_libraries)
+                checks.append(_verdict(TB205, wheel, run, where, log, declared))
             if conda is not None:
                 checks.append(_conda(plan, conda, base / "conda", session, exe, embedded, cache_dir, log, where))
     except UserError as exc:
@@ -117,8 +147,11 @@ def _conda(
     python_files = set(_pe_files(root))
     extract.extract_package(conda, root)
     assert plan.dll_providers is not None
+    names = {w.name: conda_name(plan.conda.pypi_names, w.name).conda for w in plan.declared_libraries}
+    provided = cuda_wheels.left_to_vendor_wheels(plan.conda.provided_dlls, plan.declared_libraries, names)
+    _requirement_dlls(plan, root, cache_dir, log)
     library = environments.library_bin(
-        root, plan.conda.provided_dlls, plan.dll_providers, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python,
+        root, provided, plan.dll_providers, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python,
         cache_dir=cache_dir, log=log,
     )
     files = [f for f in _pe_files(root) if f not in python_files and not f.startswith(environments.LIBRARY_BIN + "/")]
@@ -126,7 +159,7 @@ def _conda(
     dirs: Sequence[str] = [f"{site}/{d}" for d in plan.dll_search_dirs] + [environments.LIBRARY_BIN]
     run = loadcheck.check(session, exe, root, files, python_dir=".", dll_dirs=dirs)
     run.write_log(log, f"the conda layout of {conda.name}")
-    check = _verdict(TB108, conda, run, where, log)
+    check = _verdict(TB108, conda, run, where, log, ", ".join(w.pin for w in plan.declared_libraries))
     if check.status == "passed":
         return Check(check.name, check.status, f"{check.message}; Library\\bin: {library.describe()}", check.code,
                      check.file)  # fmt: skip

@@ -18,12 +18,14 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from torchbuild.conda import solve as solver
 from torchbuild.conda.archive import TB100, CondaArchive, PackageUnreadable, read_package
 from torchbuild.conda.checks.package import run_checks
+from torchbuild.config import datafiles
 from torchbuild.errors import StageFailed
 from torchbuild.host.files import write_atomic
 from torchbuild.plan import Plan
@@ -82,6 +84,12 @@ def _names_in(channel: Path, subdir: str) -> set[str]:
     return names
 
 
+def _depends_of(local: Path, subdir: str, file_name: str) -> list[str]:
+    raw = json.loads((local / subdir / "repodata.json").read_text(encoding="utf-8"))
+    record = (raw.get("packages.conda") or {}).get(file_name) or (raw.get("packages") or {}).get(file_name) or {}
+    return [str(d) for d in record.get("depends", [])]
+
+
 def _leave_out(local: Path, subdir: str, file_name: str, names: set[str]) -> list[str]:
     """Drop the run dependencies named ``names`` from the package's record in the local channel's repodata (a
     repodata patch, as channels apply them); returns the dropped specs."""
@@ -96,6 +104,43 @@ def _leave_out(local: Path, subdir: str, file_name: str, names: set[str]) -> lis
     return dropped
 
 
+OVERLAY = "repodata"  # torchbuild/data/repodata/<channel>: records of the CUDA libraries the shared subset lacks
+
+
+def _versions_in(channels: Sequence[Path], subdir: str) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for channel in channels:
+        for sub in (subdir, "noarch"):
+            path = channel / sub / "repodata.json"
+            if path.is_file():
+                raw = json.loads(path.read_text(encoding="utf-8"))
+                for key in ("packages", "packages.conda"):
+                    for record in (raw.get(key) or {}).values():
+                        found.setdefault(str(record["name"]), set()).add(str(record["version"]))
+    return found
+
+
+def _unrecorded_pins(depends: Sequence[str], versions: Mapping[str, set[str]]) -> dict[str, str]:
+    """The run dependencies on one exact version (the wheel's pins: ``libcublas 12.8.4.1.*``, ``triton ==3.6.0``)
+    that no stored record has: name -> the spec and what the stored data has instead. A stored subset holds some
+    versions of a package, not all; a range or a bare name still has to solve."""
+    found: dict[str, str] = {}
+    for spec in depends:
+        name, _, version = spec.partition(" ")
+        exact = version.removeprefix("==")
+        if version.endswith(".*") or (version.startswith("==") and not any(c in exact for c in ",|<>*")):
+            prefix = exact.removesuffix(".*")
+            have = versions.get(name, set())
+            if not any(v == prefix or (version.endswith(".*") and v.startswith(prefix + ".")) for v in have):
+                nearest = sorted(have, key=_version_key)[-3:]
+                found[name] = f"{spec} (stored: {', '.join(nearest) if nearest else 'no record of ' + name})"
+    return found
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
+
+
 def solve_check(package: Path, plan: Plan, repodata: Path | None, work: Path) -> Check:
     """TB301: `pytorch` + `python X.Y.*` against a channel of this package alone plus the real repodata of the
     cell's era (packaging.yaml `solve_channels`)."""
@@ -107,14 +152,25 @@ def solve_check(package: Path, plan: Plan, repodata: Path | None, work: Path) ->
         return skipped(TB301, package, f"no {channel} repodata for {plan.conda.subdir} in {repodata}")
     specs = [plan.conda.name, f"python {plan.python}.*"]
     virtual = plan.solve.virtual_packages
+    overlay = datafiles.directory(OVERLAY)
+    stored = [c for c in ([overlay / channel] if overlay else []) if (c / plan.conda.subdir).is_dir()] + [real]
     with tempfile.TemporaryDirectory(prefix="solve-", dir=work) as tmp:
         local = solver.make_local_channel([package], Path(tmp) / "channel")
         dropped: list[str] = []
         if plan.solve.absent:
             unservable = set(plan.solve.absent) - _names_in(real, plan.conda.subdir)
             dropped = _leave_out(local, plan.conda.subdir, package.name, unservable)
+        # An exact pin of the wheel's that no stored record has (conda-forge never packaged it, or the subset lacks
+        # it) is left out and said; everything else must solve.
+        pinned = {rule.conda for rule in plan.conda.pypi_names.values() if rule.exact_as_prefix}
+        depends = _depends_of(local, plan.conda.subdir, package.name)
+        unrecorded = _unrecorded_pins(depends, _versions_in(stored, plan.conda.subdir))
+        if unrecorded:
+            _leave_out(local, plan.conda.subdir, package.name, set(unrecorded))
+            dropped += list(unrecorded.values())
         try:
-            solution = solver.solve([local, real], specs, plan.conda.subdir, virtual, cache_dir=Path(tmp) / "cache")
+            channels = [local, *stored]
+            solution = solver.solve(channels, specs, plan.conda.subdir, virtual, cache_dir=Path(tmp) / "cache")
         except solver.Unsolvable as exc:
             explanation = "\n".join(str(exc).splitlines()[:SOLVER_LINES])
             return result(TB301, package, [f"{' + '.join(specs)} has no solution against {channel}: {explanation}"])
@@ -134,8 +190,13 @@ def solve_check(package: Path, plan: Plan, repodata: Path | None, work: Path) ->
         f"and {len(solution) - 2} more packages from {channel} ({vpk})"
         + (f"; VC runtime: {picked}" if picked else "")
         + (f"; left out, no record in the stored {channel} data: {', '.join(dropped)}" if dropped else "")
+        + (f"; run dependencies: {', '.join(_chosen(solution, pinned))}" if pinned & {s.name for s in solution} else "")
     )
     return result(TB301, package, [], note)
+
+
+def _chosen(solution: Sequence[Any], names: set[str]) -> list[str]:
+    return [f"{s.name} {s.version}" for s in solution if s.name in names]
 
 
 def conda_checks(

@@ -61,19 +61,46 @@ def check_import(expect: Expect) -> Outcome:
         problems.append(f"torch was imported from {where}, not from the environment's {expect.torch_file}")
     cudnn = "no cuDNN (CPU build)"
     if want_cuda is not None:
-        cudnn, cudnn_problem = _cudnn_versions(torch, expect.cudnn)
+        cudnn, cudnn_problem = _cudnn_versions(torch, expect.cudnn, expect.cudnn_version)
         if cudnn_problem:
             problems.append(cudnn_problem)
+    loaded, outside = _loaded_from_environment(expect.from_environment)
+    problems += outside
     if problems:
         raise CheckFailed("; ".join(problems))
     return Outcome(
         "passed",
-        f"torch {torch.__version__} (CUDA {want_cuda or 'none'}, {cudnn}) from {where}, imported in {took:.1f} s",
+        f"torch {torch.__version__} (CUDA {want_cuda or 'none'}, {cudnn}) from {where}, imported in {took:.1f} s"
+        + (f"; {loaded}" if loaded else ""),
     )
 
 
-def _cudnn_versions(torch: Any, major: int | None) -> tuple[str, str]:
-    """('cuDNN 9.10.2', problem or '') comparing the runtime cuDNN with the one torch was compiled against."""
+def _loaded_from_environment(names: tuple[str, ...]) -> tuple[str, list[str]]:
+    """Of the libraries the wheel's declared requirements install, those this process has loaded (Linux:
+    /proc/self/maps) must be the environment's files, not the system's; (what was found, problems)."""
+    maps = "/proc/self/maps"
+    if not names:
+        return "", []
+    if not os.path.exists(maps):
+        return "the libraries' origins not read (no /proc/self/maps on this platform)", []
+    wanted = set(names)
+    paths = set()
+    with open(maps, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            path = line.split(None, 5)[5].strip() if len(line.split(None, 5)) == 6 else ""
+            if path.startswith("/") and os.path.basename(path) in wanted:
+                paths.add(os.path.realpath(path))
+    prefix = os.path.realpath(sys.prefix) + os.sep
+    outside = sorted(p for p in paths if not p.startswith(prefix))
+    problems = [f"{p} was loaded from outside the environment ({sys.prefix}), not its requirement's" for p in outside]
+    dirs = sorted({os.path.dirname(os.path.relpath(p, prefix)) for p in paths if p.startswith(prefix)})
+    found = f"{len(paths) - len(outside)} of the declared requirements' libraries loaded, each from the environment"
+    return found + (f" ({', '.join(dirs[:3])}{' ...' if len(dirs) > 3 else ''})" if dirs else ""), problems
+
+
+def _cudnn_versions(torch: Any, major: int | None, pinned: str | None = None) -> tuple[str, str]:
+    """('cuDNN 9.10.2', problem or '') comparing the runtime cuDNN with the one torch was compiled against, and with
+    the X.Y.Z the wheel's requirement pins (``pinned``)."""
     binding = getattr(torch._C, "_cudnn", None)
     if binding is None:
         return "no cuDNN", f"torch was built without cuDNN; the Plan says cuDNN {major}"
@@ -85,7 +112,9 @@ def _cudnn_versions(torch: Any, major: int | None) -> tuple[str, str]:
         return text, f"cuDNN runtime {found} != compile-time {'.'.join(map(str, compiled))}"
     if major is not None and runtime[0] != major:
         return text, f"cuDNN major {runtime[0]}, the Plan says {major}"
-    return text, ""
+    if pinned and ".".join(map(str, runtime)) != pinned:
+        return text, f"cuDNN {'.'.join(map(str, runtime))} loaded, the wheel's requirement pins {pinned}"
+    return text + (" as the wheel pins" if pinned else ""), ""
 
 
 def check_openmp_mkl(expect: Expect) -> Outcome:

@@ -37,6 +37,9 @@ class Expect:
     cuda: str  # "cpu" or X.Y (torch.version.cuda)
     cudnn: int | None  # cuDNN major for CUDA cells
     torch_file: str | None  # where torch/__init__.py must be imported from
+    cudnn_version: str | None = None  # X.Y.Z of the cuDNN the wheel's declared requirement pins
+    # file names of the libraries the wheel's declared requirements install: each one loaded must be the environment's
+    from_environment: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,10 @@ def _expect_args(expect: Expect) -> list[str]:
         args += ["--expect-cudnn", str(expect.cudnn)]
     if expect.torch_file:
         args += ["--expect-torch-file", expect.torch_file]
+    if expect.cudnn_version:
+        args += ["--expect-cudnn-version", expect.cudnn_version]
+    if expect.from_environment:
+        args += ["--expect-from-environment", ",".join(expect.from_environment)]
     return args
 
 
@@ -160,6 +164,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--expect-cuda", required=True, help='"cpu" or the CUDA version X.Y')
     parser.add_argument("--expect-cudnn", type=int, default=None)
     parser.add_argument("--expect-torch-file", default=None)
+    parser.add_argument("--expect-cudnn-version", default=None, help="X.Y.Z: the cuDNN the wheel's requirement pins")
+    parser.add_argument("--expect-from-environment", default="", help="library file names, comma-separated")
     parser.add_argument("--only", action="append", choices=list(CHECKS), default=None)
     parser.add_argument("--jobs", type=int, default=JOBS, help="checks run at the same time (default %(default)s)")
     parser.add_argument(CHILD_FLAG, action="append", choices=list(CHECKS), default=None, help=argparse.SUPPRESS)
@@ -168,7 +174,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    expect = Expect(args.expect_version, args.expect_cuda, args.expect_cudnn, args.expect_torch_file)
+    expect = Expect(
+        args.expect_version, args.expect_cuda, args.expect_cudnn, args.expect_torch_file, args.expect_cudnn_version,
+        tuple(name for name in args.expect_from_environment.split(",") if name),
+    )
     if args.child:
         for name in args.child:
             print(json.dumps(run_one(name, expect)), flush=True)

@@ -1,0 +1,85 @@
+"""Real wheels whose libraries come from their declared requirements: PyPI's torch 2.3.1 win_amd64 wheel (MKL from
+`mkl`) through the pipeline as a user runs it (without Wine: tests/integration/test_wine.py's kind of run does the
+loader check and the smoke), and PyPI's torch 2.10.0 linux wheel (CUDA 12.8 from nvidia-*-cu12) through the ELF
+closure check. Both wheels are downloaded once into the pipeline's cache (2.10.0's is 915 MB)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.builders import torch_plan
+from tests.conftest import REPODATA, ROOT
+from torchbuild.config import cuda_wheels
+from torchbuild.config.options import RunOptions
+from torchbuild.platforms.closure import with_hints
+from torchbuild.platforms.linux import elf
+from torchbuild.platforms.windows import pe
+from torchbuild.stages.source import fetch
+
+pytestmark = pytest.mark.slow
+
+CELL = "win-64-cpu-py3.12-torch2.3.1"
+ARGS = ("--platform", "win-64", "--cuda", "cpu", "--py", "3.12", "--torch", "2.3.1")
+
+
+@pytest.fixture(scope="module")
+def torch_2_3_1(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    plan = torch_plan("win-64", "cpu", "3.12", "2.3.1")
+    return fetch(plan, RunOptions().cache_dir, tmp_path_factory.mktemp("fetch") / "pip.log", version=plan.torch).path
+
+
+def test_torch_2_3_1_imports_mkl_that_only_its_requirement_provides(torch_2_3_1: Path) -> None:
+    plan = torch_plan("win-64", "cpu", "3.12", "2.3.1")
+    bare = pe.check_wheel(torch_2_3_1, python="3.12")
+    assert "mkl_intel_thread.1.dll" in bare.missing_names
+    provided = cuda_wheels.provided_libraries(plan.declared_libraries)
+    assert "mkl_intel_thread.1.dll" not in pe.check_wheel(torch_2_3_1, python="3.12", provided=provided).missing_names
+
+
+def test_the_pipeline_leaves_mkl_to_its_requirement(torch_2_3_1: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "COLUMNS": "200", "SOURCE_DATE_EPOCH": "1700000000", "PYTHONPATH": str(ROOT),
+           "PATH": str(Path(sys.executable).parent)}  # no Wine: the loader check and the smoke say skipped
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "pipeline.py"), *ARGS, "--matrix", str(ROOT / "matrix.yaml"), "--wheel",
+         str(torch_2_3_1), "--repodata", str(REPODATA), "--compression-level", "1"],
+        cwd=tmp_path, capture_output=True, text=True, check=False, env=env,
+    )  # fmt: skip
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output
+    assert "left to the declared requirements: mkl_intel_thread.1.dll from mkl==2021.4.0" in output
+    work = tmp_path / "build" / CELL
+    repaired = next((work / "repair").glob("*.whl"))
+    with zipfile.ZipFile(repaired) as archive:
+        names = archive.namelist()
+        document = json.loads(archive.read(next(n for n in names if n.endswith("sboms/torchbuild.cdx.json"))))
+    assert not [n for n in names if Path(n).name.lower().startswith("mkl_")]
+    mkl = next(c for c in document["components"] if c["name"] == "mkl")
+    assert (mkl["version"], mkl["scope"]) == ("2021.4.0", "required")
+    checks = {c["code"]: c for c in json.loads((work / "verify" / "checks.json").read_text())}
+    assert checks["TB105"]["status"] == "passed"  # torch_cpu.dll's MKL import resolves to the mkl run dependency
+    assert checks["TB301"]["status"] == "passed", checks["TB301"]["message"]
+
+
+def test_torch_2_10_0s_cuda_libraries_resolve_to_its_nvidia_requirements(tmp_path: Path) -> None:
+    plan = torch_plan("linux-64", "12.8", "3.11", "2.10.0")
+    assert plan.prebuilt_unlabelled
+    wheel = fetch(plan, RunOptions().cache_dir, tmp_path / "pip.log", version=plan.torch).path
+    beside = cuda_wheels.site_packages_libraries(plan.declared_libraries)
+    report = elf.check_wheel(wheel, "manylinux_2_28_x86_64", scratch=tmp_path, provided=beside)
+    assert report.ok, report.summary()
+    via = {r.needed: r for r in report.resolved if r.via == "dependency"}
+    assert via["libcudart.so.12"].target.startswith("nvidia/cuda_runtime/lib/libcudart.so.12, installed by "
+                                                    "nvidia-cuda-runtime-cu12==12.8.90")  # fmt: skip
+    assert {"libcublas.so.12", "libcudnn.so.9", "libnccl.so.2", "libnvshmem_host.so.3"} <= set(via)
+    # Without the requirements, the same wheel misses them, each named with the requirement that provides it
+    bare = elf.check_wheel(wheel, "manylinux_2_28_x86_64", scratch=tmp_path)
+    hinted = with_hints(bare, lambda name: cuda_wheels.should_have_provided(name, plan.declared_libraries))
+    gap = next(m for m in hinted.missing if m.needed == "libcudart.so.12")
+    assert "the declared requirement nvidia-cuda-runtime-cu12==12.8.90" in gap.message
