@@ -31,7 +31,7 @@ from torchbuild.results import Artifact, Check, StageResult, define, failures, r
 from torchbuild.stages import Context, Stage
 from torchbuild.stages.verify.environment import environment_checks
 from torchbuild.stages.verify.loader import loader_checks
-from torchbuild.wheel.checks import check_wheel
+from torchbuild.wheel.checks import TB207, check_wheel
 from torchbuild.wheel.repair_report import RepairReport
 
 NAME = "verify"
@@ -175,7 +175,7 @@ def run(ctx: Context) -> StageResult:
     if conda is not None:
         checks += conda_checks(conda, plan, ctx.options.repodata, work, repaired)
     if wheel is not None:
-        checks += check_wheel(wheel.path, plan.wheel)
+        checks += check_wheel(wheel.path, plan.wheel, plan.conda.filename.removesuffix(".conda"))
     log = ctx.stage_dir("logs") / "verify-loadcheck.log"
     checks += loader_checks(
         plan, wheel.path if wheel else None, conda.path if conda else None, work, ctx.options.cache_dir, log
@@ -186,6 +186,9 @@ def run(ctx: Context) -> StageResult:
     failed = failures(checks)
     counts = {s: sum(c.status == s for c in checks) for s in ("passed", "failed", "skipped")}
     line = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    budget = next((c for c in checks if c.code == TB207 and c.status != "skipped"), None)
+    if budget is not None:
+        line += f"; wheel path budget: {budget.message}"
     if failed:
         raise StageFailed(NAME, f"{len(failed)} of {len(checks)} checks failed ({report}):\n{summary(failed)}", checks)
     return StageResult(outputs={"checks": Artifact.of(report)}, checks=tuple(checks), message=line)
