@@ -182,8 +182,9 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
         closure = elf.check_wheel(target, tag, scratch=out_dir)
 
     checks = closure.checks()
-    if not closure.ok:
-        problems = [f"{m.file} needs {m.needed}" for m in closure.missing] + [b.reason for b in closure.bad]
+    problems = [f"{m.file} needs {m.needed}" for m in closure.missing] + [b.reason for b in closure.bad]
+    problems += [p for p in (closure.openmp_problem(),) if p]  # two OpenMP runtimes in one process
+    if problems:
         raise StageFailed(
             NAME,
             f"import closure of {target} is broken ({len(problems)} problems): "
