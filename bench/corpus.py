@@ -17,7 +17,8 @@ the OpenMP runtimes the wheel ships and its libraries import (the closure's P103
     python bench/corpus.py --only 2.14.1/3.12    # one pair (repeatable)
     python bench/corpus.py --list                # the pairs and where they come from; nothing runs
     python bench/corpus.py --json out.json       # the results as JSON too (the nightly's summary reads it)
-    python bench/corpus.py --keep DIR            # keep the workspaces in DIR (default: removed after each pair)
+    python bench/corpus.py --work DIR            # the pairs' workspaces (logs) in DIR (default: a temporary one)
+    python bench/corpus.py --keep                # keep each pair's build/ and channel/ (default: removed after it)
 """
 
 from __future__ import annotations
@@ -225,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shard", help="run the i-th of n slices of the pairs, e.g. 3/7")
     parser.add_argument("--list", action="store_true", help="print the pairs and their source; run nothing")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
-    parser.add_argument("--keep", type=Path, help="keep each pair's workspace under this directory")
+    parser.add_argument("--work", type=Path, help="the pairs' workspaces go here (default: a temporary directory)")
+    parser.add_argument("--keep", action="store_true", help="keep each pair's build/ and channel/")
     args = parser.parse_args(argv)
     selected = pairs()
     if args.only:
@@ -242,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(selected)} pairs from torchbuild/data/releases.yaml (win-64 from {FIRST}; source: its `source`)")
         print("\n".join(p.key for p in selected))
         return 0
-    base = args.keep or Path(tempfile.mkdtemp(prefix="corpus-"))
+    base = args.work or Path(tempfile.mkdtemp(prefix="corpus-"))
     results = []
     for pair in selected:
         print(f"== {pair.key} ...", file=sys.stderr, flush=True)
@@ -256,14 +258,13 @@ def main(argv: list[str] | None = None) -> int:
         result["row"] = row(result)  # before the workspace goes: it reads repair.json and the wheel
         results.append(result)
         print("   " + " | ".join(result["row"]) + f" [{result.get('seconds', 0):.0f} s]", file=sys.stderr, flush=True)
-        if args.keep is None and "workspace" in result:
+        if not args.keep and "workspace" in result:
             for heavy in ("build", "channel"):
                 shutil.rmtree(result["workspace"] / heavy, ignore_errors=True)
     print(table(results))
     if args.json:
         args.json.write_text(json.dumps(as_json(results, args.shard or "all"), indent=1) + "\n", encoding="utf-8")
-    if args.keep is None:
-        print(f"(logs of each pair: {base}/*/pipeline.log)", file=sys.stderr)
+    print(f"(logs of each pair: {base}/*/pipeline.log)", file=sys.stderr)
     failed = [r for r in results if verdict(r)[0] in ("failed", "no report")]
     return 1 if [r for r in failed if r["pair"].key not in KNOWN_INPUT_FAULTS] else 0
 
