@@ -361,8 +361,9 @@ def check_dist_info(expect: Expect) -> Outcome:
     if problems:
         raise CheckFailed("; ".join(problems))
     installer = (dist.read_text("INSTALLER") or "no INSTALLER").strip()
+    licensed = f"{len(fields)} License-File fields, each in the dist-info's licenses/" if fields else "no License-File"
     return Outcome("passed", f"torch {dist.version} (installer: {installer}): {len(files):,} files in RECORD, every "
-                   f"one present; {len(fields)} License-File fields, each in the dist-info's licenses/")  # fmt: skip
+                   f"one present; {licensed}")  # fmt: skip
 
 
 CHECKS: dict[str, Callable[[Expect], Outcome]] = {
