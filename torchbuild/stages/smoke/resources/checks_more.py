@@ -13,7 +13,6 @@ import ctypes
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -87,10 +86,6 @@ def wine_version() -> str | None:
 def _host() -> str:
     wine = wine_version()
     return f"Windows under Wine {wine}" if wine else f"{platform.system()} {platform.machine()}"
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", text.split("+")[0])[:2])
 
 
 # --- the build's configuration -----------------------------------------------------------------------------
