@@ -20,6 +20,7 @@ import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from torchbuild.conda import solve as solver
 from torchbuild.conda.archive import TB100, CondaArchive, PackageUnreadable, read_package
@@ -71,15 +72,24 @@ def plan_problems(pkg: CondaArchive, plan: Plan, artifact: Artifact) -> list[str
     return problems
 
 
-def _names_in(channel: Path, subdir: str) -> set[str]:
-    names: set[str] = set()
+def _records_in(channel: Path, subdir: str) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
     for sub in (subdir, "noarch"):
         path = channel / sub / "repodata.json"
         if path.is_file():
             raw = json.loads(path.read_text(encoding="utf-8"))
             for key in ("packages", "packages.conda"):
-                names.update(str(r["name"]) for r in (raw.get(key) or {}).values())
-    return names
+                records.extend((raw.get(key) or {}).values())
+    return records
+
+
+def _names_in(channel: Path, subdir: str) -> set[str]:
+    return {str(r["name"]) for r in _records_in(channel, subdir)}
+
+
+def _has_python(channel: Path, subdir: str, python: str) -> bool:
+    records = _records_in(channel, subdir)
+    return any(r["name"] == "python" and str(r["version"]).startswith(f"{python}.") for r in records)
 
 
 def _leave_out(local: Path, subdir: str, file_name: str, names: set[str]) -> list[str]:
@@ -105,6 +115,10 @@ def solve_check(package: Path, plan: Plan, repodata: Path | None, work: Path) ->
     real = repodata / channel
     if not (real / plan.conda.subdir / "repodata.json").is_file():
         return skipped(TB301, package, f"no {channel} repodata for {plan.conda.subdir} in {repodata}")
+    if not _has_python(real, plan.conda.subdir, plan.python):
+        # the stored repodata are subsets: without any python X.Y record no solve can say anything of this package
+        reason = f"the stored {channel} repodata for {plan.conda.subdir} has no python {plan.python}.*"
+        return skipped(TB301, package, reason)
     specs = [plan.conda.name, f"python {plan.python}.*"]
     virtual = plan.solve.virtual_packages
     with tempfile.TemporaryDirectory(prefix="solve-", dir=work) as tmp:
