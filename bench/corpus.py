@@ -176,7 +176,9 @@ def verdict(result: dict[str, Any]) -> tuple[str, str]:
     cell = result["cell"]
     failed = next((s for s in cell["stages"] if s["status"] == "failed"), None)
     if failed is not None:
-        first = failed["message"].splitlines()[0][:300]
+        lines = failed["message"].splitlines()
+        # "N of M checks failed (...):" names the failed checks on the next lines: the first of them says why
+        first = (" ".join(line.strip() for line in lines[:2]) if lines[0].endswith(":") else lines[0])[:300]
         fault = KNOWN_INPUT_FAULTS.get(pair.key)
         return "failed", f"FAILED in {failed['stage']}: {first}" + (f" (input's fault: {fault})" if fault else "")
     smokes = [_stage(cell, name) for name in SMOKE_STAGES]

@@ -110,6 +110,6 @@ def test_the_summary_names_each_failed_pair_with_why(corpus: ModuleType, tmp_pat
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert out.startswith("## Corpus, slice 3/7: 1 failed, 1 not offered here, 1 passed (of 3 pairs)\n")
-    assert "- `2.13.0/3.13`: FAILED in verify: verify: 1 of 63 checks failed:" in out
+    assert "- `2.13.0/3.13`: FAILED in verify: verify: 1 of 63 checks failed: TB102 ..." in out
     assert "| `2.13.0/3.12` | ✅ passed under Wine 8.0: 28/28 checks passed | imports libiomp5md.dll" in out
     assert "| `2.15.0/3.12` | " in out and "the configured indexes offer no such wheel" in out
