@@ -100,6 +100,23 @@ def test_one_runtime_passes_naming_it_and_an_executables_own_runtime_does_not_co
     assert "; OpenMP: libiomp5md.dll (Intel's OpenMP" in report.summary()
 
 
+def test_a_runtime_no_file_provides_still_counts(tmp_path: Path) -> None:
+    # torch 2.3.0's win_amd64 wheel: torch_cpu.dll and fbgemm.dll import vcomp140.dll, which the wheel does not
+    # carry; the process loads it from the machine all the same
+    lib = tmp_path / "torch" / "lib"
+    dll_importing(lib, "torch_cpu.dll", ["vcomp140.dll"])
+    report = pe.check_tree(tmp_path, python="3.12")
+    assert not report.ok and report.missing_names == ("vcomp140.dll",)
+    assert report.openmp_runtimes()[0].where == ("not found",)
+    assert report.openmp_check().message == "OpenMP: vcomp140.dll (MSVC's vcomp, imported by torch/lib/torch_cpu.dll)"
+    dll_importing(lib, "fbgemm.dll", ["libiomp5md.dll"])
+    runtime_dll(lib, "libiomp5md.dll")
+    check = pe.check_tree(tmp_path, python="3.12").openmp_check()
+    assert check.status == "failed"
+    assert "vcomp140.dll (MSVC's vcomp) imported by torch/lib/torch_cpu.dll" in check.message
+    assert "libiomp5md.dll (Intel's OpenMP) imported by torch/lib/fbgemm.dll" in check.message
+
+
 def test_a_runtime_left_to_a_run_dependency_counts_as_one(tmp_path: Path) -> None:
     lib = tmp_path / "torch" / "lib"
     info = pe.read_pe(dll_importing(lib, "torch_cpu.dll", ["libiomp5md.dll"]).read_bytes(), "torch/lib/torch_cpu.dll")

@@ -127,18 +127,21 @@ class ClosureReport(Generic[F]):
         return self.scope
 
     def openmp_runtimes(self) -> tuple[OpenMpRuntime, ...]:
-        """Every OpenMP runtime the libraries and extensions import (resolved: in the package, the system's or a
-        dependency's), with who imports it."""
+        """Every OpenMP runtime the libraries and extensions import, with who imports it: resolved (in the package,
+        the system's or a dependency's) or not (torch 2.3's torch_cpu.dll imports vcomp140.dll, which no wheel
+        carries: the process loads whichever the machine has, beside the package's own)."""
         in_process = {f.path for f in self.files if self.form.in_process(f)}
         found: dict[str, tuple[str, list[str], set[str]]] = {}
-        for row in self.resolved:
-            family = openmp_family(row.needed)
-            if family is None or row.file not in in_process:
+        rows = [(r.file, r.needed, r.target) for r in self.resolved]
+        rows += [(m.file, m.needed, "not found") for m in self.missing]
+        for file, needed, target in rows:
+            family = openmp_family(needed)
+            if family is None or file not in in_process:
                 continue
-            entry = found.setdefault(row.needed.lower(), (family, [], set()))
-            if row.file not in entry[1]:
-                entry[1].append(row.file)
-            entry[2].add(row.target)
+            entry = found.setdefault(needed.lower(), (family, [], set()))
+            if file not in entry[1]:
+                entry[1].append(file)
+            entry[2].add(target)
         return tuple(OpenMpRuntime(name, family, tuple(sorted(files)), tuple(sorted(where)))
                      for name, (family, files, where) in sorted(found.items()))  # fmt: skip
 
