@@ -332,7 +332,8 @@ def check_cpp_consumer(expect: Expect) -> Outcome:
 
 def check_dist_info(expect: Expect) -> Outcome:
     """What pip show/uninstall and importlib.metadata read: the version, RECORD's files all present, every
-    License-File present in the dist-info's licenses/."""
+    License-File present: in the dist-info's licenses/ from Metadata-Version 2.4 (PEP 639), in the dist-info itself
+    before (setuptools wrote License-File: LICENSE beside METADATA, as torch 1.9 to 2.12 have it)."""
     import importlib.metadata as metadata
 
     dist = metadata.distribution("torch")
@@ -350,13 +351,17 @@ def check_dist_info(expect: Expect) -> Outcome:
     if files and record is None:
         problems.append("RECORD does not list the dist-info's METADATA")
     folder = Path(str(record.locate())).parent if record is not None else None
-    missing = [f for f in fields if folder is not None and not (folder / "licenses" / f).is_file()]
+    pep639 = tuple(int(n) for n in (dist.metadata["Metadata-Version"] or "1.0").split(".")[:2]) >= (2, 4)
+    where = "licenses/" if pep639 else ""
+    missing = [f for f in fields if folder is not None and not (folder / where / f).is_file()]
     if missing:
-        problems.append(f"{len(missing)} License-File fields name no file in licenses/: {', '.join(missing[:3])}")
+        place = "licenses/" if pep639 else "the dist-info"
+        problems.append(f"{len(missing)} License-File fields name no file in {place}: {', '.join(missing[:3])}")
     if problems:
         raise CheckFailed("; ".join(problems))
     installer = (dist.read_text("INSTALLER") or "no INSTALLER").strip()
-    licensed = f"{len(fields)} License-File fields, each in the dist-info's licenses/" if fields else "no License-File"
+    place = "the dist-info's licenses/" if pep639 else "the dist-info"
+    licensed = f"{len(fields)} License-File fields, each in {place}" if fields else "no License-File"
     return Outcome("passed", f"torch {dist.version} (installer: {installer}): {len(files):,} files in RECORD, every "
                    f"one present; {licensed}")  # fmt: skip
 
