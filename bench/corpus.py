@@ -184,6 +184,9 @@ def verdict(result: dict[str, Any]) -> tuple[str, str]:
     smokes = [_stage(cell, name) for name in SMOKE_STAGES]
     statuses = {s["status"] for s in smokes}
     why = f"{'/'.join(sorted(statuses))} {smokes[0].get('ran_on', '')}".strip()
+    skipped = next((s["message"] for s in smokes if s["status"] == "skipped" and s["message"]), "")
+    if skipped:  # a pair whose smoke could not run here says why (no embeddable CPython for Python 3.6, ...)
+        why += f" ({skipped.splitlines()[0][:200]})"
     if statuses == {"passed"}:
         counts = [s["message"].split(" checks passed")[0].split("/") for s in smokes]
         why += f": {sum(int(a) for a, _ in counts)}/{sum(int(b) for _, b in counts)} checks passed"

@@ -72,8 +72,8 @@ def test_list_says_where_the_pairs_come_from() -> None:
     assert unknown.returncode == 2 and "no pair 0.4.0/3.6; pairs: 1.8.0/3.6" in unknown.stderr
 
 
-def _cell(workspace: Path, failed_stage: str | None) -> dict[str, Any]:
-    plan = torch_plan(platform="win-64", python="3.12", torch="2.13.0")
+def _cell(workspace: Path, failed_stage: str | None, python: str = "3.12") -> dict[str, Any]:
+    plan = torch_plan(platform="win-64", python=python, torch="2.13.0" if python != "3.6" else "1.8.0")
     records = []
     for stage in ("source", "build", "repair", "conda", "verify", "smoke-wheel", "smoke-conda", "publish"):
         if stage == failed_stage:
@@ -84,6 +84,10 @@ def _cell(workspace: Path, failed_stage: str | None) -> dict[str, Any]:
             checks = [Check("one OpenMP runtime per process", "passed", "OpenMP: libiomp5md.dll (Intel's OpenMP, "
                             "imported by torch/lib/torch_cpu.dll)", code="P103")]  # fmt: skip
         message = "14/14 checks passed under Wine 8.0, CPython 3.12.9 embeddable" if stage.startswith("smoke") else ""
+        if stage.startswith("smoke") and python == "3.6":
+            message = "needs a win-64 host: no embeddable CPython 3.6 for Windows is pinned"
+            records.append(StageRecord(stage, "skipped", 0, message))
+            continue
         records.append(StageRecord(stage, "passed", 60, message, checks=checks, ran_on="under Wine 8.0"))
     report.write([CellRun(plan=plan, records=records)], workspace)
     cell: dict[str, Any] = json.loads((workspace / "report.json").read_text())["cells"][0]
@@ -98,6 +102,8 @@ def test_the_summary_names_each_failed_pair_with_why(corpus: ModuleType, tmp_pat
         {"pair": Pair("win-64", "2.13.0", "3.13"), "cell": _cell(tmp_path / "b", "verify"), "seconds": 300,
          "workspace": tmp_path / "b"},
         {"pair": Pair("win-64", "2.15.0", "3.12"), "not_offered": True},
+        {"pair": Pair("win-64", "1.8.0", "3.6"), "cell": _cell(tmp_path / "c", None, "3.6"), "seconds": 100,
+         "workspace": tmp_path / "c"},
     ]  # fmt: skip
     for result in results:
         result["row"] = corpus.row(result)
@@ -109,7 +115,8 @@ def test_the_summary_names_each_failed_pair_with_why(corpus: ModuleType, tmp_pat
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert out.startswith("## Corpus, slice 3/7: 1 failed, 1 not offered here, 1 passed (of 3 pairs)\n")
+    assert out.startswith("## Corpus, slice 3/7: 1 failed, 1 not offered here, 2 passed (of 4 pairs)\n")
+    assert "| `1.8.0/3.6` | ✅ skipped (needs a win-64 host: no embeddable CPython 3.6 for Windows is pinned) |" in out
     assert "- `2.13.0/3.13`: FAILED in verify: verify: 1 of 63 checks failed: TB102 ..." in out
     assert "| `2.13.0/3.12` | ✅ passed under Wine 8.0: 28/28 checks passed | imports libiomp5md.dll" in out
     assert "| `2.15.0/3.12` | " in out and "the configured indexes offer no such wheel" in out
