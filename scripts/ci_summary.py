@@ -1,6 +1,8 @@
-"""The nightly's closing summary: one Markdown table of every cell, from the reports its jobs uploaded.
+"""The nightly's closing summary: one Markdown table of every cell, from the reports its jobs uploaded; and the
+corpus job's: which pairs of the night's slice passed, which failed and why.
 
     python scripts/ci_summary.py artifacts --cells "$BUILD_MATRIX_JSON" --publish success >> "$GITHUB_STEP_SUMMARY"
+    python scripts/ci_summary.py --corpus corpus.json >> "$GITHUB_STEP_SUMMARY"
 
 ``artifacts/report-<cell>/report.json`` are the build jobs' reports, ``artifacts/smoke-<cell>/report.json`` the GPU
 smoke jobs'; a GPU smoke job's results of the smoke stages replace the build machine's (which had no GPU). A cell of
@@ -77,12 +79,43 @@ def table(cells: Sequence[str], builds: Mapping[str, Any], smokes: Mapping[str, 
     return "\n".join(lines) + "\n"
 
 
+def corpus_summary(results: Mapping[str, Any]) -> str:
+    """bench/corpus.py's JSON as Markdown: the counts, each failed pair with why, then every pair's row."""
+    entries = list(results.get("pairs", []))
+    counts: dict[str, int] = {}
+    for entry in entries:
+        counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+    shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no pairs"
+    lines = [f"## Corpus, slice {results.get('shard', '?')}: {shown} (of {len(entries)} pairs)", ""]
+    failed = [e for e in entries if e["status"] in ("failed", "no report")]
+    if failed:
+        lines += ["Failed:", ""] + [f"- `{e['key']}`: {e['why']}" for e in failed] + [""]
+    header = ["pair", "result", "OpenMP", "minutes"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for e in entries:
+        mark = icon("passed" if e["status"] == "passed" else "failed" if e in failed else "skipped")
+        omp = e.get("row", {}).get("OpenMP", "-")
+        lines.append(f"| `{e['key']}` | {mark} {e['why']} | {omp} | {e.get('seconds', 0) / 60:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("artifacts", type=Path, help="where the report-* and smoke-* artifacts were downloaded")
-    parser.add_argument("--cells", required=True, help="the build matrix JSON ({'include': [{'cell': ...}, ...]})")
+    parser.add_argument("artifacts", type=Path, nargs="?", help="where the report-* and smoke-* artifacts are")
+    parser.add_argument("--cells", help="the build matrix JSON ({'include': [{'cell': ...}, ...]})")
     parser.add_argument("--publish", default="", help="the publish job's result")
+    parser.add_argument("--corpus", type=Path, help="bench/corpus.py's --json output: its summary instead")
     args = parser.parse_args(argv)
+    if args.corpus is not None:
+        try:
+            results = json.loads(args.corpus.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            print(f"## Corpus: no results ({args.corpus}: {exc})")
+            return 1
+        sys.stdout.write(corpus_summary(results))
+        return 0
+    if args.artifacts is None or args.cells is None:
+        parser.error("the artifacts folder and --cells are required (or --corpus FILE)")
     try:
         cells = [entry["cell"] for entry in json.loads(args.cells)["include"]]
     except (ValueError, KeyError, TypeError) as exc:

@@ -36,10 +36,12 @@ def make_wheel(
     dist_info: str | None = None,
     record_overrides: Mapping[str, str] | None = None,
     extra_members: Mapping[str, bytes] | None = None,
+    metadata_lines: Sequence[str] = (),
 ) -> Path:
     """A real wheel: ``files`` plus a .dist-info with METADATA, WHEEL (tags from the file name unless given) and
     a correct RECORD, unless ``record_overrides`` replaces rows (path -> 'hash,size'). ``extra_members`` are
-    written as given, outside RECORD (e.g. a '../evil' member)."""
+    written as given, outside RECORD (e.g. a '../evil' member); ``metadata_lines`` are added to METADATA's
+    headers."""
     stem = filename.removesuffix(".whl")
     name, version, *rest = stem.split("-")
     tag_list = list(tags) if tags is not None else [
@@ -47,7 +49,7 @@ def make_wheel(
     ]  # fmt: skip
     dist = dist_info or f"{name}-{version}.dist-info"
     members: dict[str, bytes] = dict(files or {"torch/__init__.py": b"__version__ = 'stand-in'\n"})
-    requires_lines = "".join(f"Requires-Dist: {r}\n" for r in requires)
+    requires_lines = "".join(f"Requires-Dist: {r}\n" for r in requires) + "".join(f"{m}\n" for m in metadata_lines)
     members[f"{dist}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{requires_lines}".encode()
     members[f"{dist}/WHEEL"] = (
         "Wheel-Version: 1.0\nGenerator: torchbuild-tests\nRoot-Is-Purelib: false\n"

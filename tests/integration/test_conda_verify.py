@@ -130,6 +130,15 @@ def test_wheel_data_directory_goes_where_pip_puts_it(tmp_path: Path) -> None:
     assert [c for c in verified.checks if c.status == "failed"] == []
 
 
+def test_hidden_files_of_the_wheel_are_in_the_package(tmp_path: Path) -> None:
+    # delvewheel writes torch.libs/.load-order-<dist> for Pythons before 3.8 (torch 1.8.1's wheel has one); RECORD
+    # lists it, so a package without it is a dist-info naming a file that is not there.
+    plan = torch_plan()
+    files = {"torch/__init__.py": b"", "torch.libs/.load-order-torch-2.13.0+cpu": b"msvcp140.dll\n"}
+    built = build(tmp_path / "work", plan, make_wheel(tmp_path, plan.wheel, files))
+    assert f"{SITE}/torch.libs/.load-order-torch-2.13.0+cpu" in {m.name for m in built.package.files()}
+
+
 def test_unknown_wheel_data_directory_is_refused(tmp_path: Path) -> None:
     plan = torch_plan()
     wheel = make_wheel(tmp_path, plan.wheel, {"torch-2.13.0+cpu.data/stuff/x": b""})

@@ -103,21 +103,36 @@ def test_smoke_passes_on_the_real_wheel_and_conda_package(
     results, root = smoke_results
     gpu_skip = "skipped (CPU build; a GPU is present)" if smoke_checks.gpu_present() else "skipped (no GPU)"
     where = f"on this linux-64 host (Python {platform.python_version()})"
+    # torch.compile and the C++ consumer need a C++ compiler (and cmake): each says so where there is none
+    compiler = any(shutil.which(c) for c in ("g++", "c++", "clang++"))
+    host_skips = {"cuda matmul", *(() if compiler else ("torch.compile", "c++ consumer"))}
+    if compiler and not shutil.which("cmake"):
+        host_skips.add("c++ consumer")
     messages = {}
     for env, described in (("wheel", "a fresh venv"), ("conda", "a fresh conda prefix")):
         result = results[env]
         statuses = {c.name: c.status for c in result.checks}
         expected = {f"{env}: install": "passed"}
         for name in smoke_checks.CHECKS:
-            expected[f"{env}: {name}"] = "skipped" if name == "cuda matmul" else "passed"
+            expected[f"{env}: {name}"] = "skipped" if name in host_skips else "passed"
         assert statuses == expected, [c.to_dict() for c in result.checks if c.status != expected.get(c.name)]
         assert result.status == "passed"
-        assert result.message.startswith(f"6/7 checks passed {where} in {described}; skipped: ")
+        ran = len(smoke_checks.CHECKS)
+        passed = ran - len(host_skips)
+        assert result.message.startswith(f"{passed}/{ran} checks passed {where} in {described}; skipped: ")
         assert f"{env}: cuda matmul ({gpu_skip.removeprefix('skipped (')}" in result.message
         assert result.ran_on == where
         messages.update({c.name: c.message for c in result.checks})
     assert messages["wheel: cuda matmul"] == gpu_skip
     assert messages["conda: cuda matmul"] == gpu_skip
+    for env in ("wheel", "conda"):
+        assert messages[f"{env}: build config"].startswith("torch.__config__.show(): MKL on, OpenMP on, oneDNN on; ")
+        assert "\nPyTorch built with:\n" in messages[f"{env}: build config"], "the whole text is in the report"
+        assert "worst relative error" in messages[f"{env}: conv2d"]
+        if "c++ consumer" not in host_skips:
+            assert "find_package(Torch)" in messages[f"{env}: c++ consumer"]
+    assert messages["conda: dist-info"].startswith("torch 2.13.0+cpu (installer: ")
+    assert "98 License-File fields" in messages["wheel: dist-info"]
     # torch came from each environment itself, not from the host or the working directory
     assert "/smoke-wheel/wheel/venv/lib/python3.11/site-packages/torch/__init__.py" in messages["wheel: import"]
     # the conda prefix is made in memory where /dev/shm has room for it (rattler extracts the package there)

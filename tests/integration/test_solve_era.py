@@ -77,3 +77,29 @@ def test_an_environment_pinned_to_the_vc14_feature_build_still_takes_pytorch(
     assert by_name["vc"].version == "14"
     vc_record = json.loads((MAIN / "win-64" / "repodata.json").read_text())["packages"][by_name["vc"].file_name]
     assert vc_record["track_features"] == "vc14"
+
+
+@pytest.mark.parametrize(("python", "torch"), [("3.7", "1.10.1"), ("3.6", "1.8.0")])
+def test_verify_says_skipped_where_the_stored_repodata_has_no_such_python(
+    tmp_path: Path, python: str, torch: str
+) -> None:
+    """torch 1.10.1 for Python 3.7, and 1.8.0 for 3.6 (it depends on vc14_runtime and ucrt, which `main` of 2018
+    never had), solve against conda-forge, whose stored subset has no python 3.6/3.7 for win-64: no solve can speak
+    of the package there, so the check is skipped with that reason (not failed as unsolvable)."""
+    plan = torch_plan(platform="win-64", cuda="cpu", python=python, torch=torch)
+    wheel = tiny_torch_wheel(tmp_path, plan)
+    options = RunOptions(repodata=REPODATA, compression_level=3)
+    inputs = {"repaired_wheel": Artifact.of(wheel), "source_info": source_info(tmp_path / "source", wheel)}
+    ctx = Context(plan=plan, root=tmp_path / "work", options=options, inputs=inputs)
+    package = conda.run(ctx).outputs["conda_package"].path
+    check = verify.solve_check(package, plan, REPODATA, tmp_path)
+    assert (plan.solve.channel, check.status) == ("conda-forge", "skipped"), check.message
+    assert check.message.endswith(f"repodata for win-64 has no python {python}.*"), check.message
+    # the same package with a Python the subset has is solved, not skipped
+    plan39 = torch_plan(platform="win-64", cuda="cpu", python="3.9", torch="1.10.1")
+    wheel39 = tiny_torch_wheel(tmp_path / "py39", plan39)
+    inputs39 = {"repaired_wheel": Artifact.of(wheel39), "source_info": source_info(tmp_path / "source39", wheel39)}
+    ctx39 = Context(plan=plan39, root=tmp_path / "work39", options=options, inputs=inputs39)
+    package39 = conda.run(ctx39).outputs["conda_package"].path
+    solved = verify.solve_check(package39, plan39, REPODATA, tmp_path)
+    assert solved.status == "passed", solved.message

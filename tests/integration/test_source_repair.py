@@ -115,6 +115,13 @@ def test_newest_available_in_the_configured_indexes(monkeypatch: pytest.MonkeyPa
     assert pin.newest_available(PLAN, RELEASES) == "2.13.0"
 
 
+def test_a_python_3_6_cell_finds_the_wheels_that_require_3_6_2() -> None:
+    # PyPI's cp36m win_amd64 wheels of torch 1.8.0 to 1.10.2 say Requires-Python >=3.6.2; pip reads the cell's 3.6
+    # as 3.6.0. Asked through pip's configured indexes (PyPI here), nothing downloaded.
+    releases = ["1.11.0", "1.10.2", "1.8.0"]
+    assert pin.newest_available(torch_plan(platform="win-64", python="3.6", torch="1.10.2"), releases) == "1.10.2"
+
+
 def test_newest_available_on_a_local_index(monkeypatch: pytest.MonkeyPatch, http_index: Index) -> None:
     http_index.add(real_torch_wheel())
     use_only_index(monkeypatch, http_index)

@@ -102,7 +102,7 @@ def test_the_loader_check_names_msvcp140_in_a_wheel_without_the_vc_runtime(
     ) in check.message
 
 
-# One 1.x and one recent 2.x release; bench/corpus.py runs the rest (1.7.1 ... latest, Python 3.8 ... 3.13).
+# One 1.x and one recent 2.x release; bench/corpus.py runs the rest (every Windows release from 1.8.0, each Python).
 PAIRS = [("1.13.1", "3.10", "3.10.11"), ("2.14.1", "3.13", "3.13.2")]
 
 
@@ -123,7 +123,10 @@ def test_a_real_release_passes_every_stage_with_the_smoke_under_wine(
     report = json.loads((tmp_path / "build" / "report.json").read_text())
     for kind, described in (("wheel", "a fresh embeddable CPython"), ("conda", "the conda layout")):
         smoke_line = next(line for line in lines if line.startswith(f"✓ smoke-{kind}"))
-        assert f"6/7 checks passed {where} in {described}" in smoke_line
+        assert f"11/14 checks passed {where} in {described}" in smoke_line
+        compile_skip = "torch.compile (checked on Linux hosts, as upstream does; this is Windows under Wine"
+        assert f"{kind}: {compile_skip}" in smoke_line
+        assert f"{kind}: c++ consumer (no MSVC here, Windows under Wine" in smoke_line
         stage = next(s for s in report["cells"][0]["stages"] if s["stage"] == f"smoke-{kind}")
         assert stage["ran_on"] == where
         assert f"- win-64-cpu-py{python}-torch{release} / smoke-{kind}: passed {where}" in (

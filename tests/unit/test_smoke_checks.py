@@ -159,3 +159,38 @@ def test_the_script_finds_its_sibling_modules_without_its_folder_on_sys_path(tmp
                           timeout=120, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "--expect-version" in proc.stdout
+
+
+def _dist_info(site: Path, metadata_version: str, licenses: dict[str, str]) -> None:
+    """An installed torch dist-info as its wheel lays it out: License-File names, the license files where that
+    Metadata-Version puts them (``licenses``: name -> path in the dist-info), RECORD listing them."""
+    info = site / "torch-1.10.1+cpu.dist-info"
+    info.mkdir(parents=True)
+    fields = "".join(f"License-File: {name}\n" for name in licenses)
+    (info / "METADATA").write_text(f"Metadata-Version: {metadata_version}\nName: torch\nVersion: 1.10.1+cpu\n{fields}")
+    for path in licenses.values():
+        (info / path).parent.mkdir(parents=True, exist_ok=True)
+        (info / path).write_text("license text\n")
+    rows = [f"{info.name}/{p},," for p in ["METADATA", *licenses.values()]] + [f"{info.name}/RECORD,,"]
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+
+def _check_dist_info(site: Path) -> str:
+    code = (
+        f"import sys; sys.path.insert(0, {str(site)!r})\n"
+        "from torchbuild.stages.smoke.resources.checks_more import check_dist_info\n"
+        "from torchbuild.stages.smoke.resources.smoke_base import CheckFailed, Expect\n"
+        "try:\n    print(check_dist_info(Expect('1.10.1+cpu', 'cpu', None, None)).message)\n"
+        "except CheckFailed as exc:\n    print('failed:', exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def test_dist_info_finds_license_files_where_the_metadata_version_puts_them(tmp_path: Path) -> None:
+    # torch 1.10.1's wheel (Metadata-Version 2.1): License-File: LICENSE and NOTICE beside METADATA
+    _dist_info(tmp_path / "old", "2.1", {"LICENSE": "LICENSE", "NOTICE": "NOTICE"})
+    assert _check_dist_info(tmp_path / "old").endswith("; 2 License-File fields, each in the dist-info")
+    # PEP 639 (2.4, torch 2.13): under licenses/; one at the dist-info's top is not where the field says
+    _dist_info(tmp_path / "new", "2.4", {"LICENSE": "licenses/LICENSE", "NOTICE": "NOTICE"})
+    assert _check_dist_info(tmp_path / "new") == "failed: 1 License-File fields name no file in licenses/: NOTICE"

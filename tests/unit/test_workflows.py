@@ -262,3 +262,17 @@ def test_zizmor_fails_on_an_unpinned_injectable_workflow(tmp_path: Path) -> None
     result = run(zizmor(), "--offline", "--no-progress", str(bad))
     assert result.returncode != 0
     assert "template-injection" in result.stdout and "unpinned-uses" in result.stdout
+
+
+def test_corpus_runs_one_slice_a_night_and_says_which_pairs_failed(nightly: dict[str, Any]) -> None:
+    job = nightly["jobs"]["corpus"]
+    assert job["if"] == "github.event_name == 'schedule' && vars.TORCHBUILD_NIGHTLY == 'true'"
+    assert nightly["on"]["schedule"][0]["cron"] == "17 1 * * *"  # nightly: seven slices rerun every pair weekly
+    (run,) = steps_running(job, "python bench/corpus.py")
+    assert 'slice="$(date -u +%u)/7"' in run["run"]  # the weekday, 1 to 7
+    assert '--shard "$slice" --json corpus.json' in run["run"]
+    (summary,) = steps_running(job, "scripts/ci_summary.py --corpus corpus.json")
+    assert summary["if"] == "always()" and '>> "$GITHUB_STEP_SUMMARY"' in summary["run"]
+    assert steps_running(job, "apt-get install -y -qq mingw-w64 wine64")
+    upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@"))
+    assert "corpus-work/*/pipeline.log" in upload["with"]["path"]

@@ -59,7 +59,7 @@ def assemble(
     Everything in index.json and about.json comes from the rendered recipe ``meta`` (selectors applied);
     ``info_files`` go into ``info/`` as they are named.
     """
-    from rattler_build import ArchiveType, RattlerBuildError, assemble_package
+    from rattler_build import ArchiveType, RattlerBuildError, assemble_package, collect_files
 
     check_options(options)
     about = meta.get("about") or {}
@@ -72,7 +72,9 @@ def assemble(
             build_string=str(meta["build"]["string"]),
             build_number=int(meta["build"]["number"]),
             output_dir=out_dir,
-            files_dir=payload_dir,
+            # Every file, hidden ones too: files_dir leaves out names starting with a dot, such as delvewheel's
+            # torch.libs/.load-order-<dist> (the DLL load order for Pythons before 3.8), which RECORD lists.
+            files=collect_files(payload_dir, include_hidden=True),
             depends=_specs(meta, "requirements", "run"),
             constrains=_specs(meta, "requirements", "run_constrained"),
             homepage=about.get("home"),

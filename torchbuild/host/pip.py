@@ -54,10 +54,12 @@ class Fetched:
 
 def target_args(python: str, abi: str | None, platforms: Sequence[str]) -> list[str]:
     """Options that make pip choose wheels for a target Python and platform instead of this host's (``abi`` None:
-    any ABI that Python takes)."""
+    any ABI that Python takes). pip reads ``--python-version 3.6`` as 3.6.0, so a wheel tagged for the ABI that
+    says ``Requires-Python >=3.6.2`` (torch 1.8 to 1.10) would never be taken for a Python 3.6 cell: where the ABI
+    tag already names the interpreter, Requires-Python is left to it."""
     args = ["--only-binary=:all:", "--python-version", python, "--implementation", "cp"]
     if abi is not None:
-        args += ["--abi", abi]
+        args += ["--abi", abi, "--ignore-requires-python"]
     for tag in platforms:
         args += ["--platform", tag]
     return args

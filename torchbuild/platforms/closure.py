@@ -3,19 +3,56 @@
 or not enforced (in an executable, which is not loaded by import), and every file that cannot be used.
 
 Its Checks: one failed Check per missing import, one skipped Check per gap in an executable (reported, not
-enforced), one failed Check per unusable file, then the summary, passed only when nothing is missing or unusable.
+enforced), one failed Check per unusable file, the OpenMP runtimes the libraries load (failed where there is more
+than one), then the summary, passed only when nothing is missing or unusable.
+
+One OpenMP runtime per process: two (MSVC's vcomp and LLVM's libomp, Intel's and GNU's, or two copies of one) each
+keep a thread pool and their own idea of the thread count; Intel's aborts with "OMP: Error #15" when it sees
+another, the others do not, and pytorch/pytorch#193784 (torch_cpu.dll importing both vcomp140.dll and
+libomp140.x86_64.dll) gave silent wrong results. Every library and extension a package ships may end up in one
+process (torch loads every DLL of torch\\lib at import on Windows; extensions load torch's libraries), so every
+OpenMP runtime any of them imports counts; executables run as processes of their own and do not.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from torchbuild.results import Check, Status
 
-F = TypeVar("F")  # what the format reads of one file (PeInfo, ElfInfo)
+
+class Binary(Protocol):
+    @property
+    def path(self) -> str: ...
+
+
+F = TypeVar("F", bound=Binary)  # what the format reads of one file (PeInfo, ElfInfo)
+
+# The OpenMP runtimes by the names their libraries are imported by (a vendored copy may carry a hash:
+# auditwheel's libgomp-a34b3233.so.1). libiompstubs5md.dll, Intel's serial stub library, is no runtime.
+OPENMP_RUNTIMES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("MSVC's vcomp", re.compile(r"vcomp\d*d?(-[0-9a-f]+)?\.dll", re.IGNORECASE)),
+    ("Intel's OpenMP", re.compile(r"libiomp5(md)?(-[0-9a-f]+)?\.(dll|so(\.\d+)*)", re.IGNORECASE)),
+    ("LLVM's OpenMP", re.compile(r"libomp(140\.x86_64)?(-[0-9a-f]+)?\.(dll|so(\.\d+)*)", re.IGNORECASE)),
+    ("GNU's OpenMP", re.compile(r"libgomp(-1)?(-[0-9a-f]{8})?\.(dll|so(\.\d+)*)", re.IGNORECASE)),
+)
+
+
+def openmp_family(name: str) -> str | None:
+    """Which OpenMP runtime a library name is (its file name, any case), or None."""
+    return next((family for family, pattern in OPENMP_RUNTIMES if pattern.fullmatch(name)), None)
+
+
+@dataclass(frozen=True)
+class OpenMpRuntime:
+    name: str  # the library, lower case, as imported
+    family: str
+    importers: tuple[str, ...]  # the files that import it
+    where: tuple[str, ...]  # where it resolves: the file in the package, or why it is allowed
 
 
 @dataclass(frozen=True)
@@ -54,7 +91,9 @@ class ClosureFormat(Generic[F]):
     missing: tuple[str, str]
     unenforced: tuple[str, str]
     unusable: tuple[str, str]
+    openmp: tuple[str, str]
     summary: Callable[[ClosureReport[F]], str]
+    in_process: Callable[[F], bool]  # loaded into the importing process (a library or extension, no executable)
 
 
 @dataclass(frozen=True)
@@ -88,8 +127,50 @@ class ClosureReport(Generic[F]):
         """An ELF report's manylinux policy."""
         return self.scope
 
+    def openmp_runtimes(self) -> tuple[OpenMpRuntime, ...]:
+        """Every OpenMP runtime the libraries and extensions import, with who imports it: resolved (in the package,
+        the system's or a dependency's) or not (torch 2.3's torch_cpu.dll imports vcomp140.dll, which no wheel
+        carries: the process loads whichever the machine has, beside the package's own)."""
+        in_process = {f.path for f in self.files if self.form.in_process(f)}
+        found: dict[str, tuple[str, list[str], set[str]]] = {}
+        rows = [(r.file, r.needed, r.target) for r in self.resolved]
+        rows += [(m.file, m.needed, "not found") for m in self.missing]
+        for file, needed, target in rows:
+            family = openmp_family(needed)
+            if family is None or file not in in_process:
+                continue
+            entry = found.setdefault(needed.lower(), (family, [], set()))
+            if file not in entry[1]:
+                entry[1].append(file)
+            entry[2].add(target)
+        return tuple(OpenMpRuntime(name, family, tuple(sorted(files)), tuple(sorted(where)))
+                     for name, (family, files, where) in sorted(found.items()))  # fmt: skip
+
+    def openmp_problem(self) -> str:
+        runtimes = self.openmp_runtimes()
+        if len(runtimes) < 2:
+            return ""
+        return (
+            f"{len(runtimes)} OpenMP runtimes in one process: "
+            + "; ".join(f"{r.name} ({r.family}) imported by {', '.join(r.importers)}" for r in runtimes)
+            + ": each keeps its own thread pool (Intel's aborts with 'OMP: Error #15', the others can give wrong "
+            "results silently, pytorch/pytorch#193784)"
+        )
+
+    def openmp_line(self) -> str:
+        runtimes = self.openmp_runtimes()
+        if not runtimes:
+            return "no OpenMP runtime imported"
+        return "OpenMP: " + "; ".join(f"{r.name} ({r.family}, imported by {', '.join(r.importers)})" for r in runtimes)
+
+    def openmp_check(self) -> Check:
+        problem = self.openmp_problem()
+        name, code = self.form.openmp
+        return Check(name=name, status="failed" if problem else "passed", message=problem or self.openmp_line(),
+                     code=code)  # fmt: skip
+
     def summary(self) -> str:
-        text = self.form.summary(self)
+        text = self.form.summary(self) + f"; {self.openmp_line()}"
         if self.unenforced:
             files = sorted({m.file for m in self.unenforced})
             text += f"; {len(self.unenforced)} unresolved in executables not loaded by import ({', '.join(files)})"
@@ -107,6 +188,7 @@ class ClosureReport(Generic[F]):
             Check(name=form.unusable[0], status="failed", message=b.reason, code=form.unusable[1], file=b.file)
             for b in self.bad
         ]
+        found.append(self.openmp_check())
         status: Status = "passed" if self.ok else "failed"
         return (*found, Check(name=form.closure[0], status=status, message=self.summary(), code=form.closure[1]))
 

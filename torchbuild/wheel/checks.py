@@ -1,6 +1,7 @@
 """Checks of a wheel read back from disk: RECORD against the content (TB201), tags against the cell's planned wheel
-(TB202), member paths (TB203), the SBOM against the files (TB206); without a planned wheel (``publish`` of a wheel
-built elsewhere), WHEEL's tags against the file name's (TB204)."""
+(TB202), member paths (TB203), the SBOM against the files (TB206), a Windows wheel's paths against MAX_PATH under
+typical install roots (TB207, path_budget.py); without a planned wheel (``publish`` of a wheel built elsewhere),
+WHEEL's tags against the file name's (TB204)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from collections import Counter
 from pathlib import Path
 
 from torchbuild.results import Check, define, result, skipped
-from torchbuild.wheel import sbom, wheelfile
+from torchbuild.wheel import path_budget, sbom, wheelfile
 
 TB201 = define("TB201", "wheel RECORD matches every file (sha256, size)")
 TB202 = define("TB202", "wheel tags match the Plan")
 TB203 = define("TB203", "no wheel member escapes the install root")
 TB204 = define("TB204", "WHEEL's tags equal the file name's")
 TB206 = define("TB206", "the wheel's SBOM matches its files (path, sha256)")
+TB207 = define("TB207", "a Windows wheel's paths fit MAX_PATH under the typical install roots")
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # signature files RECORD cannot list (they sign it)
 HASHES = ("sha256", "sha384", "sha512")  # the wheel spec forbids weaker ones
 
@@ -90,9 +92,28 @@ def tag_problems(path: Path, zf: zipfile.ZipFile, planned_name: str) -> list[str
     return problems + own_tag_problems(wheel, zf)
 
 
-def check_wheel(path: Path, planned: str | None = None) -> list[Check]:
-    """TB201-TB203 and TB206 for the wheel at ``path``, against the Plan's wheel name ``planned``; without one, TB204
-    instead of TB202 (and a wheel without an SBOM is not failed for it)."""
+def path_check(path: Path, name: wheelfile.WheelName, members: list[str], conda_dist: str | None) -> Check:
+    """TB207: the path budget of a win_amd64 wheel in one line; failed where a root pip installs into is too short
+    for the longest member. ``conda_dist``: the cell's conda package (name-version-build), for its cache's root."""
+    windows = sorted(p for p in name.platforms if p.startswith("win"))
+    if not windows:
+        return skipped(TB207, path, f"not a Windows wheel ({', '.join(sorted(name.platforms))}): no MAX_PATH")
+    pythons = sorted(i[2] + "." + i[3:] for i in name.interpreters if i.startswith("cp") and i[2:].isdigit())
+    python = pythons[0] if pythons else "3.12"
+    dist = conda_dist or f"{name.name}-{name.version.public}-py{python}_0"
+    budget = path_budget.budget(members, python, dist)
+    problems = [
+        f"{root.name}: {len(where)} + {len(budget.longest)} characters, over MAX_PATH ({path_budget.WIN_PATH_LIMIT}): "
+        f"{where}{budget.longest.replace('/', chr(92))}"
+        for root, where in budget.too_long()
+    ]
+    return result(TB207, path, [*problems, budget.line()] if problems else [], budget.line())
+
+
+def check_wheel(path: Path, planned: str | None = None, conda_dist: str | None = None) -> list[Check]:
+    """TB201-TB203, TB206 and TB207 for the wheel at ``path``, against the Plan's wheel name ``planned``; without
+    one, TB204 instead of TB202 (and a wheel without an SBOM is not failed for it). ``conda_dist``: the name-version-
+    build of the cell's conda package, for the path budget's line."""
     tags = TB202 if planned is not None else TB204
     codes = (TB201, tags, TB203)
     try:
@@ -116,6 +137,7 @@ def check_wheel(path: Path, planned: str | None = None) -> list[Check]:
             tag_check,
             result(TB203, path, escaping),
             _sbom_check(path, zf, dist_info, required=planned is not None),
+            path_check(path, name, [m.filename for m in zf.infolist() if not m.is_dir()], conda_dist),
         ]
 
 

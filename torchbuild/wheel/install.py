@@ -17,7 +17,6 @@ import hashlib
 import io
 import os
 import posixpath
-import re
 import stat
 import zipfile
 from collections.abc import Collection, Iterable, Iterator, Mapping
@@ -35,12 +34,10 @@ from installer.utils import Scheme, construct_record_file
 
 from torchbuild.errors import UserError, one_of
 from torchbuild.wheel import wheelfile
-from torchbuild.wheel.wheelfile import WheelInfo
 
 if TYPE_CHECKING:
     from installer.scripts import LauncherKind, ScriptSection
 
-LICENSE_NAMES = re.compile(r"^(LICEN[CS]E|COPYING|NOTICE)(\.[A-Za-z0-9]+)?$", re.IGNORECASE)
 # The shebang of a script in a Windows environment's Scripts folder: the launcher replaces <launcher_dir> with its
 # own folder, so the script runs with the environment's python.exe wherever the environment is.
 WINDOWS_INTERPRETER = "<launcher_dir>\\..\\python.exe"
@@ -315,12 +312,3 @@ def install_wheel(
         left_out=tuple(sorted(leave_out)),
     )
 
-
-def license_files(wheel: WheelInfo, payload: Payload, site_packages: str) -> list[Path]:
-    """The wheel's top-level license files (LICENSE, COPYING, NOTICE), for info/licenses."""
-    dist_info = payload.root / site_packages / wheel.dist_info
-    found: list[Path] = []
-    for folder in (dist_info / "licenses", dist_info):
-        if folder.is_dir():
-            found += sorted(p for p in folder.iterdir() if p.is_file() and LICENSE_NAMES.match(p.name))
-    return found

@@ -14,9 +14,6 @@ from torchbuild.conda.archive import (
     FORBIDDEN_TOP,
     LINK_SCRIPTS,
     PE_SUFFIXES,
-    WIN_ENV_PREFIX,
-    WIN_MAX_PATH,
-    WIN_USER_HOME,
     CondaArchive,
     Outcome,
     is_ascii,
@@ -24,6 +21,7 @@ from torchbuild.conda.archive import (
     paths_json,
     prefix_entries,
 )
+from torchbuild.wheel.path_budget import CONDA_ENV, CONDA_ROOT, WIN_PATH_LIMIT
 
 
 @package_check("C1117", "no duplicate archive members")
@@ -309,20 +307,19 @@ def tb101(pkg: CondaArchive) -> Outcome:
 
 
 def longest_windows_paths(pkg: CondaArchive) -> tuple[str, str]:
-    """The longest installed path in a typical environment, and in the package cache (pkgs/<dist>/)."""
-    relative = max((m.name for m in pkg.files()), key=len, default="")
-    native = relative.replace("/", "\\")
-    return WIN_ENV_PREFIX + native, WIN_USER_HOME + "pkgs\\" + pkg.stem + "\\" + native
+    """The longest installed path in a typical environment (the payload), and in the package cache
+    (``pkgs/<dist>/``, where conda extracts the payload and info/ alike)."""
+    payload = max((m.name for m in pkg.files()), key=len, default="")
+    cached = max([payload, *(m.name for m in pkg.info_members if m.kind != "dir")], key=len)
+    return CONDA_ENV + payload.replace("/", "\\"), CONDA_ROOT + "pkgs\\" + pkg.stem + "\\" + cached.replace("/", "\\")
 
 
 def tb102_note(pkg: CondaArchive) -> str:
-    limit = WIN_MAX_PATH - 1
     in_env, in_cache = longest_windows_paths(pkg)
-    worst = max(len(in_env), len(in_cache))
-    relative = max((m.name for m in pkg.files()), key=len, default="")
+    spare = WIN_PATH_LIMIT - max(len(in_env), len(in_cache))
     return (
-        f"longest path {len(in_env)} characters installed, {len(in_cache)} in the package cache "
-        f"(limit {limit}, {limit - worst} to spare): {relative}"
+        f"longest path {len(in_env)} characters installed ({in_env.removeprefix(CONDA_ENV)}), {len(in_cache)} in "
+        f"the package cache ({in_cache.removeprefix(CONDA_ROOT)}; limit {WIN_PATH_LIMIT}, {spare} to spare)"
     )
 
 
@@ -330,12 +327,11 @@ def tb102_note(pkg: CondaArchive) -> str:
 def tb102(pkg: CondaArchive) -> Outcome:
     if not pkg.is_windows:
         return f"not a Windows package ({pkg.subdir})"
-    limit = WIN_MAX_PATH - 1
     in_env, in_cache = longest_windows_paths(pkg)
     return [
-        f"{where}: {len(path)} characters, over MAX_PATH ({limit}): {path}"
+        f"{where}: {len(path)} characters, over MAX_PATH ({WIN_PATH_LIMIT}): {path}"
         for where, path in (("installed", in_env), ("package cache", in_cache))
-        if len(path) > limit
+        if len(path) > WIN_PATH_LIMIT
     ]
 
 

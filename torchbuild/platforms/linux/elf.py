@@ -94,7 +94,9 @@ ELF_CLOSURE: ClosureFormat[ElfInfo] = ClosureFormat(
     missing=("ELF dependency resolves", "E101"),
     unenforced=("ELF dependency resolves (executable, not enforced)", "W101"),
     unusable=("ELF file readable for this platform", "E102"),
+    openmp=("one OpenMP runtime per process", "E103"),
     summary=_elf_summary,
+    in_process=lambda elf: elf.is_shared_object,
 )
 
 

@@ -194,7 +194,9 @@ PE_CLOSURE: ClosureFormat[PeInfo] = ClosureFormat(
     missing=("DLL import resolves", "P101"),
     unenforced=("DLL import resolves (executable, not enforced)", "W201"),
     unusable=("PE file is for this platform", "P102"),
+    openmp=("one OpenMP runtime per process", "P103"),
     summary=_pe_summary,
+    in_process=lambda pe: pe.loaded_by_import,
 )
 
 

@@ -11,15 +11,20 @@ dependencies provides (``plan.conda.provided_dlls``: the VC runtime from vc14_ru
 intel-openmp, the CUDA libraries from their packages), so that each is loaded once, and depends on a VC runtime at
 least as new as the floor the repair read from the binaries (``repair_report``). The wheel keeps its copies: pip has
 no such packages.
+
+The wheel's license files go to ``info/licenses/`` with their relative paths, as conda-build puts them
+(conda/licenses.py): a PEP 639 tree in the installed ``.dist-info`` passes MAX_PATH in conda's package cache.
 """
 
 from __future__ import annotations
 
+import shutil
 import time
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from torchbuild.conda import info_files, licenses
 from torchbuild.conda.assembly import assemble, build_timestamp, check_options
 from torchbuild.conda.requirements import wheel_requires
 from torchbuild.config import dll_providers
@@ -32,7 +37,7 @@ from torchbuild.results import Artifact, StageResult
 from torchbuild.stages import Context, Stage
 from torchbuild.stages.conda import recipe
 from torchbuild.wheel import sbom, wheelfile
-from torchbuild.wheel.install import install_wheel, license_files
+from torchbuild.wheel.install import install_wheel
 from torchbuild.wheel.provenance import SourceInfo
 from torchbuild.wheel.repair_report import RepairReport
 
@@ -103,6 +108,7 @@ def _package(ctx: Context) -> StageResult:
             leave_out=left_out,
             replace=replace,
         )
+        moved = licenses.take(staging / plan.conda.site_packages, wheel.dist_info, out_dir / "info-licenses")
         unpacked = time.perf_counter() - started
         what = (
             f"assembling {name}: {payload.files:,} files, {payload.size / 1e6:,.0f} MB, "
@@ -119,12 +125,16 @@ def _package(ctx: Context) -> StageResult:
                 out_dir=out_dir,
                 options=ctx.options,
                 recipe_dir=rendered.directory,
-                licenses=license_files(wheel, payload, plan.conda.site_packages),
+                licenses=[path for name, path in moved.paths().items() if "/" not in name],
                 info_files=[info_sbom],
                 timestamp=build_timestamp(source.epoch),
             )
+        # assemble_package puts each license file at info/licenses/<file name>; the nested ones come here
+        nested = {f"licenses/{name}": path for name, path in moved.paths().items() if "/" in name}
+        info_files.add(path, nested, level=ctx.options.compression_level)
         assembled = time.perf_counter() - started
     info_sbom.unlink()
+    shutil.rmtree(moved.root)
     if path.name != name:
         raise StageFailed(NAME, f"assembled {path} but the Plan names the package {name}")
 
@@ -136,6 +146,11 @@ def _package(ctx: Context) -> StageResult:
     )
     if vc_spec:
         message += f"; depends on {vc_spec}"
+    if moved.moved:
+        message += (
+            f"; {moved.moved} license files moved from {wheel.dist_info}/licenses/ to info/licenses/ "
+            f"({moved.dropped_fields} License-File fields out of METADATA)"
+        )
     if left_out:
         shown = ", ".join(f"{member} ({package})" for member, package in sorted(left_out.items()))
         message += f"; left out, provided by run dependencies: {shown}"

@@ -180,9 +180,9 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
 
     closure = with_hints(closure, hint)
     checks = closure.checks()
-    if not closure.ok:
-        problems = [_gap(m.file, m.needed, hint(m.needed)) for m in closure.missing]
-        problems += [b.reason for b in closure.bad]
+    problems = [_gap(m.file, m.needed, hint(m.needed)) for m in closure.missing] + [b.reason for b in closure.bad]
+    problems += [p for p in (closure.openmp_problem(),) if p]  # two OpenMP runtimes in one process
+    if problems:
         raise StageFailed(
             NAME,
             f"import closure of {target} is broken ({len(problems)} problems): "

@@ -8,6 +8,7 @@
   dependencies.
 - TB107: the package depends on a VC runtime at least as new as the MSVC that linked its binaries (the floor the
   repair read; vc_runtime.py).
+- P103: one OpenMP runtime in the environment's process, its run dependencies' included (platforms/closure.py).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def environment_checks(pkg: CondaArchive, plan: Plan, report: RepairReport | Non
     left = len(provided)
     checks.append(result(TB106, pkg.path, twice, f"each DLL from one place ({left} patterns left to run dependencies)"))
     checks.append(_vc_runtime_check(pkg, plan, report))
+    checks.append(closure.openmp_check())
     return checks
 
 

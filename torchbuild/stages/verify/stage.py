@@ -33,7 +33,7 @@ from torchbuild.results import Artifact, Check, StageResult, define, failures, r
 from torchbuild.stages import Context, Stage
 from torchbuild.stages.verify.environment import environment_checks
 from torchbuild.stages.verify.loader import loader_checks
-from torchbuild.wheel.checks import check_wheel
+from torchbuild.wheel.checks import TB207, check_wheel
 from torchbuild.wheel.repair_report import RepairReport
 
 NAME = "verify"
@@ -73,15 +73,24 @@ def plan_problems(pkg: CondaArchive, plan: Plan, artifact: Artifact) -> list[str
     return problems
 
 
-def _names_in(channel: Path, subdir: str) -> set[str]:
-    names: set[str] = set()
+def _records_in(channel: Path, subdir: str) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
     for sub in (subdir, "noarch"):
         path = channel / sub / "repodata.json"
         if path.is_file():
             raw = json.loads(path.read_text(encoding="utf-8"))
             for key in ("packages", "packages.conda"):
-                names.update(str(r["name"]) for r in (raw.get(key) or {}).values())
-    return names
+                records.extend((raw.get(key) or {}).values())
+    return records
+
+
+def _names_in(channel: Path, subdir: str) -> set[str]:
+    return {str(r["name"]) for r in _records_in(channel, subdir)}
+
+
+def _has_python(channel: Path, subdir: str, python: str) -> bool:
+    records = _records_in(channel, subdir)
+    return any(r["name"] == "python" and str(r["version"]).startswith(f"{python}.") for r in records)
 
 
 def _depends_of(local: Path, subdir: str, file_name: str) -> list[str]:
@@ -150,6 +159,10 @@ def solve_check(package: Path, plan: Plan, repodata: Path | None, work: Path) ->
     real = repodata / channel
     if not (real / plan.conda.subdir / "repodata.json").is_file():
         return skipped(TB301, package, f"no {channel} repodata for {plan.conda.subdir} in {repodata}")
+    if not _has_python(real, plan.conda.subdir, plan.python):
+        # the stored repodata are subsets: without any python X.Y record no solve can say anything of this package
+        reason = f"the stored {channel} repodata for {plan.conda.subdir} has no python {plan.python}.*"
+        return skipped(TB301, package, reason)
     specs = [plan.conda.name, f"python {plan.python}.*"]
     virtual = plan.solve.virtual_packages
     overlay = datafiles.directory(OVERLAY)
@@ -236,7 +249,7 @@ def run(ctx: Context) -> StageResult:
     if conda is not None:
         checks += conda_checks(conda, plan, ctx.options.repodata, work, repaired)
     if wheel is not None:
-        checks += check_wheel(wheel.path, plan.wheel)
+        checks += check_wheel(wheel.path, plan.wheel, plan.conda.filename.removesuffix(".conda"))
     log = ctx.stage_dir("logs") / "verify-loadcheck.log"
     checks += loader_checks(
         plan, wheel.path if wheel else None, conda.path if conda else None, work, ctx.options.cache_dir, log
@@ -247,6 +260,9 @@ def run(ctx: Context) -> StageResult:
     failed = failures(checks)
     counts = {s: sum(c.status == s for c in checks) for s in ("passed", "failed", "skipped")}
     line = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    budget = next((c for c in checks if c.code == TB207 and c.status != "skipped"), None)
+    if budget is not None:
+        line += f"; wheel path budget: {budget.message}"
     if failed:
         raise StageFailed(NAME, f"{len(failed)} of {len(checks)} checks failed ({report}):\n{summary(failed)}", checks)
     return StageResult(outputs={"checks": Artifact.of(report)}, checks=tuple(checks), message=line)

@@ -21,6 +21,7 @@ if __package__:
         CheckFailed,
         Expect,
         Outcome,
+        built_with,
         gpu_present,
         numpy_module,
         tail,
@@ -32,6 +33,7 @@ else:  # in a test environment, beside smoke_base.py
         CheckFailed,
         Expect,
         Outcome,
+        built_with,
         gpu_present,
         numpy_module,
         tail,
@@ -42,8 +44,6 @@ MATMUL_N = 512
 MATMUL_RTOL = 1e-3
 DATALOADER_ITEMS = 103  # not a multiple of the batch size: the last, short batch must arrive too
 DATALOADER_BATCH = 4
-
-
 
 
 def check_import(expect: Expect) -> Outcome:
@@ -118,9 +118,12 @@ def _cudnn_versions(torch: Any, major: int | None, pinned: str | None = None) ->
 
 
 def check_openmp_mkl(expect: Expect) -> Outcome:
+    """OpenMP must be there (upstream: every binary build has it); MKL where the build says it has it
+    (``torch.__config__.show()``): a build against OpenBLAS or another BLAS is legitimate."""
     torch = torch_module()
     openmp = bool(torch.backends.openmp.is_available())
     mkl = bool(torch.backends.mkl.is_available())
+    built_mkl = built_with(str(torch.__config__.show()))["MKL"]
     info = str(torch.__config__.parallel_info())
     backend = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if "parallel backend" in ln), "unknown")
     mkl_line = next((ln.strip() for ln in info.splitlines() if "Math Kernel Library" in ln), "")
@@ -128,10 +131,9 @@ def check_openmp_mkl(expect: Expect) -> Outcome:
         f"OpenMP {'available' if openmp else 'NOT available'} (ATen parallel backend: {backend}, "
         f"{torch.get_num_threads()} threads); MKL {'available' if mkl else 'not available'}"
         + (f" ({mkl_line})" if mkl_line else "")
+        + f", the build {'has' if built_mkl else 'has no'} MKL"
     )
-    # OpenMP is required (it is what the vendored libgomp / libiomp5md provide); MKL is reported only:
-    # a build against OpenBLAS or another BLAS is legitimate and the Plan does not record the BLAS.
-    if not openmp:
+    if not openmp or (built_mkl and not mkl):
         raise CheckFailed(message)
     return Outcome("passed", message)
 
@@ -313,5 +315,3 @@ PROCESSES = (
     ("numpy then torch",),
     ("dataloader spawn",),
 )
-
-

@@ -60,6 +60,16 @@ def numpy_module() -> Any:
     return importlib.import_module("numpy")
 
 
+def built_with(config: str) -> dict[str, bool]:
+    """What ``torch.__config__.show()`` says the build has: MKL (BLAS_INFO=mkl / USE_MKL=ON / the MKL line),
+    OpenMP (USE_OPENMP=ON / the OpenMP line), oneDNN (USE_MKLDNN=ON)."""
+    return {
+        "MKL": "USE_MKL=ON" in config or "BLAS_INFO=mkl" in config or "Math Kernel Library" in config,
+        "OpenMP": "USE_OPENMP=ON" in config or "\n  - OpenMP" in config,
+        "oneDNN": "USE_MKLDNN=ON" in config,
+    }
+
+
 def gpu_present() -> bool:
     """Whether this machine has an NVIDIA GPU, found without torch (so that a CPU build can tell 'no GPU')."""
     gpus = Path("/proc/driver/nvidia/gpus")

@@ -1,11 +1,11 @@
 """Smoke checks that run INSIDE a fresh environment (a venv with the wheel, a prefix with the conda package).
 
-This file and its siblings (smoke_base.py: what the checks share; checks_core.py: the checks) are copied into the
-environment and run by that environment's Python from an empty working directory. They import only the standard
-library at module level: torch and numpy are imported inside the
-checks, in child processes (PROCESSES: the checks that can share one run in one, in order). A child that crashes (a
-segfault, "OMP: Error #15" aborting the process) or ends without every result is not trusted: each of its checks
-runs again in a process of its own, so a crash fails its one check and leaves the others to run.
+This file and its siblings (smoke_base.py: what the checks share; checks_core.py and checks_more.py: the checks) are
+copied into the environment and run by that environment's Python from an empty working directory. They import only
+the standard library at module level: torch and numpy are imported inside the checks, in child processes
+(PROCESSES: the checks that can share one run in one, in order). A child that crashes (a segfault, "OMP: Error #15"
+aborting the process) or ends without every result is not trusted: each of its checks runs again in a process of its
+own, so a crash fails its one check and leaves the others to run.
 
     python smoke_checks.py --expect-version 2.13.0+cpu --expect-cuda cpu [--expect-cudnn 9] \
         [--expect-torch-file PATH] [--only NAME ...]
@@ -28,7 +28,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 if __package__:
-    from torchbuild.stages.smoke.resources import checks_core
+    from torchbuild.stages.smoke.resources import checks_core, checks_more
     from torchbuild.stages.smoke.resources.smoke_base import (
         CHECK_TIMEOUT_S,
         CheckFailed,
@@ -42,6 +42,7 @@ else:  # run in a test environment: the siblings are in this file's folder (whic
     # file leaves off sys.path)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import checks_core  # type: ignore[import-not-found,no-redef]
+    import checks_more  # type: ignore[import-not-found,no-redef]
     from smoke_base import (  # type: ignore[import-not-found,no-redef]
         CHECK_TIMEOUT_S,
         CheckFailed,
@@ -56,10 +57,15 @@ __all__ = ["CHECKS", "CHECK_TIMEOUT_S", "DATALOADER_SCRIPT", "PROCESSES", "clean
 
 CHILD_FLAG = "--child"
 JOBS = 2
-CHECKS: dict[str, Callable[[Expect], Outcome]] = dict(checks_core.CHECKS)
-# The checks that share a child process, in the order they run there (checks_core.py says why); every check is in
-# exactly one.
-PROCESSES: tuple[tuple[str, ...], ...] = tuple(checks_core.PROCESSES)
+CHECKS: dict[str, Callable[[Expect], Outcome]] = {**checks_core.CHECKS, **checks_more.CHECKS}
+# The checks that share a child process, in the order they run there (checks_core.py and checks_more.py say why);
+# every check is in exactly one. The cheap checks of checks_more.py join the core's first process (torch imported
+# once), after its own.
+PROCESSES: tuple[tuple[str, ...], ...] = (
+    (*checks_core.PROCESSES[0], *checks_more.WITH_IMPORT),
+    *checks_core.PROCESSES[1:],
+    *checks_more.PROCESSES,
+)
 DATALOADER_SCRIPT: str = checks_core.DATALOADER_SCRIPT
 
 

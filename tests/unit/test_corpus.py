@@ -1,0 +1,122 @@
+"""bench/corpus.py: the pairs come from the release data, the slices cover every pair once, and a night's results
+(read from reports the pipeline's own writer made) become the summary that says which pairs failed and why."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.builders import torch_plan
+from tests.conftest import ROOT
+from torchbuild.config import compat
+from torchbuild.results import Check
+from torchbuild.run import report
+from torchbuild.run.records import CellRun, StageRecord
+
+
+@pytest.fixture(scope="module")
+def corpus() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("corpus", ROOT / "bench" / "corpus.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["corpus"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_windows_release_from_1_8_with_each_of_its_pythons(corpus: ModuleType) -> None:
+    pairs = corpus.pairs()
+    data = compat.load()
+    expected = [
+        (r.version, py)
+        for r in data.releases
+        if compat.version_key(r.version) >= (1, 8) and "win-64" in r.platforms
+        for py in r.platforms["win-64"].python
+    ]
+    assert [(p.torch, p.python) for p in pairs if p.platform == "win-64"] == expected
+    keys = {p.key for p in pairs}
+    assert {"1.8.0/3.7", "1.13.1/3.10", "2.0.0/3.8", "2.6.0/3.13", "2.14.1/3.14"} <= keys
+    assert not [p for p in pairs if p.platform == "win-64" and compat.version_key(p.torch) < (1, 8)]
+    assert pairs[-1].key == "latest/3.11/linux-64"
+
+
+def test_seven_slices_hold_every_pair_once_each_old_and_new(corpus: ModuleType) -> None:
+    pairs = corpus.pairs()
+    slices = [corpus.shard(pairs, f"{i}/7") for i in range(1, 8)]
+    assert sorted(p.key for s in slices for p in s) == sorted(p.key for p in pairs)
+    for one in slices:
+        majors = {p.torch.split(".")[0] for p in one if p.platform == "win-64"}
+        assert majors == {"1", "2"}, "each night runs old and new releases"
+        assert len(one) in (len(pairs) // 7, len(pairs) // 7 + 1)
+    for bad in ("0/7", "8/7", "a/b", "3"):
+        with pytest.raises(ValueError, match="--shard"):
+            corpus.shard(pairs, bad)
+
+
+def test_list_says_where_the_pairs_come_from() -> None:
+    done = subprocess.run([sys.executable, "bench/corpus.py", "--list", "--shard", "2/7"], cwd=ROOT,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].endswith("pairs from torchbuild/data/releases.yaml (win-64 from 1.8.0; source: its `source`)")
+    assert lines[1] == "1.8.0/3.7"
+    unknown = subprocess.run([sys.executable, "bench/corpus.py", "--only", "0.4.0/3.6"], cwd=ROOT,
+                             capture_output=True, text=True, check=False)  # fmt: skip
+    assert unknown.returncode == 2 and "no pair 0.4.0/3.6; pairs: 1.8.0/3.6" in unknown.stderr
+
+
+def _cell(workspace: Path, failed_stage: str | None, python: str = "3.12") -> dict[str, Any]:
+    plan = torch_plan(platform="win-64", python=python, torch="2.13.0" if python != "3.6" else "1.8.0")
+    records = []
+    for stage in ("source", "build", "repair", "conda", "verify", "smoke-wheel", "smoke-conda", "publish"):
+        if stage == failed_stage:
+            records.append(StageRecord(stage, "failed", 50, f"{stage}: 1 of 63 checks failed:\n  TB102 ..."))
+            break
+        checks = []
+        if stage == "repair":
+            checks = [Check("one OpenMP runtime per process", "passed", "OpenMP: libiomp5md.dll (Intel's OpenMP, "
+                            "imported by torch/lib/torch_cpu.dll)", code="P103")]  # fmt: skip
+        message = "14/14 checks passed under Wine 8.0, CPython 3.12.9 embeddable" if stage.startswith("smoke") else ""
+        if stage.startswith("smoke") and python == "3.6":
+            message = "needs a win-64 host: no embeddable CPython 3.6 for Windows is pinned"
+            records.append(StageRecord(stage, "skipped", 0, message))
+            continue
+        records.append(StageRecord(stage, "passed", 60, message, checks=checks, ran_on="under Wine 8.0"))
+    report.write([CellRun(plan=plan, records=records)], workspace)
+    cell: dict[str, Any] = json.loads((workspace / "report.json").read_text())["cells"][0]
+    return cell
+
+
+def test_the_summary_names_each_failed_pair_with_why(corpus: ModuleType, tmp_path: Path) -> None:
+    Pair = corpus.Pair
+    results = [
+        {"pair": Pair("win-64", "2.13.0", "3.12"), "cell": _cell(tmp_path / "a", None), "seconds": 600,
+         "workspace": tmp_path / "a"},
+        {"pair": Pair("win-64", "2.13.0", "3.13"), "cell": _cell(tmp_path / "b", "verify"), "seconds": 300,
+         "workspace": tmp_path / "b"},
+        {"pair": Pair("win-64", "2.15.0", "3.12"), "not_offered": True},
+        {"pair": Pair("win-64", "1.8.0", "3.6"), "cell": _cell(tmp_path / "c", None, "3.6"), "seconds": 100,
+         "workspace": tmp_path / "c"},
+    ]  # fmt: skip
+    for result in results:
+        result["row"] = corpus.row(result)
+    omp = "imports libiomp5md.dll (Intel's OpenMP, imported by torch/lib/torch_cpu.dll); ships none"
+    assert omp in results[0]["row"]
+    path = tmp_path / "corpus.json"
+    path.write_text(json.dumps(corpus.as_json(results, "3/7")))
+    done = subprocess.run([sys.executable, "scripts/ci_summary.py", "--corpus", str(path)], cwd=ROOT,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.startswith("## Corpus, slice 3/7: 1 failed, 1 not offered here, 2 passed (of 4 pairs)\n")
+    assert "| `1.8.0/3.6` | ✅ skipped (needs a win-64 host: no embeddable CPython 3.6 for Windows is pinned) |" in out
+    assert "- `2.13.0/3.13`: FAILED in verify: verify: 1 of 63 checks failed: TB102 ..." in out
+    assert "| `2.13.0/3.12` | ✅ passed under Wine 8.0: 28/28 checks passed | imports libiomp5md.dll" in out
+    assert "| `2.15.0/3.12` | " in out and "the configured indexes offer no such wheel" in out

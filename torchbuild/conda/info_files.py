@@ -1,0 +1,145 @@
+"""Adding files under ``info/`` of an assembled conda package, keeping their relative paths.
+
+py-rattler-build's ``assemble_package`` copies each license file to ``info/licenses/<file name>``: a tree such as a
+wheel's PEP 639 ``licenses/`` (75 files named LICENSE in torch 2.13) would collapse into one file. So the package is
+assembled without the tree and the tree is added here, as conda-build lays it out. ``info/`` files are not payload:
+paths.json does not list them, and conda extracts them into the package cache only.
+
+A .conda keeps its info in a small tar of its own: only that tar is rewritten, and the outer zip is written again
+with the payload's tar copied as it is (stored, as CEP 35 wants). A .tar.bz2 holds info and payload in one bzip2
+stream, so the whole archive is decompressed and compressed again. The new members carry the package's own time,
+owner and mode, so the package stays byte-identical from the same input.
+"""
+
+from __future__ import annotations
+
+import bz2
+import io
+import os
+import shutil
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+from torchbuild.errors import UserError
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
+
+COPY_CHUNK = 1 << 20
+
+
+def _new_member(name: str, source: Path, like: tarfile.TarInfo) -> tarfile.TarInfo:
+    member = tarfile.TarInfo(name)
+    member.size = source.stat().st_size
+    member.mtime = like.mtime
+    member.mode = 0o644
+    member.uid, member.gid, member.uname, member.gname = like.uid, like.gid, like.uname, like.gname
+    return member
+
+
+def _members(files: Mapping[str, Path], existing: set[str]) -> dict[str, Path]:
+    added = {f"info/{name}": path for name, path in files.items()}
+    clash = sorted(set(added) & existing)
+    if clash:
+        raise UserError(f"the package already has {', '.join(clash[:3])}: not added twice")
+    return added
+
+
+@contextmanager
+def _replacing(package: Path) -> Iterator[Path]:
+    """A temporary file beside ``package`` that replaces it when the block ends without an error."""
+    handle, name = tempfile.mkstemp(prefix=package.name + ".", suffix=".part", dir=package.parent)
+    os.close(handle)
+    temporary = Path(name)
+    try:
+        yield temporary
+        os.replace(temporary, package)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _info_tar(raw: bytes, files: Mapping[str, Path]) -> bytes:
+    """The info tar of a .conda with ``files`` (relative to info/) added, every member in name order."""
+    members: list[tuple[tarfile.TarInfo, bytes | None]] = []
+    with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as old:
+        for member in old.getmembers():
+            handle = old.extractfile(member) if member.isfile() else None
+            members.append((member, handle.read() if handle is not None else None))
+    if not members:
+        raise UserError("the package's info tar is empty")
+    like = next((m for m, _ in members if m.name == "info/index.json"), members[0][0])
+    for name, source in _members(files, {m.name for m, _ in members}).items():
+        members.append((_new_member(name, source, like), source.read_bytes()))
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:", format=tarfile.PAX_FORMAT) as new:
+        for member, data in sorted(members, key=lambda pair: pair[0].name):
+            new.addfile(member, io.BytesIO(data) if data is not None else None)
+    return out.getvalue()
+
+
+def _add_to_conda(package: Path, files: Mapping[str, Path], level: int) -> None:
+    stem = package.name.removesuffix(".conda")
+    info_name = f"info-{stem}.tar.zst"
+    with zipfile.ZipFile(package) as old, _replacing(package) as temporary:
+        if info_name not in old.namelist():
+            raise UserError(f"{package} has no {info_name}: not a .conda package")
+        raw = zstd.decompress(old.read(info_name))
+        info = zstd.compress(_info_tar(raw, files), level=level)
+        with zipfile.ZipFile(temporary, "w", compression=zipfile.ZIP_STORED) as new:
+            for entry in old.infolist():
+                copy = zipfile.ZipInfo(entry.filename, entry.date_time)
+                copy.external_attr, copy.create_system = entry.external_attr, entry.create_system
+                if entry.filename == info_name:
+                    new.writestr(copy, info)
+                    continue
+                copy.file_size = entry.file_size  # so that zipfile writes a ZIP64 entry where the size needs one
+                with old.open(entry) as src, new.open(copy, "w") as dst:
+                    shutil.copyfileobj(src, dst, COPY_CHUNK)
+
+
+def _add_to_tar_bz2(package: Path, files: Mapping[str, Path], level: int) -> None:
+    with _replacing(package) as temporary:
+        like: tarfile.TarInfo | None = None
+        names: set[str] = set()
+        with (
+            bz2.open(package, "rb") as raw,
+            bz2.open(temporary, "wb", compresslevel=level) as packed,
+            tarfile.open(fileobj=raw, mode="r|") as old,
+            tarfile.open(fileobj=packed, mode="w|", format=tarfile.PAX_FORMAT) as new,
+        ):
+            for member in old:
+                names.add(member.name)
+                if member.name == "info/index.json":
+                    like = member
+                data: IO[bytes] | None = old.extractfile(member) if member.isfile() else None
+                new.addfile(member, data)
+            if like is None:
+                raise UserError(f"{package} has no info/index.json: not a conda package")
+            for name, source in _members(files, names).items():
+                with source.open("rb") as handle:
+                    new.addfile(_new_member(name, source, like), handle)
+
+
+def add(package: Path, files: Mapping[str, Path], *, level: int) -> None:
+    """Add ``files`` (name relative to ``info/`` -> the file on disk) to the package at ``package``, in place;
+    ``level`` is the archive's compression level (zstd for .conda, bzip2 for .tar.bz2). Raises UserError when the
+    file is not a conda package or already has one of the names."""
+    if not files:
+        return
+    try:
+        if package.name.endswith(".conda"):
+            _add_to_conda(package, files, level)
+        elif package.name.endswith(".tar.bz2"):
+            _add_to_tar_bz2(package, files, min(max(level, 1), 9))
+        else:
+            raise UserError(f"{package} is neither a .conda nor a .tar.bz2 package")
+    except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError, zstd.ZstdError) as exc:
+        raise UserError(f"adding {len(files)} files to info/ of {package} failed: {exc}") from None
