@@ -44,7 +44,7 @@ def test_every_windows_release_from_1_8_with_each_of_its_pythons(corpus: ModuleT
     keys = {p.key for p in pairs}
     assert {"1.8.0/3.7", "1.13.1/3.10", "2.0.0/3.8", "2.6.0/3.13", "2.14.1/3.14"} <= keys
     assert not [p for p in pairs if p.platform == "win-64" and compat.version_key(p.torch) < (1, 8)]
-    assert pairs[-1].key == "latest/3.11/linux-64"
+    assert [p.key for p in pairs[-2:]] == ["latest/3.11/linux-64", "latest/3.11/linux-64/cuda12.8"]
 
 
 def test_seven_slices_hold_every_pair_once_each_old_and_new(corpus: ModuleType) -> None:
