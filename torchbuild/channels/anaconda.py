@@ -10,11 +10,12 @@ skipped (``--skip-existing``), or replaced with ``--replace`` (``--force``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from torchbuild.channels import Action, Upload
@@ -42,6 +43,11 @@ class AnacondaChannel:
         base = f"https://conda.anaconda.org/{self.owner}"
         self.url = base if self.label == "main" else f"{base}/label/{self.label}"
         self.replace = False
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """anaconda.org takes each upload whole, and refuses an existing name unless --replace (--force)."""
+        yield
 
     def _executable(self) -> str:
         found = shutil.which(os.environ.get("TORCHBUILD_ANACONDA", "anaconda"))

@@ -23,6 +23,7 @@ so that it keeps what a concurrent publisher added meanwhile.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -60,6 +61,11 @@ class S3Channel:
         self._records: dict[str, rd.Record] = {}  # destination key -> record, read while planning
         self._digests: dict[tuple[str, str], str] = {}  # (key, ETag) -> sha256 of the object, for index()
         self.replace = False  # the user's --replace, from plan()
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """No lock: every write is conditional on what this publisher saw (the module's docstring)."""
+        yield
 
     # --- what installers use --------------------------------------------------------------------------
 
