@@ -53,23 +53,40 @@ def check_place(path: Path, channel: Path) -> None:
     the folder of the subdir its index.json names, a wheel in whl/simple/<its project>/. UserError naming the file
     and where it belongs."""
     relative = path.relative_to(channel)
+    if path.name.endswith(".whl") and relative.parts[:2] != ("whl", "simple"):
+        raise UserError(f"{path}: a wheel belongs in {channel / 'whl' / 'simple'}/<its project>/")
+    check_folder(path, relative.parts[-2], str(path))
+
+
+def check_folder(path: Path, folder: str, where: str) -> None:
+    """The file at ``path`` (shown as ``where``) is a package of the subdir ``folder``, or a wheel of the project
+    ``folder``."""
     if path.name.endswith(".whl"):
         try:
             project = project_of(path.name)
         except InvalidWheelFilename as exc:
-            raise UserError(f"{path}: not a wheel's file name ({exc})") from None
-        if relative.parts[:-1] != ("whl", "simple", project):
-            raise UserError(f"{path}: a wheel of the project '{project}' belongs in {channel / 'whl/simple' / project}")
+            raise UserError(f"{where}: not a wheel's file name ({exc})") from None
+        if project != folder:
+            raise UserError(f"{where}: a wheel of the project '{project}' belongs on the page whl/simple/{project}/, "
+                            f"not on {folder}'s")  # fmt: skip
         return
-    folder = relative.parts[0]
     if folder not in conda_subdirs():
-        raise UserError(
-            f"{path}: '{folder}' is not a conda subdir, so no installer looks there. Subdirs: "
-            f"{one_of(conda_subdirs())}"
-        )
+        raise UserError(f"{where}: '{folder}' is not a conda subdir, so no installer looks there. Subdirs: "
+                        f"{one_of(conda_subdirs())}")  # fmt: skip
     try:
         subdir = package_subdir(path)
     except PackageUnreadable as exc:
-        raise UserError(str(exc)) from None
+        raise UserError(str(exc).replace(str(path), where)) from None
     if subdir != folder:
-        raise UserError(f"{path}: its info/index.json says subdir {subdir}, so it belongs in {channel / subdir}/")
+        raise UserError(f"{where}: its info/index.json says subdir {subdir}, so it belongs in {subdir}/, not {folder}/")
+
+
+def admit(path: Path, folder: str, where: str) -> None:
+    """A file found in a channel (downloaded to ``path`` from ``where``) that ``index`` is to list: in its place, and
+    passing publish's checks."""
+    check_folder(path, folder, where)
+    kind: Kind = "wheel" if path.name.endswith(".whl") else "conda"
+    try:
+        validate(path, kind, nothing="nothing was indexed")
+    except UserError as exc:
+        raise UserError(str(exc).replace(str(path), where)) from None

@@ -8,8 +8,10 @@ import os
 import sys
 import threading
 from typing import Any
+from urllib.parse import urlsplit
 
 from torchbuild.channels.secrets import redact, register
+from torchbuild.config.channel_spec import Location
 from torchbuild.errors import UserError
 from torchbuild.host.console import console
 
@@ -44,6 +46,17 @@ def make_client() -> Any:
         return session.client("s3", region_name=session.region_name or "us-east-1", config=config)
     except boto_errors() as exc:  # e.g. an endpoint URL that is not one
         raise UserError(redact(f"AWS configuration: {exc}")) from None
+
+
+def http_url(endpoint: str, location: Location) -> str:
+    """The channel's URL for installers: AWS's virtual-host address, or the path-style one of another endpoint."""
+    endpoint = endpoint.rstrip("/")
+    host = urlsplit(endpoint).netloc
+    if host.endswith("amazonaws.com"):
+        base = f"https://{location.bucket}.{host}"
+        return f"{base}/{location.prefix}" if location.prefix else base
+    base = f"{endpoint}/{location.bucket}"
+    return f"{base}/{location.prefix}" if location.prefix else base
 
 
 def module(name: str) -> Any:
