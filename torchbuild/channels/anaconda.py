@@ -20,6 +20,7 @@ from pathlib import Path
 
 from torchbuild.channels import Action, Upload
 from torchbuild.channels.secrets import redact
+from torchbuild.config import environment
 from torchbuild.config.channel_spec import parse_anaconda
 from torchbuild.errors import UserError
 from torchbuild.host.console import console
@@ -50,7 +51,7 @@ class AnacondaChannel:
         yield
 
     def _executable(self) -> str:
-        found = shutil.which(os.environ.get("TORCHBUILD_ANACONDA", "anaconda"))
+        found = shutil.which(environment.anaconda_command())
         if found is None:
             raise UserError("the 'anaconda' command (anaconda-client) is not on PATH: pip install anaconda-client")
         return found

@@ -38,7 +38,6 @@ from torchbuild.channels.admission import admit, check_folder
 from torchbuild.channels.s3_client import (
     CONFLICT,
     MB,
-    PART_MB,
     RETRIES,
     Progress,
     boto_errors,
@@ -48,6 +47,7 @@ from torchbuild.channels.s3_client import (
     make_client,
 )
 from torchbuild.channels.s3_upload import put_file
+from torchbuild.config import environment
 from torchbuild.config.channel_spec import parse_s3
 from torchbuild.errors import UserError
 from torchbuild.host.console import console
@@ -195,10 +195,11 @@ class S3Channel:
         seen = self._seen.get(key)
         condition = {"IfMatch": seen} if seen else {"IfNoneMatch": "*"}
         extra = {"Metadata": {"sha256": artifact.sha256}, "ContentType": "application/octet-stream"}
-        progress = Progress(key.rsplit("/", 1)[-1], artifact.size) if artifact.size > PART_MB * MB else None
+        part = environment.s3_part_mb() * MB  # files above this go up in parts of this size, four at a time
+        progress = Progress(key.rsplit("/", 1)[-1], artifact.size) if artifact.size > part else None
         try:
             put_file(self.client, self.location.bucket, key, artifact.path, extra=extra, condition=condition,
-                     part_size=PART_MB * MB, progress=progress)  # fmt: skip
+                     part_size=part, progress=progress)  # fmt: skip
         except ClientError as exc:
             if error_code(exc) in CONFLICT:
                 raise UserError(

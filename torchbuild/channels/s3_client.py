@@ -16,8 +16,6 @@ from torchbuild.errors import UserError
 from torchbuild.host.console import console
 
 MB = 1 << 20
-# Files above this go up in parts of this size, four at a time (S3 needs parts of at least 5 MB).
-PART_MB = int(os.environ.get("TORCHBUILD_S3_PART_MB", "64"))
 RETRIES = 8  # merge attempts per index file; and botocore's attempts per request unless AWS_MAX_ATTEMPTS says
 
 CONFLICT = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")

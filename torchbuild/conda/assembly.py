@@ -1,9 +1,16 @@
 """Assembling a conda package from a staged prefix with py-rattler-build's ``assemble_package`` (the one wrapper of
-that tool): archive type, compression, and index.json/about.json from the rendered recipe."""
+that tool): archive type, compression, and index.json/about.json from the rendered recipe.
+
+py-rattler-build writes the package under its final name as it goes; it is given a folder of its own beside the
+output (``.assembling-*``) and the finished package is renamed into place, so that a run killed in the middle never
+leaves half a package under the name of a whole one (the next assembly removes the folder)."""
 
 from __future__ import annotations
 
 import datetime
+import os
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +22,7 @@ ARCHIVE_SUFFIX = {"conda": ".conda", "tar.bz2": ".tar.bz2"}
 # Levels each archive type accepts: zstd for .conda (rattler passes the level through), bzip2 for .tar.bz2.
 COMPRESSION_LEVELS = {"conda": range(1, 23), "tar.bz2": range(1, 10)}
 COMPRESSORS = {"conda": "zstd", "tar.bz2": "bzip2"}
+ASSEMBLING = ".assembling-"
 
 
 def build_timestamp(epoch: int) -> datetime.datetime:
@@ -64,6 +72,10 @@ def assemble(
     check_options(options)
     about = meta.get("about") or {}
     archive = ArchiveType.TarBz2 if options.conda_format == "tar.bz2" else ArchiveType.Conda
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for earlier in out_dir.glob(ASSEMBLING + "*"):
+        shutil.rmtree(earlier, ignore_errors=True)  # a killed run's
+    assembling = Path(tempfile.mkdtemp(prefix=ASSEMBLING, dir=out_dir))
     try:
         output = assemble_package(
             name=str(meta["package"]["name"]),
@@ -71,7 +83,7 @@ def assemble(
             target_platform=subdir,
             build_string=str(meta["build"]["string"]),
             build_number=int(meta["build"]["number"]),
-            output_dir=out_dir,
+            output_dir=assembling,
             files_dir=payload_dir,
             depends=_specs(meta, "requirements", "run"),
             constrains=_specs(meta, "requirements", "run_constrained"),
@@ -91,8 +103,13 @@ def assemble(
             # scanning a 1 GB payload for one costs time for nothing.
             detect_prefix=False,
         )
+        made = Path(output.path)
+        final = out_dir / made.name
+        os.replace(made, final)
     except RattlerBuildError as exc:
         raise UserError(f"assembling the package in {out_dir} failed: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"the rendered recipe in {recipe_dir} lacks a package field: {exc}") from None
-    return Path(output.path)
+    finally:
+        shutil.rmtree(assembling, ignore_errors=True)
+    return final

@@ -191,3 +191,24 @@ def tree_differences(root: Path, recorded: Mapping[str, str]) -> Iterator[str]:
             yield f"{relative} (missing)"
         elif sha256_of(path) != sha256:
             yield f"{relative} (sha256 differs)"
+
+
+def unwritable(path: Path) -> str | None:
+    """Why a directory option cannot be written into, said as the end of a sentence about it: a file, or a folder
+    (or, where it is still to be made, its nearest existing parent) that cannot be written; None when it can."""
+    if path.exists() and not path.is_dir():
+        return "is a file, not a directory"
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"cannot be made: {existing} is a file"
+    where = "" if existing == path else f" (its parent {existing} is not writable)"
+    try:
+        if os.statvfs(existing).f_flag & os.ST_RDONLY:
+            return f"is on a read-only file system{where}"
+    except (AttributeError, OSError):  # no statvfs on Windows
+        pass
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"cannot be written: no permission{where}"
+    return None
