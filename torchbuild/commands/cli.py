@@ -382,6 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             console.print(f"[bold red]error:[/] {escape(os_error(exc))}", highlight=False, soft_wrap=True)
             return 1
         except KeyboardInterrupt:
+            signals.end_children()
             scratch.remove_own()
             name, code = signals.stopped_by()
             console.print(f"[bold red]interrupted[/] ({name}): finished stages are kept, scratch and unfinished "

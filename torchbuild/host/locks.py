@@ -20,6 +20,7 @@ from torchbuild.host.console import console
 from torchbuild.host.files import umask
 
 POLL_S = 0.1
+_until_exit: list[filelock.FileLock] = []  # locks an interrupted process keeps while its stage threads end
 
 
 class Busy(UserError):
@@ -28,23 +29,33 @@ class Busy(UserError):
 
 @contextlib.contextmanager
 def held(path: Path, *, busy: str, wait_s: float = 0.0, waiting: str = "") -> Iterator[None]:
-    """Hold the lock ``path`` for the ``with`` block. When another process holds it: wait up to ``wait_s`` seconds
-    (saying ``waiting`` once), then raise Busy with ``busy``. A lock file that cannot be made or opened (a read-only
-    or full disk, a folder without write permission) raises UserError naming it."""
+    """Hold the lock ``path`` for the ``with`` block (an interrupt keeps it until the process ends). When another
+    process holds it: wait up to ``wait_s`` seconds (saying ``waiting`` once), then raise Busy with ``busy``. A lock
+    file that cannot be made or opened (a read-only or full disk, a folder without write permission) raises
+    UserError naming it."""
     lock = filelock.FileLock(path, mode=0o666 & ~umask(), thread_local=False)
     try:
         if not _acquire(lock, 0):
+            if wait_s <= 0:
+                raise Busy(f"{busy} (lock {path})")
             if waiting:
                 console.print(f"  {waiting} (lock {path})", highlight=False)
             started = time.monotonic()
             if not _acquire(lock, wait_s):
-                raise Busy(f"{busy} (after {time.monotonic() - started:.0f} s; lock {path})")
+                raise Busy(f"{busy} (waited {time.monotonic() - started:.0f} s; lock {path})")
     except OSError as exc:
         raise UserError(f"cannot make or open the lock file {path}: {exc.strerror or exc}") from None
     try:
         yield
-    finally:
+    except KeyboardInterrupt:
+        # The process is ending, but stage threads may still be writing below what the lock guards: the kernel
+        # releases it when the process is gone.
+        _until_exit.append(lock)
+        raise
+    except BaseException:
         lock.release()
+        raise
+    lock.release()
 
 
 def _acquire(lock: filelock.FileLock, timeout: float) -> bool:

@@ -35,7 +35,7 @@ from pathlib import Path
 from torchbuild.config import environment
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed, UserError, os_error
-from torchbuild.host import locks, scratch
+from torchbuild.host import locks, scratch, signals
 from torchbuild.host.console import console, step_done, step_start
 from torchbuild.plan import STAGES, Plan
 from torchbuild.results import Artifact, StageResult, sha256_of
@@ -295,6 +295,7 @@ def run_cell(
     except KeyboardInterrupt:
         # Nothing more starts; the stages running lose their scratch now and end at their next step.
         pool.shutdown(wait=False, cancel_futures=True)
+        signals.end_children()
         scratch.remove_own()
         raise
     except BaseException:
