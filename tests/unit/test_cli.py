@@ -146,3 +146,16 @@ def test_run_resolves_each_plan_once(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert code == 0
     assert resolved == ["linux-64-cpu-py3.11"]
     assert ran == [["2.12.0"]]
+
+
+def test_a_relative_repodata_directory_is_taken_as_that_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # py-rattler takes a relative 'rd' for an anaconda.org channel name (verify then failed with a network error
+    # about conda.anaconda.org/rd/...): the option is made absolute where it is read.
+    from torchbuild.commands import cli
+
+    (tmp_path / "rd" / "conda-forge" / "linux-64").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    options = cli.run_options(cli.build_parser().parse_args(["run", "--repodata", "rd"]))
+    assert options.repodata == tmp_path / "rd" and options.repodata.is_absolute()

@@ -39,8 +39,11 @@ def source_date_epoch(env: Mapping[str, str] = os.environ) -> int | None:
     raw = env.get(SOURCE_DATE_EPOCH)
     if raw is None or raw.strip() == "":
         return None
-    value = _integer(SOURCE_DATE_EPOCH, raw, f"seconds since 1970-01-01 (e.g. {SOURCE_DATE_EPOCH}=$(git log -1 "
-                     "--format=%ct))")  # fmt: skip
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UserError(f"{SOURCE_DATE_EPOCH}={raw!r} is not a number of seconds since 1970-01-01. Set it to one "
+                        f"(e.g. {SOURCE_DATE_EPOCH}=$(git log -1 --format=%ct)) or unset it.") from None  # fmt: skip
     if not EARLIEST <= value <= LATEST:
         raise UserError(
             f"{SOURCE_DATE_EPOCH}={raw} is outside the times a wheel (a zip) can carry: give one from {EARLIEST} "
