@@ -9,6 +9,7 @@ waits on it would let two processes hold it).
 from __future__ import annotations
 
 import contextlib
+import errno
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from torchbuild.host.console import console
 from torchbuild.host.files import umask
 
 POLL_S = 0.1
+MACHINE_FAULTS = {errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EIO}
 _until_exit: list[filelock.FileLock] = []  # locks an interrupted process keeps while its stage threads end
 
 
@@ -44,7 +46,10 @@ def held(path: Path, *, busy: str, wait_s: float = 0.0, waiting: str = "") -> It
             if not _acquire(lock, wait_s):
                 raise Busy(f"{busy} (waited {time.monotonic() - started:.0f} s; lock {path})")
     except OSError as exc:
-        raise UserError(f"cannot make or open the lock file {path}: {exc.strerror or exc}") from None
+        error = UserError(f"cannot make or open the lock file {path}: {exc.strerror or exc}")
+        if exc.errno in MACHINE_FAULTS:
+            error.exit_code = 1  # the machine's fault, not the input's (as every other OSError: commands/cli.py)
+        raise error from None
     try:
         yield
     except KeyboardInterrupt:
