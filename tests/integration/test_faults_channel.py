@@ -5,12 +5,18 @@ byte-for-byte what it was before, with no temporary file left and a message inst
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.integration.support_faults import (
+    WHEEL,
     Build,
     Mount,
     outputs,
@@ -48,12 +54,11 @@ def test_concurrent_publishers_of_one_name_one_wins_whole_the_other_is_refused(
     for trial in range(TRIALS):
         channel = tmp_path / f"channel-{trial}"
         env = {**os.environ, "COLUMNS": "200"}
-        procs = {
-            name: subprocess.Popen(publish_argv(channel, *builds[name].files), stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
-            for name in ("a", "b")
-        }
-        results = {name: subprocess.CompletedProcess(p.args, p.wait(120), *p.communicate()) for name, p in procs.items()}
+        argv = {name: publish_argv(channel, *builds[name].files) for name in ("a", "b")}
+        procs = {name: subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                 for name, args in argv.items()}  # fmt: skip
+        results = {name: subprocess.CompletedProcess(p.args, p.wait(120), *p.communicate())
+                   for name, p in procs.items()}  # fmt: skip
         codes = sorted(r.returncode for r in results.values())
         assert codes == [0, 2], outputs(list(results.values()))
         (winner,) = [name for name, r in results.items() if r.returncode == 0]
@@ -102,3 +107,46 @@ def test_a_read_only_channel_is_named_and_left_as_it_was(
     finally:
         tmpfs.read_only(False)
     assert problems(channel) == []
+
+
+def _truncated_inner(package: Path, dest: Path) -> Path:
+    """``package`` with its inner pkg-*.tar.zst cut in half: the zip is whole, the payload is not."""
+    with zipfile.ZipFile(package) as source, zipfile.ZipFile(dest, "w", zipfile.ZIP_STORED) as out:
+        for info in source.infolist():
+            data = source.read(info)
+            out.writestr(info, data[: len(data) // 2] if info.filename.startswith("pkg-") else data)
+    return dest
+
+
+@pytest.mark.parametrize(
+    ("where", "make", "message"),
+    [
+        ("linux-64/pytorch-2.13.0-py3.12_cpu_0.conda", lambda b, d: _truncated_inner(b["big"].conda, d),
+         "is not a valid conda package"),
+        ("whl/simple/torch/" + WHEEL.replace("cp311-cp311", "cp312-cp312"), lambda b, d: d.write_text("text"),
+         "is not a valid wheel"),
+        ("noarch/pytorch-2.13.0-py3.11_cpu_0.conda", lambda b, d: shutil.copy(b["small"].conda, d),
+         "its info/index.json says subdir linux-64, so it belongs in linux-64/, not noarch/"),
+        ("osx-arm64/pytorch-2.13.0-py3.11_cpu_0.conda", lambda b, d: shutil.copy(b["small"].conda, d),
+         "says subdir linux-64, so it belongs in linux-64/, not osx-arm64/"),
+        ("whl/simple/numpy/" + WHEEL, lambda b, d: shutil.copy(b["small"].wheel, d),
+         "a wheel of the project 'torch' belongs on the page whl/simple/torch/, not on numpy's"),
+    ],
+)  # fmt: skip
+def test_index_refuses_what_publish_refuses_and_leaves_the_channel(
+    where: str, make: Any, message: str, builds: dict[str, Build], tmp_path: Path
+) -> None:
+    # Before: index listed each of these (repodata naming a corrupt file's hash, a text file as a wheel, a package
+    # where no installer of its platform looks, a torch wheel on numpy's page).
+    channel = tmp_path / "channel"
+    assert publish(channel, *builds["small"].files).returncode == 0
+    dropped = channel / where
+    dropped.parent.mkdir(parents=True, exist_ok=True)
+    make(builds, dropped)
+    before = snapshot(channel)
+    argv = [sys.executable, str(ROOT / "pipeline.py"), "index", "--channel", str(channel)]
+    result = subprocess.run(argv, capture_output=True, text=True, check=False, env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 2 and "Traceback" not in result.stderr, outputs([result])
+    text = " ".join(result.stderr.split())
+    assert str(dropped) in text and message in text, text
+    assert snapshot(channel) == before, "a refused index changed the channel"
