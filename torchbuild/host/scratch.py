@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from torchbuild.config import environment
+from torchbuild.errors import UserError
 
 RAM_DIR = Path("/dev/shm")
 MARGIN = 2 << 30  # bytes of memory left to everything else
@@ -37,6 +38,7 @@ LEGACY = "torchbuild-smoke-"  # directories in memory that earlier versions made
 
 _owned: dict[Path, int] = {}  # directories in memory this process made -> the descriptor holding their lock
 _owned_lock = threading.Lock()
+_stopping = False  # set by remove_own: the process is ending
 
 
 def _mounted_as_tmpfs(path: Path, mounts: Path = Path("/proc/mounts")) -> bool:
@@ -82,9 +84,19 @@ def make_in_memory(size: int, prefix: str, keep_while: Path | None = None) -> Pa
         if descriptor is not None:
             break  # else a run starting meanwhile took the new, unmarked directory for a leftover: make another
     with _owned_lock:
-        _owned[path] = descriptor
+        stopping = _stopping
+        if not stopping:
+            _owned[path] = descriptor
+    if stopping:  # a stage thread still running after remove_own: its scratch would outlive the process
+        shutil.rmtree(path, ignore_errors=True)
+        os.close(descriptor)
+        raise Stopping("the run is being stopped: no new scratch")
     _mark(path).write_text(f"{keep_while or ''}\n", encoding="utf-8")
     return path
+
+
+class Stopping(UserError):
+    """Scratch asked for after the process began to stop (by a stage thread that has not yet ended)."""
 
 
 def _mark(path: Path) -> Path:
@@ -121,8 +133,11 @@ def remove(path: Path) -> None:
 
 
 def remove_own() -> list[Path]:
-    """Remove every directory in memory this process made and still has (an interrupted run); returns them."""
+    """Remove every directory in memory this process made and still has (an interrupted run), and refuse new ones
+    from then on (the stage threads still running); returns them."""
+    global _stopping
     with _owned_lock:
+        _stopping = True
         paths = list(_owned)
     for path in paths:
         remove(path)
