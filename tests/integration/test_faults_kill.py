@@ -142,9 +142,9 @@ def test_a_run_stopped_at_a_stage_says_so_and_leaves_nothing_half_made(
 
 def test_a_second_run_in_the_same_directory_is_refused_with_a_message(wheel: Path, tmp_path: Path) -> None:
     # Before: one of the two died with a traceback, the other's state and artifacts overwritten.
-    first = Running(tmp_path, wheel)
+    first = Running(tmp_path, wheel, scratch="disk")  # nothing kept in memory if it gets as far as a failed smoke
     first.wait_for("▶ source ")
-    second = Running(tmp_path, wheel)
+    second = Running(tmp_path, wheel, scratch="disk")
     assert second.finish() == 2, second.output
     assert "another torchbuild run is using" in second.output and "Traceback" not in second.output
     assert first.proc.poll() is None, "the first run was disturbed"
