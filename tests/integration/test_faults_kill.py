@@ -120,6 +120,10 @@ def test_a_run_stopped_at_a_stage_says_so_and_leaves_nothing_half_made(
     stage: str, signum: signal.Signals, wheel: Path, tmp_path: Path
 ) -> None:
     before = {entry.name for entry in RAM.glob("torchbuild-*")}
+    stale = tmp_path / "build" / "report.json"  # an earlier run's, saying publish passed
+    stale.parent.mkdir()
+    stale.write_text(json.dumps({"cells": [{"cell_id": PLAN.cell_id, "ok": True, "stages": [
+        {"stage": "publish", "status": "passed"}]}]}))  # fmt: skip
     run = Running(tmp_path, wheel)
     run.wait_for(f"▶ {stage} ")
     run.proc.send_signal(signum)
@@ -131,6 +135,7 @@ def test_a_run_stopped_at_a_stage_says_so_and_leaves_nothing_half_made(
     assert _unheld_scratch(before) == [], run.output
     assert _partial_artifacts(tmp_path / "build") == []
     assert not (tmp_path / "channel").exists(), "publish ran, or a stopped run wrote to the channel"
+    assert not stale.exists() or '"publish", "status": "passed"' not in stale.read_text(), "the last run's report"
     if stage == "conda":  # the same command resumes: the finished stages are not run again
         again = Running(tmp_path, wheel, scratch="disk")
         again.finish()
