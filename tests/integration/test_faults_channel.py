@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from tests.integration.support_faults import (
 __all__ = ["tmpfs"]  # the fixture, imported for pytest
 
 TRIALS = 6
+INDEXES = ("repodata.json", "repodata.json.zst", "index.html")  # rewritten by every publish that adds a file
 PADDING = 8 << 20  # copies long enough for the two publishers to overlap (without the lock, 1 trial in 3 clashed)
 
 
@@ -43,6 +46,7 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Build]:
         "small": small_build(root / "small", "small"),
         "small-b": small_build(root / "small-b", "small-b"),  # the same names as small's, other bytes
         "big": small_build(root / "big", "big", padding=600_000, python="3.12"),
+        "huge": small_build(root / "huge", "huge", padding=8 << 20, python="3.10"),
     }
 
 
@@ -150,3 +154,37 @@ def test_index_refuses_what_publish_refuses_and_leaves_the_channel(
     text = " ".join(result.stderr.split())
     assert str(dropped) in text and message in text, text
     assert snapshot(channel) == before, "a refused index changed the channel"
+
+
+# From before the first write to after the last, on a 2-core runner (SIGINT takes SIGTERM's way: one point).
+KILL_AFTER_S = {signal.SIGTERM: (0.6, 1.5, 2.5), signal.SIGINT: (1.5,), signal.SIGKILL: (1.2, 2.2)}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+def test_a_publish_killed_anywhere_leaves_the_channel_as_it_was_or_complete(
+    signum: signal.Signals, builds: dict[str, Build], tmp_path: Path
+) -> None:
+    # SIGTERM and SIGINT: the publisher cleans up. SIGKILL: nothing can; the next publish removes what it left.
+    huge = builds["huge"]
+    for after in KILL_AFTER_S[signum]:
+        channel = tmp_path / f"channel-{after}"
+        assert publish(channel, *builds["small"].files).returncode == 0
+        before = snapshot(channel)
+        proc = subprocess.Popen(publish_argv(channel, *huge.files), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)  # fmt: skip
+        time.sleep(after)
+        proc.send_signal(signum)
+        _out, err = proc.communicate(timeout=120)
+        if signum != signal.SIGKILL:
+            assert "Traceback" not in err, err
+            assert problems(channel) == [], f"stopped after {after} s"
+            now = snapshot(channel)
+            published = now.get(f"linux-64/{huge.conda.name}") == huge.conda.read_bytes()
+            assert now == before or published, f"stopped after {after} s: neither as it was nor complete"
+        again = publish(channel, *huge.files)
+        assert again.returncode == 0, outputs([again])
+        assert problems(channel) == [], f"after a publish stopped at {after} s and one more"
+        now = snapshot(channel)
+        assert {k: now[k] for k in before if not k.endswith(INDEXES)} == {
+            k: v for k, v in before.items() if not k.endswith(INDEXES)
+        }, "a published file changed"
