@@ -2,7 +2,10 @@
 
 import sys
 
-from torchbuild.commands.cli import main
+try:
+    from torchbuild.commands.cli import main
+except KeyboardInterrupt:  # Ctrl-C while Python loads the modules, before anything has started
+    sys.exit(130)
 
 if __name__ == "__main__":
     sys.exit(main())

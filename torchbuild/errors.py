@@ -39,3 +39,10 @@ def some_of(choices: Iterable[object], keep: int = 2) -> str:
     if len(items) <= 2 * keep + 2:
         return one_of(items)
     return f"{', '.join(items[:keep])}, ..., {', '.join(items[-keep:-1])} or {items[-1]} ({len(items)} releases)"
+
+
+def os_error(exc: OSError) -> str:
+    """An OSError as a user reads it: what the system said, and the file it said it about."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    files = [str(f) for f in (exc.filename, exc.filename2) if f is not None]
+    return f"{what}: {' -> '.join(files)}" if files else what

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.integration.support_faults import Mount, tmpfs
 from torchbuild.config import matrix
 
 
@@ -17,6 +18,8 @@ def pipeline(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(ROOT / "pipeline.py"), *args], cwd=cwd, capture_output=True, text=True, check=False
     )
+
+__all__ = ["tmpfs"]  # the fixture, imported for pytest
 
 
 def test_help() -> None:
@@ -146,3 +149,60 @@ def test_run_resolves_each_plan_once(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert code == 0
     assert resolved == ["linux-64-cpu-py3.11"]
     assert ran == [["2.12.0"]]
+
+
+def test_a_relative_repodata_directory_is_taken_as_that_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # py-rattler takes a relative 'rd' for an anaconda.org channel name (verify then failed with a network error
+    # about conda.anaconda.org/rd/...): the option is made absolute where it is read.
+    from torchbuild.commands import cli
+
+    (tmp_path / "rd" / "conda-forge" / "linux-64").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    options = cli.run_options(cli.build_parser().parse_args(["run", "--repodata", "rd"]))
+    assert options.repodata == tmp_path / "rd" and options.repodata.is_absolute()
+
+
+@pytest.mark.parametrize(
+    ("layout", "args", "message"),
+    [
+        ("cache-file", ["--cache-dir", "cache"], "--cache-dir {here}/cache is a file, not a directory"),
+        ("cache-file", ["--cache-dir", "cache/deeper"], "--cache-dir {here}/cache/deeper cannot be made: {here}/cache "
+         "is a file"),
+        ("build-file", [], "the work folder {here}/build is a file, not a directory"),
+    ],
+)  # fmt: skip
+def test_a_directory_option_that_is_a_file_is_refused_before_anything_runs(
+    layout: str, args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from torchbuild.commands import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / layout.split("-")[0]).write_text("a file\n")
+    before = sorted(tmp_path.rglob("*"))
+    argv = ["run", "--platform", "linux-64", "--cuda", "cpu", "--py", "3.11", "--matrix", str(ROOT / "matrix.yaml")]
+    if "--cache-dir" in args:
+        args = [args[0], str(tmp_path / args[1])]
+    assert cli.main([*argv, *args]) == 2
+    assert message.format(here=tmp_path) in " ".join(capsys.readouterr().err.split())
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_cache_dir_on_a_read_only_disk_is_refused_before_anything_runs(
+    tmpfs: Mount, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchbuild.commands import cli
+
+    monkeypatch.chdir(tmp_path)
+    tmpfs.read_only()
+    try:
+        argv = ["run", "--platform", "linux-64", "--cuda", "cpu", "--py", "3.11", "--matrix", str(ROOT / "matrix.yaml"),
+                "--cache-dir", str(tmpfs.path / "cache")]  # fmt: skip
+        assert cli.main(argv) == 2
+    finally:
+        tmpfs.read_only(False)
+    message = f"--cache-dir {tmpfs.path / 'cache'} is on a read-only file system (its parent {tmpfs.path} is not"
+    assert message in " ".join(capsys.readouterr().err.split())
+    assert not (tmp_path / "build").exists()

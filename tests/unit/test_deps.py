@@ -134,7 +134,7 @@ def test_missing_file_is_not_retried(server: Server, tmp_path: Path) -> None:
         downloads.fetch(dep, tmp_path / "cache", show_progress=False)
 
 
-@pytest.mark.parametrize("kind", ["zip", "tar-dotdot", "tar-symlink", "7z"])
+@pytest.mark.parametrize("kind", ["zip", "tar-dotdot", "tar-symlink", "tar-hardlink", "7z"])
 def test_path_escapes_are_refused(kind: str, server: Server, tmp_path: Path) -> None:
     if kind == "zip":
         data, name = zip_bytes({"ok.txt": b"1", "../evil.txt": b"x"}), "e.zip"
@@ -147,9 +147,15 @@ def test_path_escapes_are_refused(kind: str, server: Server, tmp_path: Path) -> 
     else:
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-            info = tarfile.TarInfo("../evil.txt" if kind == "tar-dotdot" else "link")
+            info = tarfile.TarInfo("../evil.txt" if kind == "tar-dotdot" else "a/b/link")
             if kind == "tar-symlink":
                 info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+                tar.addfile(info)
+            elif kind == "tar-hardlink":  # a hard link's target is relative to the archive root: this leaves it
+                ok = tarfile.TarInfo("a/secret")
+                ok.size = 1
+                tar.addfile(ok, io.BytesIO(b"s"))
+                info.type, info.linkname = tarfile.LNKTYPE, "../secret"
                 tar.addfile(info)
             else:
                 info.size = 1
@@ -159,6 +165,7 @@ def test_path_escapes_are_refused(kind: str, server: Server, tmp_path: Path) -> 
         downloads.fetch(dep_for(server, name, data), tmp_path / "cache", show_progress=False)
     assert not (tmp_path / "cache" / "deps" / "evil.txt").exists()
     assert not list((tmp_path / "cache").rglob("evil.txt"))
+    assert not list((tmp_path / "cache").rglob("secret")), "nothing of a refused archive is unpacked"
 
 
 def test_bad_declarations() -> None:

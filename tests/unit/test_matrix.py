@@ -66,6 +66,23 @@ def test_cell_id_is_stable_across_latest() -> None:
         ("build:\n  generator: make\n", "build.generator 'make' is not one of ninja or visual-studio"),
         ("include:\n  - {cuda: '9.0'}\n", "an include entry needs platform or python"),
         ("", "the file is empty"),
+        # Duplicates would build (and estimate, and give GitHub jobs for) one cell twice.
+        ('python: ["3.11", "3.12",\n  "3.11"]\n', "matrix.yaml:2: 'python' lists '3.11' twice (lines 1 and 2)"),
+        ("cuda: [cpu, cpu]\n", "'cuda' lists 'cpu' twice"),
+        ("platforms: [linux-64, linux-64]\n", "'platforms' lists 'linux-64' twice"),
+        # Every value checked for its type and range at load, not by a stage later.
+        ("platforms: [linux-64, osx-arm64]\n", "matrix.yaml:1: unknown platform 'osx-arm64'; valid platforms:"),
+        ("exclude:\n  - {platform: linux64}\n", "matrix.yaml:2: unknown platform 'linux64'"),
+        ("build_number: -1\n", "'build_number' must be from 0 to 2147483647, not -1"),
+        ("build_number: 99999999999999999999999\n", "'build_number' must be from 0 to 2147483647"),
+        ("build:\n  timeout_hours: 0\n", "matrix.yaml:2: 'timeout_hours' must be more than 0 and at most 744, not 0"),
+        ("build:\n  timeout_hours: -3\n", "'timeout_hours' must be more than 0"),
+        ("build:\n  timeout_hours: .inf\n", "'timeout_hours' must be"),
+        ("build:\n  timeout_hours: 1e308\n", "'timeout_hours' must be more than 0 and at most 744, not 1e308"),
+        ("build:\n  timeout_hours: .nan\n", "'timeout_hours' must be"),
+        ("build:\n  max_jobs: 0\n", "build.max_jobs must be 'auto' or an integer from 1 to 4096, not '0'"),
+        ("build:\n  max_jobs: 99999999999\n", "build.max_jobs must be 'auto' or an integer from 1 to 4096"),
+        ("build:\n  max_jobs: \u0663\n", "build.max_jobs must be 'auto' or an integer"),  # an Arabic-Indic 3
     ],
 )
 def test_bad_matrix_is_named_with_line(text: str, message: str) -> None:
@@ -77,3 +94,34 @@ def test_bad_matrix_is_named_with_line(text: str, message: str) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(MatrixError, match="no such matrix file"):
         matrix.load(tmp_path / "nope.yaml")
+
+
+def test_values_at_the_edges_of_their_ranges_load() -> None:
+    m = matrix.parse("build_number: 2147483647\nbuild: {timeout_hours: 744, max_jobs: 4096}\n")
+    assert (m.build_number, m.build.timeout_hours, m.build.max_jobs) == (2147483647, 744.0, "4096")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-8-sig", "utf-32"])
+def test_a_matrix_with_a_byte_order_mark_loads(encoding: str, tmp_path: Path) -> None:
+    # PowerShell 5's `>` writes UTF-16 LE with a byte-order mark; Notepad may add one to UTF-8.
+    text = '# café\nplatforms: [linux-64]\npython: ["3.12"]\n'
+    bom = {"utf-16-be": b"\xfe\xff"}.get(encoding, b"")
+    path = tmp_path / "matrix.yaml"
+    path.write_bytes(bom + text.encode(encoding))
+    assert [c.id for c in matrix.load(path).cells()] == ["linux-64-cpu-py3.12"]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"platforms: [linux-64]\n# caf\xe9 (Latin-1)\n", "matrix.yaml:2: the file is not valid UTF-8 (byte 0xe9"),
+        ('python: ["3.12"]\n'.encode("utf-16-le"), "holds NUL characters (UTF-16 or UTF-32 without a byte-order"),
+        (b"\xff\xfe" + b"p\x00y\x00\x00\xd8", "the file is not valid UTF-16"),  # a lone surrogate
+    ],
+)
+def test_a_matrix_in_another_encoding_is_refused_naming_the_fix(data: bytes, message: str, tmp_path: Path) -> None:
+    path = tmp_path / "matrix.yaml"
+    path.write_bytes(data)
+    with pytest.raises(MatrixError) as info:
+        matrix.load(path)
+    assert message in str(info.value) and "save it as UTF-8" in str(info.value)

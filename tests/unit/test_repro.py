@@ -6,6 +6,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.builders import make_wheel, torch_plan
 from torchbuild.config.options import RunOptions
 from torchbuild.results import Artifact, StageResult
@@ -52,4 +54,25 @@ def test_a_source_date_epoch_that_is_no_time_is_refused_before_anything_runs(tmp
     )  # fmt: skip
     assert result.returncode == 2
     assert "SOURCE_DATE_EPOCH='yesterday' is not a number of seconds since 1970-01-01." in result.stderr
+    assert "Traceback" not in result.stderr and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("epoch", ["0", "-1", "315532799", "4354819199", "99999999999999999999"])
+def test_a_source_date_epoch_no_archive_can_carry_is_refused_before_anything_runs(epoch: str, tmp_path: Path) -> None:
+    # Before 1980 or after 2107, a zip cannot hold the time: the conda stage panicked, repair raised struct.error.
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "pipeline.py"), "--cuda", "cpu", "--py", "3.11",
+         "--matrix", str(ROOT / "matrix.yaml")],
+        cwd=tmp_path, capture_output=True, text=True, check=False,
+        env={**os.environ, "SOURCE_DATE_EPOCH": epoch, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.returncode == 2
+    message = " ".join(result.stderr.split())
+    assert f"SOURCE_DATE_EPOCH={epoch} is outside the times a wheel (a zip) can carry: give one from" in message
     assert "Traceback" not in result.stderr and list(tmp_path.iterdir()) == []

@@ -44,3 +44,15 @@ def test_piped_output_keeps_each_row_on_one_line_however_long(tmp_path: Path) ->
     assert result.returncode == 0, result.stderr
     (row,) = [line for line in result.stdout.splitlines() if line.startswith("│")]
     assert str(deep / WHEEL) in row
+
+
+def test_an_sbom_of_the_wrong_shape_is_named_not_a_traceback(tmp_path: Path) -> None:
+    member = "torch-2.13.0+cpu.dist-info/sboms/torchbuild.cdx.json"
+    for number, data in enumerate([b"[]", b'"text"', b'{"components": 3}', b'{"metadata": [1]}',
+                                   b'{"components": [{"components": [{"hashes": 5}]}]}', b"\xff\xfe{}"]):  # fmt: skip
+        wheel = make_wheel(tmp_path / str(number), WHEEL, extra_members={member: data})
+        result = sbom(wheel)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, (data, result.stderr)
+        message = " ".join(result.stderr.split())
+        assert f"{wheel}: {member}" in message, (data, message)
+        assert "expected shape" in message or "not UTF-8" in message, (data, message)

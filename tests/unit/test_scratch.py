@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from torchbuild.errors import UserError
 from torchbuild.host import scratch
 
@@ -71,3 +74,46 @@ def test_an_in_memory_conda_prefix_a_failed_run_kept_is_removed_by_the_next_run(
     wheel_base = tmp_path / "smoke-wheel"
     wheel_base.mkdir()
     assert smoke._environment_root(wheel_base, "wheel", backend, package) == wheel_base / "wheel"  # on disk
+
+
+def _made_by_a_process_that_ended(prefix: str, keep_while: Path | None = None) -> Path:
+    """A directory in memory made by another process that has ended (as a killed or finished run leaves it)."""
+    code = ("import sys; from pathlib import Path; from torchbuild.host import scratch; "
+            "keep = Path(sys.argv[2]) if sys.argv[2] else None; "
+            "print(scratch.make_in_memory(1, sys.argv[1], keep_while=keep))")  # fmt: skip
+    made = subprocess.run([sys.executable, "-c", code, prefix, str(keep_while or "")], capture_output=True,
+                          text=True, check=True, cwd=ROOT)  # fmt: skip
+    return Path(made.stdout.strip())
+
+
+def test_memory_scratch_left_by_ended_runs_goes_unless_a_record_still_keeps_it(tmp_path: Path) -> None:
+    if not scratch.in_memory(1):
+        pytest.skip("skipped: /dev/shm here is no tmpfs with room")
+    record = tmp_path / "build" / "cell" / "smoke-conda" / "kept"
+    record.parent.mkdir(parents=True)
+    killed = _made_by_a_process_that_ended("torchbuild-test-killed-")
+    kept = _made_by_a_process_that_ended("torchbuild-test-kept-", keep_while=record)
+    orphaned = _made_by_a_process_that_ended("torchbuild-test-orphaned-", keep_while=tmp_path / "gone" / "kept")
+    record.write_text(f"{kept}\n")  # the failed stage's record names its environment, kept for debugging
+    try:
+        removed = scratch.remove_leftovers()
+        assert killed in removed and orphaned in removed and kept not in removed
+        assert not killed.exists() and not orphaned.exists() and kept.is_dir()
+        shutil.rmtree(record.parents[2])  # the build directory deleted: nothing keeps it any more
+        assert kept in scratch.remove_leftovers() and not kept.exists()
+    finally:
+        for path in (killed, kept, orphaned):
+            scratch.remove(path)
+
+
+def test_no_memory_scratch_once_the_process_is_stopping(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stage thread still running after an interrupt removed this process's scratch would make a directory that
+    # outlives the process.
+    if not scratch.in_memory(1):
+        pytest.skip("skipped: /dev/shm here is no tmpfs with room")
+    monkeypatch.setattr(scratch, "_stopping", False)
+    before = set(scratch.RAM_DIR.glob("torchbuild-test-stop-*"))
+    scratch.remove_own()
+    with pytest.raises(scratch.Stopping):
+        scratch.make_in_memory(1, "torchbuild-test-stop-")
+    assert set(scratch.RAM_DIR.glob("torchbuild-test-stop-*")) == before

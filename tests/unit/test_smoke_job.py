@@ -126,3 +126,31 @@ def test_no_download_and_another_plan_are_named(here: Path, capsys: pytest.Captu
 def test_smoke_takes_one_cell(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["smoke", "--platform", "win-64", "--cuda", "cpu"]) == 2
     assert "smoke takes one cell (4 selected): give --only CELL_ID" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda r: r["outputs"].update(repaired_wheel=[]), "unreadable record of stage 'repair': a stage record lacks"),
+        (lambda r: r["outputs"]["repaired_wheel"].update(size="big"), "unreadable record of stage 'repair'"),
+        (lambda r: r["outputs"]["repaired_wheel"].update(path=7), "unreadable record of stage 'repair'"),
+        (lambda r: r.update(outputs=["wheel"]), "unreadable record of stage 'repair'"),
+        (lambda r: r.update(checks=[{"nom": "x"}]), "unreadable record of stage 'repair'"),
+        (lambda r: r.update(status="done"), "stage 'repair' has the status 'done', not one of passed,"),
+        (lambda r: r.pop("stage"), "unreadable record of stage 'repair'"),
+    ],
+)
+def test_a_state_file_of_the_wrong_shape_is_named(
+    change: object, message: str, here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Valid JSON, but not what the runner writes (another torchbuild version, an edit): a message, not a traceback.
+    plan = plan_of(CELL)
+    record_build(here, plan)
+    path = here / plan.work_dir / "state.json"
+    state = json.loads(path.read_text())
+    change(state["stages"]["repair"])  # type: ignore[operator]
+    path.write_text(json.dumps(state))
+    assert cli.main(["smoke", "--only", CELL]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{path}: " in err and message in err
+    assert not (here / "build" / "report.json").exists()

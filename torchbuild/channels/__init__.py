@@ -2,12 +2,15 @@
 
 Every backend follows the same order: check every destination first (an identical file is a no-op, a different
 file under an existing name is refused before anything is written), then packages, then the index, so that the
-index never names a file that is not there and nothing is ever deleted.
+index never names a file that is not there and nothing is ever deleted. A publisher holds ``locked()`` from its plan
+to its last write, so that no other publisher writes between its check and its write (a local channel's lock file;
+S3's conditional writes do the same without a lock).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -46,6 +49,10 @@ def project_of(wheel_name: str) -> str:
 
 class Channel(Protocol):
     url: str
+
+    def locked(self) -> AbstractContextManager[None]:
+        """Keep every other publisher of this channel out while plan and apply run."""
+        ...
 
     def plan(
         self, conda: Sequence[tuple[Artifact, str]], wheels: Sequence[Artifact], replace: bool = False

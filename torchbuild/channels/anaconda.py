@@ -10,15 +10,17 @@ skipped (``--skip-existing``), or replaced with ``--replace`` (``--force``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from torchbuild.channels import Action, Upload
 from torchbuild.channels.secrets import redact
+from torchbuild.config import environment
 from torchbuild.config.channel_spec import parse_anaconda
 from torchbuild.errors import UserError
 from torchbuild.host.console import console
@@ -43,8 +45,13 @@ class AnacondaChannel:
         self.url = base if self.label == "main" else f"{base}/label/{self.label}"
         self.replace = False
 
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """anaconda.org takes each upload whole, and refuses an existing name unless --replace (--force)."""
+        yield
+
     def _executable(self) -> str:
-        found = shutil.which(os.environ.get("TORCHBUILD_ANACONDA", "anaconda"))
+        found = shutil.which(environment.anaconda_command())
         if found is None:
             raise UserError("the 'anaconda' command (anaconda-client) is not on PATH: pip install anaconda-client")
         return found

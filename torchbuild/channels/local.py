@@ -1,31 +1,51 @@
 """A channel in a local directory: conda subdirs indexed by py-rattler, wheels under whl/ with PEP 503 pages.
 
 channel/
+  .torchbuild.lock                   held by the one process that writes the channel (host/locks.py)
   noarch/repodata.json(.zst)         conda requires noarch even when empty
   linux-64/pytorch-*.conda, repodata.json(.zst)
   whl/simple/index.html              PEP 503 root
   whl/simple/torch/index.html        links carry #sha256=
   whl/simple/torch/torch-*.whl (+ .sha256 sidecar, so pages need not rehash)
 
+Writes: a publish or an index holds the channel's lock from its first look at the channel to its last write, so two
+publishers never interleave (the second waits, then sees what the first wrote and is refused a different file under
+the same name). Every file is written in full under a temporary name first (host/files.Staged), the index in a
+staging folder below the channel (hard links of the subdir's packages and the new ones, py-rattler's index there);
+then everything is renamed into place, the packages before the indexes that name them. So a publish that fails or
+is killed before the renames (a full or read-only disk, an interrupt) leaves the channel as it was; what a killed
+one left under temporary names is removed by the next publish or index (under the lock nothing else can be using
+it).
+
 A file already in the channel is the same as an artifact when its recorded sha256 (the subdir's repodata.json, the
 wheel's sidecar) is the artifact's and the file has not changed since that record was written (size, and its
-change time not after the record's); otherwise it is hashed. A publish that writes nothing leaves an index that is
-current as it is.
+change time not after the record's); otherwise it is hashed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from torchbuild.channels import Upload, action_for, pep503, refuse, wheel_path
+from torchbuild.channels.admission import check_place, validate
 from torchbuild.channels.repodata import PACKAGE_SUFFIXES
 from torchbuild.conda import rattler_child
 from torchbuild.conda.archive import PackageUnreadable, read_package
 from torchbuild.errors import UserError
-from torchbuild.host.files import changed_at, copy_atomic, write_atomic
+from torchbuild.host import locks
+from torchbuild.host.files import Staged, changed_at, is_temporary, link
 from torchbuild.results import Artifact, sha256_of
+
+LOCK = ".torchbuild.lock"
+STAGING = ".staging-"  # the folder below the channel where an index is made before it is renamed into place
+WAIT_S = 1800.0  # how long a publisher waits for another one of the same channel
+INDEX_FILES = ("repodata.json", "repodata.json.zst")
 
 
 def _recorded(repodata: Path) -> dict[str, dict[str, object]]:
@@ -36,7 +56,12 @@ def _recorded(repodata: Path) -> dict[str, dict[str, object]]:
         return {}
     if not isinstance(raw, dict):
         return {}
-    return {name: r for key in ("packages", "packages.conda") for name, r in (raw.get(key) or {}).items()}
+    records: dict[str, dict[str, object]] = {}
+    for key in ("packages", "packages.conda"):
+        section = raw.get(key)
+        if isinstance(section, dict):
+            records.update({str(n): r for n, r in section.items() if isinstance(r, dict)})
+    return records
 
 
 def check_directory(path: Path) -> None:
@@ -49,13 +74,63 @@ class LocalChannel:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.url = path.resolve().as_uri()
+        self._depth = 0  # how deep this process is inside locked()
+
+    # --- the lock, and what a killed writer left --------------------------------------------------------
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the channel's lock (made with the channel folder where missing); reentrant within this object."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        check_directory(self.path)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"channel {self.path} cannot be made: {exc.strerror or exc}") from None
+        busy = f"another process is publishing to or indexing the channel {self.path}; try again once it is done"
+        with locks.held(self.path / LOCK, busy=busy, wait_s=WAIT_S, waiting="waiting for another publisher"):
+            self._depth = 1
+            try:
+                self._remove_leftovers()
+                yield
+            finally:
+                self._depth = 0
+
+    def _remove_leftovers(self) -> None:
+        """Temporaries and staging folders of a writer that was killed, and py-rattler's own temporary folders."""
+        for entry in self.path.iterdir():
+            if entry.is_dir() and (entry.name.startswith(STAGING) or entry.name == ".tmp"):
+                shutil.rmtree(entry, ignore_errors=True)
+        for folder in [self.path, *self._folders()]:
+            with contextlib.suppress(OSError):
+                for entry in folder.iterdir():
+                    if is_temporary(entry) and entry.is_file():
+                        entry.unlink(missing_ok=True)
+                    elif entry.name == ".tmp" and entry.is_dir():
+                        shutil.rmtree(entry, ignore_errors=True)
+
+    def _folders(self) -> list[Path]:
+        simple = self.path / "whl" / "simple"
+        pages = [simple, *(p for p in simple.iterdir() if p.is_dir())] if simple.is_dir() else []
+        return [p for p in self.path.iterdir() if p.is_dir() and not p.name.startswith(".")] + pages
+
+    # --- reading ----------------------------------------------------------------------------------------
 
     def _packages(self) -> list[Path]:
-        return sorted(p for p in self.path.glob("*/*") if p.name.endswith(PACKAGE_SUFFIXES))
+        return sorted(p for p in self.path.glob("*/*") if p.name.endswith(PACKAGE_SUFFIXES) and p.is_file())
+
+    def _wheels(self) -> list[Path]:
+        return sorted(p for p in self.path.glob("whl/simple/*/*.whl") if p.is_file())
 
     def _check_indexable(self) -> None:
         """Every package in the channel can be indexed. py-rattler's index, given one it cannot open, panics without
-        naming it, after it may have rewritten other subdirs' repodata; so each is opened here first."""
+        naming it; so each is opened here first."""
         for package in self._packages():
             try:
                 read_package(package, payload=False)
@@ -65,11 +140,42 @@ class LocalChannel:
                     f"'pipeline.py index --channel {self.path}'."
                 ) from None
 
+    def _admit_all(self) -> None:
+        """``index``: every package and wheel is where it belongs, and every one the index does not record as it is
+        (put there by hand, or changed since) passes publish's checks."""
+        fix = "The channel's index was left as it was: replace or remove that file, then index again."
+        for path in [*self._packages(), *self._wheels()]:
+            try:
+                check_place(path, self.path)
+                kind = "wheel" if path.name.endswith(".whl") else "conda"
+                if not self._recorded_as_is(path, kind):
+                    validate(path, kind, nothing="nothing was indexed")  # type: ignore[arg-type]
+            except UserError as exc:
+                raise UserError(f"{exc}\n{fix}") from None
+
+    def _recorded_as_is(self, path: Path, kind: str) -> bool:
+        """The channel records ``path`` (its sidecar, its subdir's index) and it has not changed since."""
+        if kind == "wheel":
+            record = path.with_name(path.name + ".sha256")
+            size_ok = record.is_file()
+        else:
+            record = path.parent / "repodata.json"
+            entry = _recorded(record).get(path.name) or {}
+            size_ok = entry.get("size") == path.stat().st_size
+        return size_ok and changed_at(path) <= record.stat().st_mtime_ns
+
+    # --- plan -------------------------------------------------------------------------------------------
+
     def plan(
         self, conda: Sequence[tuple[Artifact, str]], wheels: Sequence[Artifact], replace: bool = False
     ) -> list[Upload]:
-        check_directory(self.path)
-        self._check_indexable()  # before the first file is copied: a publish must not stop half done
+        with self.locked():
+            self._check_indexable()  # before the first file is copied: a publish must not stop half done
+            return self._plan(conda, wheels, replace)
+
+    def _plan(
+        self, conda: Sequence[tuple[Artifact, str]], wheels: Sequence[Artifact], replace: bool
+    ) -> list[Upload]:
         uploads: list[Upload] = []
         conflicts: list[str] = []
         wanted = [(a, "conda", subdir, self.path / subdir / a.path.name) for a, subdir in conda]
@@ -97,7 +203,7 @@ class LocalChannel:
             record = destination.with_name(destination.name + ".sha256")
             try:
                 recorded = record.read_text(encoding="utf-8").strip()
-            except OSError:
+            except (OSError, UnicodeDecodeError):
                 return False
         else:
             record = destination.parent / "repodata.json"
@@ -119,57 +225,134 @@ class LocalChannel:
             return False
         return all(changed_at(p) <= written for p in files)
 
+    # --- apply ------------------------------------------------------------------------------------------
+
     def apply(self, uploads: Sequence[Upload]) -> list[Artifact]:
-        published = []
-        for upload in uploads:
-            destination = Path(upload.destination)
-            if upload.action != "unchanged":
-                copy_atomic(upload.artifact.path, destination)
-            if upload.kind == "wheel":
-                _write_if_changed(destination.with_name(destination.name + ".sha256"), upload.artifact.sha256 + "\n")
-            published.append(Artifact(path=destination, sha256=upload.artifact.sha256, size=upload.artifact.size))
-        # Index last: packages are all in place before any index names them.
-        subdirs = {u.subdir for u in uploads if u.kind == "conda"}
-        if any(u.action != "unchanged" for u in uploads) or not all(map(self._index_current, subdirs)):
-            self.index()
-        else:
-            self.write_simple_pages()
+        with self.locked(), Staged() as staged:
+            published = []
+            new_packages: dict[Path, Path] = {}  # destination -> its staged file
+            new_wheels: dict[Path, str] = {}  # destination -> sha256
+            for upload in uploads:
+                destination = Path(upload.destination)
+                if upload.action != "unchanged":
+                    copied = staged.copy(upload.artifact.path, destination)
+                    if (copied.sha256, copied.size) != (upload.artifact.sha256, upload.artifact.size):
+                        raise UserError(f"{upload.artifact.path} changed while it was being published; nothing was "
+                                        "published")  # fmt: skip
+                    if upload.kind == "conda":
+                        new_packages[destination] = staged.temporary_of(destination)
+                if upload.kind == "wheel":
+                    new_wheels[destination] = upload.artifact.sha256
+                    _stage_if_changed(staged, destination.with_name(destination.name + ".sha256"),
+                                      upload.artifact.sha256 + "\n")  # fmt: skip
+                published.append(Artifact(path=destination, sha256=upload.artifact.sha256, size=upload.artifact.size))
+            # The index last: every package it names is renamed into place before it.
+            subdirs = {u.subdir for u in uploads if u.kind == "conda"}
+            if any(u.action != "unchanged" for u in uploads if u.kind == "conda") or not all(
+                map(self._index_current, subdirs)
+            ):
+                self._commit_with_index(staged, subdirs, new_packages, new_wheels)
+            else:
+                self._stage_pages(staged, new_wheels)
+                self._commit(staged, [])
         return published
 
     def index(self) -> str:
         if not self.path.is_dir():
             what = "is not a directory" if self.path.exists() else "does not exist"
             raise UserError(f"channel {self.path} {what}: give the directory a publish wrote (e.g. --channel channel).")
-        self._check_indexable()
-        packages = self._packages()
-        if packages:
-            (self.path / "noarch").mkdir(parents=True, exist_ok=True)
-            rattler_child.call("index", directory=str(self.path), write_zst=True)
-        wheels = self.write_simple_pages()
-        return f"{len(packages)} conda packages, {wheels} wheels"
+        with self.locked(), Staged() as staged:
+            self._check_indexable()
+            self._admit_all()
+            packages = self._packages()
+            subdirs = {p.parent.name for p in packages}
+            subdirs |= {p.parent.name for p in self.path.glob("*/repodata.json")}
+            if subdirs:
+                self._commit_with_index(staged, subdirs, {}, {})
+            else:
+                self._stage_pages(staged, {})
+                self._commit(staged, [])
+        return f"{len(packages)} conda packages, {len(self._wheels())} wheels"
 
-    def write_simple_pages(self) -> int:
-        """The PEP 503 pages, from the wheels on disk; returns how many wheels they list."""
+    # --- staging and committing -------------------------------------------------------------------------
+
+    def _commit_with_index(
+        self, staged: Staged, subdirs: set[str], new_packages: Mapping[Path, Path], new_wheels: Mapping[Path, str]
+    ) -> None:
+        """py-rattler's index of ``subdirs`` (and noarch) as they will be, made in a staging folder; staged with the
+        pages, then everything committed."""
+        folder = Path(tempfile.mkdtemp(prefix=STAGING, dir=self.path))
+        try:
+            indexed = sorted(subdirs | {"noarch"})
+            for subdir in indexed:
+                (folder / subdir).mkdir()
+                for package in self._packages():
+                    if package.parent.name == subdir and package not in new_packages:
+                        link(package, folder / subdir / package.name)
+            for destination, temporary in new_packages.items():
+                link(temporary, folder / destination.parent.name / destination.name)
+            rattler_child.call("index", directory=str(folder), write_zst=True)
+            for subdir in indexed:
+                noarch_as_is = subdir == "noarch" and subdir not in subdirs and (self.path / subdir).is_dir()
+                for name in INDEX_FILES:
+                    made, current = folder / subdir / name, self.path / subdir / name
+                    if made.is_file() and not (noarch_as_is and _same_bytes(made, current)):
+                        staged.adopt(made, current)
+            self._stage_pages(staged, new_wheels)
+            self._commit(staged, [self.path / subdir / "repodata.json" for subdir in indexed], folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _commit(self, staged: Staged, records: Sequence[Path], staging: Path | None = None) -> None:
+        """Rename every staged file into place; then the records (repodata.json, sidecars) are made newer than the
+        files they describe (a rename, and the staging folder's hard links, change a file's change time), so that a
+        later publish trusts them without hashing."""
+        sidecars = [p for p in staged.destinations if p.name.endswith(".sha256")]
+        staged.commit()
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        for record in [*records, *sidecars]:
+            with contextlib.suppress(OSError):
+                os.utime(record)
+
+    def _stage_pages(self, staged: Staged, new_wheels: Mapping[Path, str]) -> None:
+        """The PEP 503 pages of the wheels there and the ones being published, where they differ from the pages
+        there."""
         simple = self.path / "whl" / "simple"
-        if not simple.is_dir():
-            return 0
-        projects = sorted(p.name for p in simple.iterdir() if p.is_dir())
-        count = 0
-        for project in projects:
-            links = {}
-            for wheel in sorted((simple / project).glob("*.whl")):
+        wheels = {wheel: "" for wheel in self._wheels()} | dict(new_wheels)
+        if not wheels and not simple.is_dir():
+            return
+        projects: dict[str, dict[str, str]] = {}
+        for wheel, sha256 in sorted(wheels.items()):
+            if not sha256:
                 sidecar = wheel.with_name(wheel.name + ".sha256")
-                links[wheel.name] = sidecar.read_text().strip() if sidecar.is_file() else sha256_of(wheel)
-            _write_if_changed(simple / project / "index.html", pep503.project_page(project, links))
-            count += len(links)
-        _write_if_changed(simple / "index.html", pep503.root_page(projects))
-        return count
+                sha256 = _read_sidecar(sidecar) or sha256_of(wheel)
+            projects.setdefault(wheel.parent.name, {})[wheel.name] = sha256
+        for project in sorted(p.name for p in simple.iterdir() if p.is_dir()) if simple.is_dir() else []:
+            projects.setdefault(project, {})
+        for project, links in sorted(projects.items()):
+            _stage_if_changed(staged, simple / project / "index.html", pep503.project_page(project, links))
+        _stage_if_changed(staged, simple / "index.html", pep503.root_page(sorted(projects)))
 
 
-def _write_if_changed(path: Path, text: str) -> None:
+def _read_sidecar(sidecar: Path) -> str:
+    try:
+        return sidecar.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    try:
+        return a.read_bytes() == b.read_bytes()
+    except OSError:
+        return False
+
+
+def _stage_if_changed(staged: Staged, path: Path, text: str) -> None:
     try:
         if path.read_text(encoding="utf-8") == text:
             return
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         pass
-    write_atomic(path, text)
+    staged.write_text(path, text)

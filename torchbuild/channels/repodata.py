@@ -100,6 +100,11 @@ def parse(text: str | bytes | None, subdir: str, where: str) -> dict[str, Any]:
         raise UserError(f"{where} is not a repodata object; run 'python pipeline.py index' to rebuild it")
     for key, value in empty(subdir).items():
         data.setdefault(key, value)
+        if not isinstance(data[key], type(value)):
+            raise UserError(
+                f"{where}: '{key}' is not {'a list' if isinstance(value, list) else 'an object'}; run 'python "
+                "pipeline.py index' to rebuild it"
+            )
     return data
 
 

@@ -11,10 +11,11 @@ Layout under the prefix (the local channel's, plus the pages pip asks for at a k
 Endpoint, region and credentials come from boto3's standard chain (AWS_* variables, AWS_ENDPOINT_URL_S3, profiles,
 instance roles); none is ever printed.
 
-Order: every package is uploaded and verified, then each index file is merged: read with its ETag, each package of
-the publication checked to still hold what was uploaded (another publisher of the same name may have replaced it
-since), records added, written back with If-Match (If-None-Match: * for a new one). A concurrent publisher that
-wrote in between makes the write fail with 412, and the merge is redone on the new content. This is S3's own
+Order: every package is uploaded, on condition that its key still holds what the plan saw there (nothing, or the
+object --replace replaces: s3_upload.py), and verified; then each index file is merged: read with its ETag, each
+package of the publication checked to still hold what was uploaded, records added, written back with If-Match
+(If-None-Match: * for a new one). A concurrent publisher that wrote in between makes the write fail with 412: an
+upload is then refused, an index merge redone on the new content. This is S3's own
 compare-and-swap: unlike a lock object with an expiry, it cannot be stolen from a slow publisher and leaves nothing
 to clean up after a kill. Transient errors (5xx, throttling, dropped connections) are retried by botocore's standard
 retry mode with exponential backoff. Nothing is deleted. ``index`` lists the objects again on each merge attempt,
@@ -23,28 +24,30 @@ so that it keeps what a concurrent publisher added meanwhile.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
-from urllib.parse import urlsplit
 
 from torchbuild.channels import Upload, action_for, pep503, project_of, refuse, wheel_path
 from torchbuild.channels import repodata as rd
+from torchbuild.channels.admission import admit, check_folder
 from torchbuild.channels.s3_client import (
     CONFLICT,
     MB,
-    PART_MB,
     RETRIES,
     Progress,
     boto_errors,
     describe_error,
     error_code,
+    http_url,
     make_client,
-    module,
 )
+from torchbuild.channels.s3_upload import put_file
+from torchbuild.config import environment
 from torchbuild.config.channel_spec import parse_s3
 from torchbuild.errors import UserError
 from torchbuild.host.console import console
@@ -56,21 +59,16 @@ class S3Channel:
         self.location = parse_s3(url)
         self.s3_url = url.rstrip("/")
         self.client = client if client is not None else make_client()
-        self.url = self._http_url()
+        self.url = http_url(str(self.client.meta.endpoint_url), self.location)  # what installers use
         self._records: dict[str, rd.Record] = {}  # destination key -> record, read while planning
         self._digests: dict[tuple[str, str], str] = {}  # (key, ETag) -> sha256 of the object, for index()
+        self._seen: dict[str, str] = {}  # destination key -> the ETag plan() saw there (none: no object)
         self.replace = False  # the user's --replace, from plan()
 
-    # --- what installers use --------------------------------------------------------------------------
-
-    def _http_url(self) -> str:
-        endpoint = str(self.client.meta.endpoint_url).rstrip("/")
-        host = urlsplit(endpoint).netloc
-        loc = self.location
-        if host.endswith("amazonaws.com"):
-            base = f"https://{loc.bucket}.{host}"
-            return f"{base}/{loc.prefix}" if loc.prefix else base
-        return f"{endpoint}/{loc.bucket}/{loc.prefix}" if loc.prefix else f"{endpoint}/{loc.bucket}"
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """No lock: every write is conditional on what this publisher saw (the module's docstring)."""
+        yield
 
     # --- errors ---------------------------------------------------------------------------------------
 
@@ -86,30 +84,28 @@ class S3Channel:
 
     # --- reading --------------------------------------------------------------------------------------
 
-    def _head(self, key: str) -> dict[str, Any] | None:
+    def _read(self, key: str, body: bool) -> dict[str, Any] | None:
+        """The object's head, or its whole answer with its bytes read (``body``); None when there is none."""
         ClientError, BotoCoreError = boto_errors()
         try:
-            head: dict[str, Any] = self.client.head_object(Bucket=self.location.bucket, Key=key)
+            if not body:
+                return dict(self.client.head_object(Bucket=self.location.bucket, Key=key))
+            got = dict(self.client.get_object(Bucket=self.location.bucket, Key=key))
+            return {**got, "Body": got["Body"].read()}
         except ClientError as exc:
             if error_code(exc) in ("404", "NoSuchKey", "NotFound"):
                 return None
             raise self._error(exc, f"reading {key}") from None
         except BotoCoreError as exc:
             raise self._error(exc, f"reading {key}") from None
-        return head
+
+    def _head(self, key: str) -> dict[str, Any] | None:
+        return self._read(key, body=False)
 
     def _get(self, key: str) -> tuple[bytes | None, str | None]:
         """The object's bytes and ETag, or (None, None) when there is none."""
-        ClientError, BotoCoreError = boto_errors()
-        try:
-            got = self.client.get_object(Bucket=self.location.bucket, Key=key)
-            return got["Body"].read(), str(got["ETag"])
-        except ClientError as exc:
-            if error_code(exc) in ("404", "NoSuchKey", "NotFound"):
-                return None, None
-            raise self._error(exc, f"reading {key}") from None
-        except BotoCoreError as exc:
-            raise self._error(exc, f"reading {key}") from None
+        got = self._read(key, body=True)
+        return (None, None) if got is None else (bytes(got["Body"]), str(got["ETag"]))
 
     def _list(self, under: str) -> Iterator[dict[str, Any]]:
         paginator = self.client.get_paginator("list_objects_v2")
@@ -142,6 +138,8 @@ class S3Channel:
                     raise UserError(f"{artifact.path}: its info/index.json says subdir {record.subdir}, not {subdir}")
                 self._records[key] = record
             head = self._head(key)
+            if head is not None:
+                self._seen[key] = str(head.get("ETag", ""))
             published = (head or {}).get("Metadata", {}).get("sha256")
             action = action_for(head is not None, lambda: published == artifact.sha256, replace)  # noqa: B023
             if action is None:
@@ -191,19 +189,26 @@ class S3Channel:
         return [Artifact(path=Path(u.destination), sha256=u.artifact.sha256, size=u.artifact.size) for u in uploads]
 
     def _upload(self, artifact: Artifact, key: str) -> None:
-        failures = (*boto_errors(), module("s3transfer.exceptions").S3UploadFailedError)
-        part = PART_MB * MB
-        config = module("boto3.s3.transfer").TransferConfig(
-            multipart_threshold=part, multipart_chunksize=part, max_concurrency=4
-        )
-        content_type = "application/octet-stream"
-        extra = {"Metadata": {"sha256": artifact.sha256}, "ContentType": content_type}
-        progress = Progress(key.rsplit("/", 1)[-1], artifact.size) if artifact.size > PART_MB * MB else None
+        """Put the file at ``key`` on condition that the key still holds what plan() saw there (nothing, or the
+        object --replace replaces): a concurrent publisher that wrote the name meanwhile is never overwritten."""
+        ClientError, BotoCoreError = boto_errors()
+        seen = self._seen.get(key)
+        condition = {"IfMatch": seen} if seen else {"IfNoneMatch": "*"}
+        extra = {"Metadata": {"sha256": artifact.sha256}, "ContentType": "application/octet-stream"}
+        part = environment.s3_part_mb() * MB  # files above this go up in parts of this size, four at a time
+        progress = Progress(key.rsplit("/", 1)[-1], artifact.size) if artifact.size > part else None
         try:
-            self.client.upload_file(
-                str(artifact.path), self.location.bucket, key, ExtraArgs=extra, Config=config, Callback=progress
-            )
-        except failures as exc:
+            put_file(self.client, self.location.bucket, key, artifact.path, extra=extra, condition=condition,
+                     part_size=part, progress=progress)  # fmt: skip
+        except ClientError as exc:
+            if error_code(exc) in CONFLICT:
+                raise UserError(
+                    f"s3://{self.location.bucket}/{key}: another publisher wrote this name after this publish "
+                    "checked it; it was not overwritten, and the index was not changed. Run the same command again: "
+                    "the same file is then a no-op, a different one is refused unless --replace"
+                ) from None
+            raise self._error(exc, f"uploading {artifact.path.name}") from None
+        except (BotoCoreError, OSError) as exc:
             raise self._error(exc, f"uploading {artifact.path.name}") from None
         head = self._head(key)
         got = None if head is None else (head.get("Metadata", {}).get("sha256"), int(head.get("ContentLength", -1)))
@@ -322,6 +327,7 @@ class S3Channel:
         return "; ".join(counts)
 
     def _sha256_of_object(self, key: str, etag: str) -> str:
+        """The sha256 its publisher recorded; else (put there by other means) downloaded, admitted and hashed."""
         if (key, etag) in self._digests:
             return self._digests[key, etag]
         head = self._head(key)
@@ -331,6 +337,7 @@ class S3Channel:
                 path = Path(tmp) / key.rsplit("/", 1)[-1]
                 self._call(f"downloading {key}", self.client.download_file, Bucket=self.location.bucket, Key=key,
                            Filename=str(path))  # fmt: skip
+                admit(path, key.split("/")[-2], f"s3://{self.location.bucket}/{key}")
                 digest = Artifact.of(path).sha256
         self._digests[key, etag] = str(digest)
         return str(digest)
@@ -358,6 +365,7 @@ class S3Channel:
                     path = Path(tmp) / name
                     self._call(f"downloading {object_key}", self.client.download_file, Bucket=self.location.bucket,
                                Key=object_key, Filename=str(path))  # fmt: skip
+                    admit(path, subdir, f"s3://{self.location.bucket}/{object_key}")
                     rebuilt[rd.section(name)][name] = dict(rd.record_of(path).fields)
             count = len(present)
             return rd.dumps(rebuilt)
@@ -373,8 +381,10 @@ class S3Channel:
             nonlocal count
             present = {k.split("/")[3]: etag for k, etag in self._listing("whl", "simple", project).items()
                        if _is_wheel(k.split("/"))}  # fmt: skip
-            digests = {name: self._sha256_of_object(self.location.key("whl", "simple", project, name), etag)
-                       for name, etag in present.items()}  # fmt: skip
+            keys = {name: self.location.key("whl", "simple", project, name) for name in present}
+            for name, key in keys.items():
+                check_folder(Path(name), project, f"s3://{self.location.bucket}/{key}")
+            digests = {name: self._sha256_of_object(keys[name], etag) for name, etag in present.items()}
             count = len(digests)
             return pep503.project_page(project, digests).encode()
 

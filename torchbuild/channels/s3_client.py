@@ -8,14 +8,14 @@ import os
 import sys
 import threading
 from typing import Any
+from urllib.parse import urlsplit
 
 from torchbuild.channels.secrets import redact, register
+from torchbuild.config.channel_spec import Location
 from torchbuild.errors import UserError
 from torchbuild.host.console import console
 
 MB = 1 << 20
-# Files above this go up in parts of this size, four at a time (S3 needs parts of at least 5 MB).
-PART_MB = int(os.environ.get("TORCHBUILD_S3_PART_MB", "64"))
 RETRIES = 8  # merge attempts per index file; and botocore's attempts per request unless AWS_MAX_ATTEMPTS says
 
 CONFLICT = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
@@ -44,6 +44,17 @@ def make_client() -> Any:
         return session.client("s3", region_name=session.region_name or "us-east-1", config=config)
     except boto_errors() as exc:  # e.g. an endpoint URL that is not one
         raise UserError(redact(f"AWS configuration: {exc}")) from None
+
+
+def http_url(endpoint: str, location: Location) -> str:
+    """The channel's URL for installers: AWS's virtual-host address, or the path-style one of another endpoint."""
+    endpoint = endpoint.rstrip("/")
+    host = urlsplit(endpoint).netloc
+    if host.endswith("amazonaws.com"):
+        base = f"https://{location.bucket}.{host}"
+        return f"{base}/{location.prefix}" if location.prefix else base
+    base = f"{endpoint}/{location.bucket}"
+    return f"{base}/{location.prefix}" if location.prefix else base
 
 
 def module(name: str) -> Any:

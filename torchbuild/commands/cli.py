@@ -16,17 +16,19 @@ from torchbuild.commands import publish as publish_cmd
 from torchbuild.commands import sbom as sbom_cmd
 from torchbuild.commands.plan_view import print_plan, say_companions, say_resolution
 from torchbuild.conda.assembly import COMPRESSION_LEVELS, COMPRESSORS
+from torchbuild.config import environment
 from torchbuild.config import matrix as matrix_mod
 from torchbuild.config.channel_spec import check_spec, local_path
 from torchbuild.config.compat import load
 from torchbuild.config.matrix import Cell, Matrix
 from torchbuild.config.options import DEFAULT_GIT_URL, RunOptions
-from torchbuild.errors import UserError, one_of
+from torchbuild.errors import UserError, one_of, os_error
+from torchbuild.host import scratch, signals
 from torchbuild.host.console import console, out
+from torchbuild.host.files import unwritable
 from torchbuild.host.platform import host_platform
 from torchbuild.plan import Plan, resolve
 from torchbuild.run import pin
-from torchbuild.wheel import provenance
 
 COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor", "sbom")
 ROOT = Path(__file__).resolve().parents[2]
@@ -299,6 +301,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         )
     check_paths(args)
     repodata = args.repodata or (DEFAULT_REPODATA if DEFAULT_REPODATA.is_dir() else None)
+    repodata = repodata.resolve() if repodata else None  # absolute: a relative 'rd' would be a channel name to rattler
     options = RunOptions(
         wheel=args.wheel.resolve() if args.wheel else None,
         force=args.force,
@@ -315,17 +318,25 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     return replace(options, cache_dir=args.cache_dir) if args.cache_dir else options
 
 
+def check_writable(directories: dict[str, Path | None]) -> None:
+    """The directories a run writes into (what -> path): refused now, not by a stage after hours of build."""
+    for what, path in directories.items():
+        problem = unwritable(path) if path is not None else None
+        if problem:
+            raise UserError(f"{what} {path} {problem}: give a directory you can write to.")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from torchbuild.run import runner
 
     options = run_options(args)
-    provenance.environment_epoch()  # a SOURCE_DATE_EPOCH that is no time is refused before anything runs
     matrix = load_matrix(args)
     cells = select_cells(matrix, args)
     candidates = pin.check_all(cells, matrix)  # every cell valid before any index is asked
     channel_dir = local_path(matrix.channel, Path.cwd())
     if channel_dir is not None:
-        check_directory(channel_dir)  # refused now, not by the publish stage after hours of build
+        check_directory(channel_dir)
+    check_writable({"--cache-dir": options.cache_dir, "channel": channel_dir, "the work folder": Path.cwd() / "build"})
     if options.wheel is not None and len(cells) != 1:
         raise UserError(f"--wheel gives the wheel of one cell, but {len(cells)} cells are selected: add --cuda/--py.")
     plans = pin.pin_all(cells, matrix, options, candidates)
@@ -357,7 +368,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                 f"{matrix.path} has no {default_platform()} cell, and this host builds {default_platform()}: "
                 "select a cell with --only CELL_ID or --cuda/--py/--platform."
             )
-    return doctor.report(resolve_all(matrix, cells), args.cache_dir or RunOptions().cache_dir)
+    cache_dir = args.cache_dir or RunOptions().cache_dir
+    check_writable({"--cache-dir": cache_dir})
+    return doctor.report(resolve_all(matrix, cells), cache_dir)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -368,13 +381,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handlers = {"run": cmd_run, "plan": cmd_plan, "matrix": cmd_matrix, "smoke": cmd_smoke, "doctor": cmd_doctor}
     handlers.update(publish=publish_cmd.cmd_publish, index=publish_cmd.cmd_index, sbom=sbom_cmd.cmd_sbom)
-    try:
-        return handlers[args.command](args)
-    except UserError as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return exc.exit_code
-    except BrokenPipeError:  # e.g. piped into `head`
-        return 0
-    except KeyboardInterrupt:
-        console.print("[bold red]interrupted[/]: finished stages are kept; rerun the same command to resume.")
-        return 130
+    with signals.stopping_cleanly():
+        try:
+            environment.check()  # every variable torchbuild reads, before anything runs
+            return handlers[args.command](args)
+        except UserError as exc:
+            console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            return exc.exit_code
+        except BrokenPipeError:  # e.g. piped into `head`
+            return 0
+        except OSError as exc:  # the machine's fault (a full or read-only disk), not the input's: exit 1
+            console.print(f"[bold red]error:[/] {escape(os_error(exc))}", highlight=False, soft_wrap=True)
+            return 1
+        except KeyboardInterrupt:
+            signals.end_children()
+            scratch.remove_own()
+            name, code = signals.stopped_by()
+            console.print(f"[bold red]interrupted[/] ({name}): finished stages are kept, scratch and unfinished "
+                          "files are removed; rerun the same command to resume.")  # fmt: skip
+            return code

@@ -22,13 +22,12 @@ from typing import Any, Literal
 
 from torchbuild.channels import Channel, Upload, project_of
 from torchbuild.channels import repodata as rd
+from torchbuild.channels.admission import validate
 from torchbuild.channels.backends import open_channel
-from torchbuild.conda.checks.package import check_package
 from torchbuild.config.channel_spec import check_spec
 from torchbuild.errors import UserError
 from torchbuild.host.console import console, out
-from torchbuild.results import Artifact, failures
-from torchbuild.wheel.checks import check_wheel
+from torchbuild.results import Artifact
 
 Kind = Literal["conda", "wheel"]
 KINDS: dict[str, Kind] = {"conda_package": "conda", "repaired_wheel": "wheel"}  # report artifact -> what it is
@@ -140,20 +139,6 @@ def _entry(entry: Any, report: Path, cell_id: str, name: str) -> tuple[str, str,
     )
 
 
-def validate(path: Path, kind: Kind) -> None:
-    """The verify stage's checks of a package or wheel that need no Plan; UserError naming the file and every failed
-    check. A wheel's tags are checked against its own file name, a conda package's index.json against its file
-    name."""
-    failed = failures(check_wheel(path) if kind == "wheel" else check_package(path))
-    if failed:
-        problems: dict[str, list[str]] = {}  # one line per problem, with every check it fails
-        for check in failed:
-            problems.setdefault(check.message, []).append(check.code)
-        lines = "\n".join(f"  {', '.join(codes)}: {message}" for message, codes in problems.items())
-        raise UserError(f"{path} is not a valid {'wheel' if kind == 'wheel' else 'conda package'}; nothing was "
-                        f"published:\n{lines}")  # fmt: skip
-
-
 def _found(artifact: Artifact, kind: Kind, source: str) -> Found:
     validate(artifact.path, kind)
     if kind == "wheel":
@@ -197,12 +182,13 @@ def publish(paths: Sequence[Path], spec: str, root: Path, replace: bool = False)
         console.print(f"[yellow]not published[/]: cell {cell} did not pass")
     if not found:
         raise UserError("nothing to publish: " + ("every cell failed" if failed else "no artifacts found"))
-    uploads = channel.plan(
-        [(f.artifact, f.subdir) for f in found if f.kind == "conda"],
-        [f.artifact for f in found if f.kind == "wheel"],
-        replace=replace,
-    )
-    channel.apply(uploads)
+    with channel.locked():  # no other publisher writes between the check of each name and its write
+        uploads = channel.plan(
+            [(f.artifact, f.subdir) for f in found if f.kind == "conda"],
+            [f.artifact for f in found if f.kind == "wheel"],
+            replace=replace,
+        )
+        channel.apply(uploads)
     for upload in uploads:
         out.print(f"{upload.action:9} {upload.channel_path}  sha256 {upload.artifact.sha256}", markup=False)
     say_install(channel, uploads, {f.artifact.path: f.name for f in found})

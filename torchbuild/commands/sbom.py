@@ -45,6 +45,8 @@ def read_document(path: Path) -> tuple[str, str]:
                 return archive.read(members[0]).decode("utf-8"), members[0]
         except zipfile.BadZipFile as exc:
             raise UserError(f"{path} is not a readable wheel: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise UserError(f"{path}: {members[0]} is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
     try:
         package = read_package(path, payload=False)
     except PackageUnreadable as exc:
@@ -52,7 +54,10 @@ def read_document(path: Path) -> tuple[str, str]:
     member = f"info/{sbom.FILE_NAME}"
     if member not in package.info:
         raise UserError(f"{path} carries no {member}: it was not made by torchbuild.")
-    return package.info[member].decode("utf-8"), member
+    try:
+        return package.info[member].decode("utf-8"), member
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: {member} is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
 
 
 def _short(origin: str) -> str:
@@ -73,13 +78,17 @@ def cmd_sbom(args: argparse.Namespace) -> int:
     table = Table(title=f"{path.name}: {member}", title_justify="left")
     for column in ("component", "version", "sha256", "from", "license", "signer"):
         table.add_column(column, overflow="fold")
-    rows = sbom.rows(document)
+    try:
+        rows = sbom.rows(document)
+        made = str((document.get("metadata") or {}).get("timestamp", ""))
+        spec = str(document.get("specVersion", "?"))
+    except (sbom.ShapeError, AttributeError) as exc:
+        raise UserError(f"{path}: {member}: {exc}") from None
     for row in rows:
         cells = (row.component, row.version, row.sha256[:SHA_SHOWN], _short(row.origin), row.license, row.signer)
         table.add_row(*(escape(v) for v in cells))
     # Piped: as wide as the table's longest row, so that each row stays on one line (grep finds a DLL's row).
     wide = out if out.is_terminal else Console(width=Console(width=MAX_WIDTH).measure(table).maximum, highlight=False)
     wide.print(table)
-    made = document.get("metadata", {}).get("timestamp", "")
-    wide.print(f"{len(rows) - 1} vendored files; CycloneDX {document.get('specVersion', '?')}, dated {made}")
+    wide.print(f"{len(rows) - 1} vendored files; CycloneDX {spec}, dated {made}")
     return 0

@@ -24,7 +24,7 @@ from torchbuild.errors import UserError
 from torchbuild.plan import SMOKE_STAGES, STAGES, Plan
 from torchbuild.results import Artifact, StageResult, Status, sha256_of
 from torchbuild.run import runner, state
-from torchbuild.run.records import StageRecord
+from torchbuild.run.records import BadRecord, StageRecord
 from torchbuild.stages import Context
 
 LAST_SMOKE = max(STAGES.index(name) for name in SMOKE_STAGES)
@@ -63,7 +63,10 @@ def replayed(raw: state.Recorded, plan: Plan, root: Path, path: Path) -> dict[st
     records: dict[str, StageRecord] = {}
     for stage in BEFORE:
         found = raw.stages.get(stage)
-        record = StageRecord.from_dict(found) if isinstance(found, dict) else None
+        try:
+            record = StageRecord.from_dict(found) if isinstance(found, dict) else None
+        except BadRecord as exc:
+            raise UserError(f"{path}: unreadable record of stage '{stage}': {exc}.") from None
         if record is None or record.status not in ("passed", "skipped"):
             status = "no record" if record is None else record.status
             done = ", ".join(s for s in STAGES if s in raw.stages) or "none"

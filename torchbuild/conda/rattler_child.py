@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from torchbuild.errors import UserError
+from torchbuild.host import signals
 
 
 class RattlerError(UserError):
@@ -34,14 +35,15 @@ def call(operation: str, timeout: float | None = None, **arguments: Any) -> Any:
     """Run ``operation`` (see OPERATIONS) with JSON-able ``arguments``; return its JSON result."""
     request = json.dumps({"operation": operation, "arguments": arguments})
     try:
-        proc = subprocess.run(
+        proc = signals.run(  # ended when the run is stopped, also where a stage thread started it
             [sys.executable, "-m", "torchbuild.conda.rattler_child"],
-            input=request,
-            capture_output=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            check=False,
             timeout=timeout,
             env=_child_env(),
+            input_text=request,
         )
     except subprocess.TimeoutExpired:
         raise RattlerError("timeout", f"py-rattler {operation} took longer than {timeout:.0f} s") from None
@@ -61,6 +63,9 @@ def _child_env() -> dict[str, str]:
     package_parent = str(Path(__file__).resolve().parents[2])  # the folder that holds the torchbuild package
     paths = [package_parent, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+
+
+child_env = _child_env  # for the other py-rattler(-build) children (conda/assembly.py)
 
 
 # --- the child's side -------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ that versions keep the text the user wrote (``12.10`` stays ``12.10``, not the f
 
 from __future__ import annotations
 
+import codecs
 import difflib
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -140,6 +141,14 @@ EXAMPLES = {
 }
 
 
+# Ranges: build_number stays within a signed 32-bit integer (what every tool reading a package's index can hold);
+# timeout_hours within a month (longer than any CI lets a job run; the build's timer cannot hold much more);
+# max_jobs within what any build host has.
+MAX_INT = 2**31 - 1
+FLOAT_RANGES = {"timeout_hours": (0.0, 24.0 * 31)}
+MAX_JOBS = 4096
+
+
 class MatrixError(UserError):
     pass
 
@@ -173,7 +182,23 @@ def _list(path: str, key: str, node: yaml.Node) -> tuple[str, ...]:
         raise MatrixError(f"{_where(path, node)}: '{key}' must be a list, e.g. {key}: [{node.value}].")
     if not isinstance(node, yaml.SequenceNode) or not node.value:
         raise MatrixError(f"{_where(path, node)}: '{key}' is an empty list; give at least one value{_example(key)}.")
-    return tuple(_scalar(path, key, item, f"each '{key}' entry") for item in node.value)
+    values: dict[str, yaml.Node] = {}
+    for item in node.value:
+        value = _scalar(path, key, item, f"each '{key}' entry")
+        if key == "platforms":
+            _platform(path, item, value)
+        first = values.setdefault(value, item)
+        if first is not item:
+            raise MatrixError(
+                f"{_where(path, item)}: '{key}' lists '{value}' twice (lines {first.start_mark.line + 1} and "
+                f"{item.start_mark.line + 1}); keep one, or every cell with it is built twice."
+            )
+    return tuple(values)
+
+
+def _platform(path: str, node: yaml.Node, value: str) -> None:
+    if value not in PLATFORMS:
+        raise MatrixError(f"{_where(path, node)}: unknown platform '{value}'; valid platforms: {one_of(PLATFORMS)}.")
 
 
 def _int(path: str, key: str, node: yaml.Node) -> int:
@@ -182,17 +207,23 @@ def _int(path: str, key: str, node: yaml.Node) -> int:
         value = int(text)
     except ValueError:
         raise MatrixError(f"{_where(path, node)}: '{key}' must be an integer, not '{text}'{_example(key)}.") from None
-    if value < 0:
-        raise MatrixError(f"{_where(path, node)}: '{key}' must not be negative{_example(key)}.")
+    if not 0 <= value <= MAX_INT:
+        raise MatrixError(f"{_where(path, node)}: '{key}' must be from 0 to {MAX_INT}, not {text}{_example(key)}.")
     return value
 
 
 def _float(path: str, key: str, node: yaml.Node) -> float:
     text = _scalar(path, key, node)
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise MatrixError(f"{_where(path, node)}: '{key}' must be a number, not '{text}'{_example(key)}.") from None
+    low, high = FLOAT_RANGES[key]
+    if not low < value <= high:  # also refuses nan and inf
+        raise MatrixError(
+            f"{_where(path, node)}: '{key}' must be more than {low:g} and at most {high:g}, not {text}{_example(key)}."
+        )
+    return value
 
 
 def _channel(path: str, node: yaml.Node) -> str:
@@ -242,6 +273,8 @@ def _rules(path: str, key: str, node: yaml.Node) -> tuple[dict[str, str], ...]:
             if key_node.value not in RULE_KEYS:
                 raise _unknown_key(path, key_node, key_node.value, RULE_KEYS)
             rule[key_node.value] = _scalar(path, key, value_node, f"'{key_node.value}' in an {key} entry")
+            if key_node.value == "platform":
+                _platform(path, value_node, rule["platform"])
         if not rule:
             raise MatrixError(f"{_where(path, item)}: an empty '{key}' entry would match every cell.")
         if key == "include":
@@ -264,8 +297,13 @@ def _build(path: str, node: yaml.Node) -> BuildOptions:
             raise MatrixError(
                 f"{_where(path, value_node)}: build.{key} '{value}' is not one of {one_of(CHOICES[key])}."
             )
-        if key == "max_jobs" and value != "auto" and not (isinstance(value, str) and value.isdigit()):
-            raise MatrixError(f"{_where(path, value_node)}: build.max_jobs must be 'auto' or a positive integer.")
+        if key == "max_jobs" and value != "auto" and not (
+            isinstance(value, str) and value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_JOBS
+        ):
+            raise MatrixError(
+                f"{_where(path, value_node)}: build.max_jobs must be 'auto' or an integer from 1 to {MAX_JOBS}, "
+                f"not '{value}'."
+            )
         values[key] = value
     return BuildOptions(**values)  # type: ignore[arg-type]
 
@@ -306,7 +344,38 @@ def parse(text: str, path: str = "matrix.yaml") -> Matrix:
 def load(path: Path) -> Matrix:
     if not path.is_file():
         raise MatrixError(f"{path}: no such matrix file (use --matrix PATH).")
-    return parse(path.read_text(encoding="utf-8"), str(path))
+    return parse(decode(path.read_bytes(), str(path)), str(path))
+
+
+# Byte-order marks, longest first (UTF-32's begin as UTF-16's do): PowerShell's `>` writes UTF-16 with one.
+BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def decode(data: bytes, path: str) -> str:
+    """The text of a matrix file: UTF-8, or UTF-8/16/32 with a byte-order mark (as YAML allows). Anything else is
+    refused naming the line of its first bad byte."""
+    encoding = next((name for bom, name in BOMS if data.startswith(bom)), "utf-8")
+    save_as = "save it as UTF-8 (PowerShell: Set-Content -Encoding utf8)"
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1 if encoding == "utf-8" else 1
+        name = encoding.upper().removesuffix("-SIG")
+        raise MatrixError(
+            f"{path}:{line}: the file is not valid {name} (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+            f"{save_as}."
+        ) from None
+    if "\0" in text:
+        raise MatrixError(
+            f"{path}: the file holds NUL characters (UTF-16 or UTF-32 without a byte-order mark?); {save_as}."
+        )
+    return text
 
 
 def with_packages(matrix: Matrix, packages: str | None) -> Matrix:

@@ -1,16 +1,22 @@
-"""Writing files so that a reader sees the old file or the new one, never half of one."""
+"""Writing files so that a reader sees the old file or the new one, never half of one; a set of files that
+appears together (``Staged``: every file written under a temporary name first, all renamed into place last); the
+digests of a tree of files (a cache entry checked before it is used)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from torchbuild.results import Artifact
+from torchbuild.results import Artifact, sha256_of
+
+PART = ".part"  # the suffix of a file written under a temporary name (a dot name beside its destination)
 
 
 @functools.cache
@@ -31,7 +37,7 @@ def _temporary_beside(path: Path) -> Path:
     """An empty temporary file in ``path``'s directory, with the mode a plain ``open(path, "w")`` would give
     (mkstemp makes it 0600, which would keep a web server or another user from reading a channel)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=PART)
     os.close(fd)
     os.chmod(tmp, 0o666 & ~umask())
     return Path(tmp)
@@ -88,3 +94,121 @@ def link_atomic(src: Path, dest: Path) -> Artifact:
     link(src, tmp)
     os.replace(tmp, dest)
     return Artifact.of(dest)
+
+
+def is_temporary(path: Path) -> bool:
+    """A file this module writes under a temporary name (left behind only by a process that was killed)."""
+    return path.name.startswith(".") and path.name.endswith(PART)
+
+
+class Staged:
+    """Files that appear together or not at all: each is written in full under a temporary name beside its
+    destination (so the rename is atomic and needs no space); ``commit`` renames them into place in the order they
+    were staged; leaving the ``with`` block without a commit (an error, a full disk, an interrupt) removes them, and
+    the folders made for them. A process killed before the commit leaves only temporary names (``is_temporary``),
+    never a final one."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[Path, Path]] = []  # (temporary, destination)
+        self._made: list[Path] = []  # folders made for destinations, removed again by abort
+
+    def __enter__(self) -> Staged:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.abort()
+
+    @property
+    def destinations(self) -> list[Path]:
+        return [dest for _, dest in self._pending]
+
+    def temporary_of(self, dest: Path) -> Path:
+        return next(tmp for tmp, staged_dest in self._pending if staged_dest == dest)
+
+    def _folder_for(self, dest: Path) -> None:
+        missing = [p for p in [dest.parent, *dest.parent.parents] if not p.exists()]
+        for folder in reversed(missing):
+            folder.mkdir()
+            self._made.append(folder)
+
+    def temporary(self, dest: Path) -> Path:
+        """An empty temporary file that ``commit`` renames to ``dest``, for a writer that takes a path."""
+        self._folder_for(dest)
+        tmp = _temporary_beside(dest)
+        self._pending.append((tmp, dest))
+        return tmp
+
+    def adopt(self, made: Path, dest: Path) -> None:
+        """A file written elsewhere on ``dest``'s file system, renamed to ``dest`` by ``commit`` (removed by abort)."""
+        self._folder_for(dest)
+        self._pending.append((made, dest))
+
+    def write_text(self, dest: Path, text: str) -> None:
+        self.temporary(dest).write_text(text, encoding="utf-8")
+
+    def copy(self, src: Path, dest: Path) -> Artifact:
+        """``src`` staged for ``dest``, hashed in the same pass."""
+        tmp = self.temporary(dest)
+        digest = hashlib.sha256()
+        size = 0
+        with src.open("rb") as reader, tmp.open("wb") as writer:
+            while block := reader.read(1 << 20):
+                digest.update(block)
+                writer.write(block)
+                size += len(block)
+        return Artifact(path=dest, sha256=digest.hexdigest(), size=size)
+
+    def commit(self) -> None:
+        while self._pending:
+            tmp, dest = self._pending[0]
+            os.replace(tmp, dest)
+            self._pending.pop(0)
+        self._made.clear()
+
+    def abort(self) -> None:
+        for tmp, _ in self._pending:
+            tmp.unlink(missing_ok=True)
+        self._pending.clear()
+        for folder in reversed(self._made):
+            with contextlib.suppress(OSError):  # not empty: something else is in it now
+                folder.rmdir()
+        self._made.clear()
+
+
+# --- a tree's digests ---------------------------------------------------------------------------------------
+
+
+def tree_digests(root: Path) -> dict[str, str]:
+    """Every file below ``root`` (relative POSIX path) with its sha256: what a cache entry records when it is made."""
+    return {p.relative_to(root).as_posix(): sha256_of(p) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def tree_differences(root: Path, recorded: Mapping[str, str]) -> Iterator[str]:
+    """The files of ``recorded`` that ``root`` no longer holds as recorded (missing, or other bytes)."""
+    for relative, sha256 in recorded.items():
+        path = root / relative
+        if not path.is_file():
+            yield f"{relative} (missing)"
+        elif sha256_of(path) != sha256:
+            yield f"{relative} (sha256 differs)"
+
+
+def unwritable(path: Path) -> str | None:
+    """Why a directory option cannot be written into, said as the end of a sentence about it: a file, or a folder
+    (or, where it is still to be made, its nearest existing parent) that cannot be written; None when it can."""
+    if path.exists() and not path.is_dir():
+        return "is a file, not a directory"
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"cannot be made: {existing} is a file"
+    where = "" if existing == path else f" (its parent {existing} is not writable)"
+    try:
+        if os.statvfs(existing).f_flag & os.ST_RDONLY:
+            return f"is on a read-only file system{where}"
+    except (AttributeError, OSError):  # no statvfs on Windows
+        pass
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"cannot be written: no permission{where}"
+    return None

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from torchbuild.errors import StageFailed
+from torchbuild.host import signals
 
 TAIL_LINES = 40
 
@@ -51,7 +52,7 @@ def run_tool(
     argv = [os.fspath(c) for c in cmd]
     full_env = {**os.environ, **(env or {})}
     try:
-        proc = subprocess.run(
+        proc = signals.run(  # ended when the run is stopped, also where a stage thread started it
             argv,
             cwd=cwd,
             env=full_env,
@@ -60,7 +61,6 @@ def run_tool(
             text=True,
             errors="replace",
             timeout=timeout,
-            check=False,
         )
         returncode, output = proc.returncode, proc.stdout or ""
     except subprocess.TimeoutExpired as exc:

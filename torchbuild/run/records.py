@@ -45,20 +45,43 @@ class StageRecord:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> StageRecord:
-        return cls(
-            stage=raw["stage"],
-            status=raw["status"],
-            duration=float(raw.get("duration", 0.0)),
-            message=raw.get("message", ""),
-            key=raw.get("key", ""),
-            outputs={
-                name: Artifact(path=Path(a["path"]), sha256=a["sha256"], size=int(a["size"]))
-                for name, a in raw.get("outputs", {}).items()
-            },
-            checks=[Check(**c) for c in raw.get("checks", [])],
-            mtimes={str(k): int(v) for k, v in (raw.get("mtimes") or {}).items()},
-            ran_on=str(raw.get("ran_on", "")),
-        )
+        """The record ``raw`` (a stage of state.json); BadRecord when it is not of the shape ``to_state`` writes (a
+        file from another torchbuild version, or edited), so that the reader can name the file."""
+        try:
+            record = cls(
+                stage=_text(raw["stage"]),
+                status=_text(raw["status"]),
+                duration=float(raw.get("duration", 0.0)),
+                message=_text(raw.get("message", "")),
+                key=_text(raw.get("key", "")),
+                outputs={
+                    _text(name): Artifact(path=Path(_text(a["path"])), sha256=_text(a["sha256"]), size=int(a["size"]))
+                    for name, a in raw.get("outputs", {}).items()
+                },
+                checks=[Check(**c) for c in raw.get("checks", [])],
+                mtimes={str(k): int(v) for k, v in (raw.get("mtimes") or {}).items()},
+                ran_on=str(raw.get("ran_on", "")),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+            raise BadRecord(f"a stage record lacks a field or has one of the wrong type ({problem})") from None
+        if record.status not in STATUSES:
+            valid = ", ".join(STATUSES)
+            raise BadRecord(f"stage {record.stage!r} has the status {record.status!r}, not one of {valid}")
+        return record
+
+
+class BadRecord(ValueError):
+    """A stage record of the wrong shape."""
+
+
+STATUSES = ("passed", "failed", "skipped", "cached", "not run")
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{value!r} is not a string")
+    return value
 
 
 @dataclass

@@ -142,8 +142,12 @@ def junit(cells: Sequence[CellRun]) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
 
+def paths_in(directory: Path) -> ReportPaths:
+    return ReportPaths(json=directory / "report.json", markdown=directory / "report.md", junit=directory / "junit.xml")
+
+
 def write(cells: Sequence[CellRun], directory: Path) -> ReportPaths:
-    paths = ReportPaths(json=directory / "report.json", markdown=directory / "report.md", junit=directory / "junit.xml")
+    paths = paths_in(directory)
     write_atomic(paths.json, json.dumps(as_dict(cells), indent=2, sort_keys=True) + "\n")
     write_atomic(paths.markdown, markdown(cells))
     write_atomic(paths.junit, junit(cells))

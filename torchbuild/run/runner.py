@@ -12,22 +12,30 @@ mtime are as recorded is trusted; one whose mtime changed is hashed again and mu
 A stage starts when every earlier stage is done, less those it declares it runs beside (``Stage.beside``; on a host
 of the cell's platform the wheel's smoke runs beside conda and verify, the conda package's beside verify): it may
 run while they do, and is recorded as itself; a stage that waits for it waits for it to end. Once a stage failed,
-nothing more starts: the stages still running end and are recorded, the rest are "not run".
+nothing more starts: the stages still running end and are recorded, the rest are "not run". A stage that meets a
+fault of the machine (a full or read-only disk: an OSError) fails like any other, and the report says so.
+
+One run at a time per working directory: ``run`` holds ``build/.torchbuild.lock`` (a second run is refused, naming
+it), removes the report of the last run (so that a report on disk is always the last run's, also after a crash) and
+the scratch killed runs left in memory, before the first stage starts. Interrupted (SIGINT, SIGTERM, SIGHUP: see
+commands/cli.py), nothing more starts, and the scratch of the stages running is removed at once.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import json
-import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from torchbuild.config import environment
 from torchbuild.config.options import RunOptions
-from torchbuild.errors import StageFailed, UserError
+from torchbuild.errors import StageFailed, UserError, os_error
+from torchbuild.host import locks, scratch, signals
 from torchbuild.host.console import console, step_done, step_start
 from torchbuild.plan import STAGES, Plan
 from torchbuild.results import Artifact, StageResult, sha256_of
@@ -153,6 +161,9 @@ def _run_stage(stage: Stage, function: StageFunction, ctx: Context, key: str, an
         message = str(exc) if isinstance(exc, StageFailed) else f"{stage.name}: {exc}"
         checks = list(exc.checks) if isinstance(exc, StageFailed) else []
         return StageRecord(stage.name, "failed", time.monotonic() - started, message=message, key=key, checks=checks)
+    except OSError as exc:  # the machine's fault, not the input's: a full or read-only disk, a file gone
+        message = f"{stage.name}: {os_error(exc)}"
+        return StageRecord(stage.name, "failed", time.monotonic() - started, message=message, key=key)
     undeclared = sorted(set(result.outputs) - set(stage.writes))
     if undeclared:
         message = f"{stage.name}: wrote {', '.join(undeclared)}, which it does not declare (it writes {stage.writes})"
@@ -256,7 +267,8 @@ def run_cell(
     console.rule(f"[bold]{plan.cell_id}[/]  torch {plan.version}  ({plan.conda.filename})")
     pending = list(declared)
     running: dict[concurrent.futures.Future[StageRecord], _Job] = {}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(declared)) as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(declared))
+    try:
         while pending or running:
             done = cell_run.records
             ready = [] if cell_run.failed else [s for s in pending if all(w in done for w in waits[s.name])]
@@ -280,6 +292,16 @@ def run_cell(
             for future in finished:
                 job = running.pop(future)
                 cell_run.finish(job, future.result(), end_group=not running)
+    except KeyboardInterrupt:
+        # Nothing more starts; the stages running lose their scratch now and end at their next step.
+        pool.shutdown(wait=False, cancel_futures=True)
+        signals.end_children()
+        scratch.remove_own()
+        raise
+    except BaseException:
+        pool.shutdown()
+        raise
+    pool.shutdown()
     for stage in pending:
         cell_run.records[stage.name] = StageRecord(stage.name, "not run", message="an earlier stage failed")
     cell_run.state.save(plan)
@@ -293,11 +315,35 @@ def run(
     stages: Mapping[str, StageFunction] | None = None,
 ) -> int:
     """Run every plan; write the reports; return the exit code (0 only when every cell passed)."""
-    cells = [run_cell(plan, root, options, stages) for plan in plans]
-    paths = report.write(cells, root / "build")
+    build = root / "build"
+    with workspace(build):
+        cells = [run_cell(plan, root, options, stages) for plan in plans]
+        paths = report.write(cells, build)
     report.print_summary(cells, paths)
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    summary = environment.step_summary()
     if summary:
         with open(summary, "a", encoding="utf-8") as handle:
             handle.write(paths.markdown.read_text(encoding="utf-8"))
     return 0 if all(c.ok for c in cells) else 1
+
+
+LOCK = ".torchbuild.lock"
+
+
+@contextlib.contextmanager
+def workspace(build: Path) -> Iterator[None]:
+    """This run alone in ``build`` (see the module's docstring), with the last run's report and killed runs'
+    scratch gone."""
+    try:
+        build.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{build} cannot be made ({os_error(exc)}): run where you can write.") from None
+    busy = (
+        f"another torchbuild run is using {build} (two runs in one directory would overwrite each other's state, "
+        "artifacts and report): wait for it to end, or run in another directory"
+    )
+    with locks.held(build / LOCK, busy=busy):
+        for path in dataclasses.astuple(report.paths_in(build)):
+            path.unlink(missing_ok=True)
+        scratch.remove_leftovers()
+        yield

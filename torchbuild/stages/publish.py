@@ -19,8 +19,9 @@ def run(ctx: Context) -> StageResult:
         raise StageFailed(NAME, f"no {missing} artifact from the earlier stages to publish") from None
     try:
         channel = open_channel(plan.channel, ctx.root)
-        uploads = channel.plan([(conda, plan.conda.subdir)], [wheel], replace=ctx.options.replace)
-        published = channel.apply(uploads)
+        with channel.locked():
+            uploads = channel.plan([(conda, plan.conda.subdir)], [wheel], replace=ctx.options.replace)
+            published = channel.apply(uploads)
     except UserError as exc:
         raise StageFailed(NAME, str(exc).removeprefix("publish: ")) from None
     summary = ", ".join(f"{u.channel_path} ({u.action})" for u in uploads)

@@ -7,8 +7,8 @@ Python, chosen by uv's resolver and fetched by pip (host/pip.py ``download``):
 - a ``file://`` hit (find-links, a local index) is used where it lies: hashed while it is copied into the stage
   directory, never put in the cache;
 - a remote hit is downloaded by pip (its progress bar goes to the terminal) and kept in
-  ``<cache>/wheels/<sha256>/<file>``; a later run finds the cached file with the index's sha256 and downloads
-  nothing.
+  ``<cache>/wheels/<sha256>/<file>``; a later run checks the cached file against its sha256 (a damaged one is
+  removed and downloaded again) and hands it to pip, which then downloads nothing.
 
 Where the Plan says PyPI publishes this build without its local label (``prebuilt_unlabelled``: win-64 CPU; linux
 CUDA where cuda_wheels.yaml records PyPI's wheel as the cell's CUDA build), the unlabelled wheel of the release is
@@ -39,7 +39,7 @@ from torchbuild.host import checkout, pip
 from torchbuild.host.console import console
 from torchbuild.host.files import copy_atomic, link, link_atomic
 from torchbuild.plan import Plan
-from torchbuild.results import Artifact, StageResult
+from torchbuild.results import Artifact, StageResult, sha256_of
 from torchbuild.stages import Context, Stage
 from torchbuild.wheel import provenance, wheelfile
 from torchbuild.wheel import version as wheel_version
@@ -182,7 +182,7 @@ def fetch(plan: Plan, cache_dir: Path, log: Path, version: str | None = None) ->
     scratch = Path(tempfile.mkdtemp(prefix="incoming-", dir=cache))
     try:
         for entry in sorted(cache.glob("*/*.whl"), key=lambda e: e.stat().st_mtime):
-            if _fits(entry, plan, version):
+            if _fits(entry, plan, version) and _intact(entry):
                 (scratch / entry.name).unlink(missing_ok=True)
                 link(entry, scratch / entry.name)
         wanted = describe(plan, version)
@@ -210,6 +210,21 @@ def fetch(plan: Plan, cache_dir: Path, log: Path, version: str | None = None) ->
         return pip.Fetched(path=entry, url=got.url, downloaded=got.downloaded)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _intact(entry: Path) -> bool:
+    """Whether the cache entry still is the file its folder is named by (the sha256). A damaged one (a truncated
+    copy, a disk fault, an edit) would be handed to pip and fail every later run: it is removed, saying so, and
+    the wheel is downloaded again."""
+    if sha256_of(entry) == entry.parent.name:
+        return True
+    console.print(
+        f"[yellow]warning:[/] the cache entry {entry} is damaged (its sha256 is not {entry.parent.name}, the name "
+        "of its folder): removed; the wheel is downloaded again.",
+        highlight=False,
+    )
+    shutil.rmtree(entry.parent, ignore_errors=True)
+    return False
 
 
 class NotFound(StageFailed):

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import calendar
 import json
-import os
 import subprocess
 import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from torchbuild.config import environment
 from torchbuild.errors import UserError
 from torchbuild.host.files import write_atomic
 
-ENV = "SOURCE_DATE_EPOCH"
+ENV = environment.SOURCE_DATE_EPOCH
+EARLIEST, LATEST = environment.EARLIEST, environment.LATEST  # the times a zip member can carry
 
 
 @dataclass(frozen=True)
@@ -37,17 +38,32 @@ class SourceInfo:
 
     @classmethod
     def read(cls, path: Path) -> SourceInfo:
-        return cls(**json.loads(path.read_text(encoding="utf-8")))
+        """The file the source stage wrote; UserError naming it when it is not one (edited, or another version's)."""
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            info = cls(**raw)
+        except (OSError, ValueError, TypeError) as exc:
+            raise UserError(f"{path}: not a source.json of this torchbuild ({exc}); rerun with --force") from None
+        texts = (info.origin, info.sha256, info.commit, info.epoch_from)
+        if info.kind not in ("wheel", "checkout") or not all(isinstance(t, str) for t in texts) or not (
+            isinstance(info.epoch, int) and EARLIEST <= info.epoch <= LATEST
+        ):
+            raise UserError(f"{path}: not a source.json of this torchbuild (a field of the wrong type or range); "
+                            "rerun with --force")  # fmt: skip
+        return info
 
 
 def environment_epoch() -> int | None:
-    raw = os.environ.get(ENV)
-    if raw is None or raw == "":
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise UserError(f"{ENV}='{raw}' is not a number of seconds since 1970-01-01.") from None
+    """SOURCE_DATE_EPOCH, checked (config/environment.py)."""
+    return environment.source_date_epoch()
+
+
+def within_zip_times(own: tuple[int, str]) -> tuple[int, str]:
+    """A source's own time moved into the range an archive can carry (a checkout committed before 1980)."""
+    epoch, said = own
+    if EARLIEST <= epoch <= LATEST:
+        return own
+    return min(max(epoch, EARLIEST), LATEST), f"{said}, moved into 1980-2107 (what a zip can carry)"
 
 
 def wheel_epoch(path: Path) -> tuple[int, str]:
@@ -75,4 +91,5 @@ def source_info(
     epoch = environment_epoch()
     if epoch is not None:
         return SourceInfo(kind, origin, sha256, commit, epoch, ENV)
-    return SourceInfo(kind, origin, sha256, commit, own[0], own[1])
+    epoch, said = within_zip_times(own)
+    return SourceInfo(kind, origin, sha256, commit, epoch, said)

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchbuild.errors import UserError
 from torchbuild.host.files import write_atomic
 
 
@@ -66,16 +67,23 @@ class RepairReport:
 
     @classmethod
     def read(cls, path: Path) -> RepairReport:
-        raw: Mapping[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-        floor = raw.get("vc_runtime_floor")
-        return cls(
-            wheel=str(raw["wheel"]),
-            platform=str(raw["platform"]),
-            vendored=tuple(Vendored(**v) for v in raw.get("vendored", ())),
-            vc_runtime_floor=Floor(**floor) if floor else None,
-            runtime_loaded=tuple(raw.get("runtime_loaded", ())),
-            notes=tuple(raw.get("notes", ())),
-        )
+        """The report the repair stage wrote; UserError naming it when it is not of that shape (edited, or another
+        torchbuild version's)."""
+        try:
+            raw: Mapping[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            floor = raw.get("vc_runtime_floor")
+            return cls(
+                wheel=str(raw["wheel"]),
+                platform=str(raw["platform"]),
+                vendored=tuple(Vendored(**v) for v in raw.get("vendored", ())),
+                vc_runtime_floor=Floor(**floor) if floor else None,
+                runtime_loaded=tuple(str(name) for name in raw.get("runtime_loaded", ())),
+                notes=tuple(str(note) for note in raw.get("notes", ())),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise UserError(
+                f"{path}: not a repair report of this torchbuild ({type(exc).__name__}: {exc}); rerun with --force"
+            ) from None
 
 
 def names(vendored: Sequence[Vendored]) -> list[str]:

@@ -274,8 +274,20 @@ def _license(component: Mapping[str, Any]) -> str:
     return " OR ".join(str(n) for n in names if n)
 
 
-def rows(document: Mapping[str, Any]) -> list[Row]:
-    """The subject and every file, each with where it came from."""
+class ShapeError(ValueError):
+    """Valid JSON, but not a CycloneDX document of the shape this module writes."""
+
+
+def rows(document: Any) -> list[Row]:
+    """The subject and every file, each with where it came from; ShapeError when ``document`` is not of the shape
+    ``make`` writes (valid JSON of another shape: an edited or foreign file)."""
+    try:
+        return _rows(document)
+    except (AttributeError, TypeError, KeyError, IndexError) as exc:
+        raise ShapeError(f"not a CycloneDX document of the expected shape ({type(exc).__name__}: {exc})") from None
+
+
+def _rows(document: Mapping[str, Any]) -> list[Row]:
     subject = (document.get("metadata") or {}).get("component") or {}
     props = _props(subject)
     found = [
@@ -336,7 +348,11 @@ def problems(text: str, files: Mapping[str, str]) -> list[str]:
         return [f"{FILE_NAME} is not JSON: {exc}"]
     schema = schema_problem(text)
     found = [f"{FILE_NAME} is not valid CycloneDX 1.6: {schema}"] if schema else []
-    for row in rows(document):
+    try:
+        listed = rows(document)
+    except ShapeError as exc:
+        return [*found, f"{FILE_NAME}: {exc}"]
+    for row in listed:
         if not row.is_file:
             continue
         have = files.get(row.component)

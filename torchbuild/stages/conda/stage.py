@@ -96,7 +96,7 @@ def _package(ctx: Context) -> StageResult:
     info_sbom = out_dir / sbom.FILE_NAME
     info_sbom.write_text(document, encoding="utf-8")
     name = plan.conda.archives[ctx.options.conda_format]
-    with scratch.directory(unpacked_size, out_dir, "payload-") as staging:
+    with scratch.directory(unpacked_size, out_dir, "torchbuild-conda-payload-") as staging:
         started = time.perf_counter()
         member = sbom.wheel_member(wheel.dist_info)
         replace = {member: document.encode("utf-8")}

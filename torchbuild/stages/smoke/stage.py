@@ -128,10 +128,11 @@ def _environment_root(base: Path, kind: str, backend: Backend, artifact: Path) -
     if recorded.is_file():
         earlier = Path(recorded.read_text(encoding="utf-8").strip())
         if scratch.in_memory_path(earlier) and earlier.name.startswith("torchbuild-smoke-"):
-            shutil.rmtree(earlier, ignore_errors=True)
+            scratch.remove(earlier)
         recorded.unlink()
     if kind == "conda" and isinstance(backend, VenvBackend):
-        made = scratch.make_in_memory(artifact.stat().st_size * UNPACKED_PER_PACKED, f"torchbuild-{stage_name(kind)}-")
+        size = artifact.stat().st_size * UNPACKED_PER_PACKED
+        made = scratch.make_in_memory(size, f"torchbuild-{stage_name(kind)}-", keep_while=recorded)
         if made is not None:
             write_atomic(recorded, f"{made}\n")
             shutil.rmtree(base / kind, ignore_errors=True)  # one an earlier failed run kept on disk
@@ -188,7 +189,7 @@ def run(ctx: Context, kind: str) -> StageResult:
         all_checks = _run_env(name, env, backend)
     finally:
         backend.close()
-    shutil.rmtree(env.root, ignore_errors=True)
+    scratch.remove(env.root)
     (base / KEPT).unlink(missing_ok=True)
     shutil.rmtree(base / "wineprefix", ignore_errors=True)
     ran = [c for c in all_checks if not c.name.endswith(": install")]

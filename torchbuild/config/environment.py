@@ -1,0 +1,114 @@
+"""The environment variables torchbuild reads, each checked once, before any command does anything (``check``), with
+one message naming the variable and what it takes. The modules that use one read it through this module.
+
+pip's own variables (PIP_*) are pip's to check, the AWS ones boto3's (except AWS_MAX_ATTEMPTS, which botocore reads
+only when a request is made); ANACONDA_API_TOKEN is checked where an anaconda.org channel is used.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from torchbuild.errors import UserError, one_of
+
+SOURCE_DATE_EPOCH = "SOURCE_DATE_EPOCH"
+SCRATCH = "TORCHBUILD_SCRATCH"
+SCRATCH_CHOICES = ("auto", "disk")  # auto: in memory where there is room
+S3_PART_MB = "TORCHBUILD_S3_PART_MB"
+S3_PART_RANGE = range(5, 5121)  # S3's multipart limits: parts of 5 MiB to 5 GiB
+ANACONDA = "TORCHBUILD_ANACONDA"
+AWS_MAX_ATTEMPTS = "AWS_MAX_ATTEMPTS"
+STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
+
+# The times a zip member can carry (MS-DOS dates): every archive a cell makes is a zip or holds zips.
+EARLIEST = 315532800  # 1980-01-01 00:00:00 UTC
+LATEST = 4354819198  # 2107-12-31 23:59:58 UTC (zip times count in steps of two seconds)
+
+
+def _integer(name: str, raw: str, what: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise UserError(f"{name}={raw!r} is not a whole number: it takes {what}.") from None
+
+
+def source_date_epoch(env: Mapping[str, str] = os.environ) -> int | None:
+    """SOURCE_DATE_EPOCH: a whole number of seconds in the range every archive of the cell can carry; None: unset."""
+    raw = env.get(SOURCE_DATE_EPOCH)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UserError(f"{SOURCE_DATE_EPOCH}={raw!r} is not a number of seconds since 1970-01-01. Set it to one "
+                        f"(e.g. {SOURCE_DATE_EPOCH}=$(git log -1 --format=%ct)) or unset it.") from None  # fmt: skip
+    if not EARLIEST <= value <= LATEST:
+        raise UserError(
+            f"{SOURCE_DATE_EPOCH}={raw} is outside the times a wheel (a zip) can carry: give one from {EARLIEST} "
+            f"(1980-01-01) to {LATEST} (2107-12-31), or unset it to use the source's own time."
+        )
+    return value
+
+
+def scratch_setting(env: Mapping[str, str] = os.environ) -> str:
+    setting = env.get(SCRATCH, "auto").strip().lower() or "auto"
+    if setting not in SCRATCH_CHOICES:
+        raise UserError(f"{SCRATCH}={env[SCRATCH]!r} is not a scratch setting: use {one_of(SCRATCH_CHOICES)}.")
+    return setting
+
+
+def s3_part_mb(env: Mapping[str, str] = os.environ) -> int:
+    """The size of an S3 upload's parts, in MiB (64 unless set)."""
+    raw = env.get(S3_PART_MB, "").strip()
+    if not raw:
+        return 64
+    value = _integer(S3_PART_MB, raw, "MiB per part of an S3 upload")
+    if value not in S3_PART_RANGE:
+        raise UserError(
+            f"{S3_PART_MB}={raw}: S3 takes parts of {S3_PART_RANGE.start} to {S3_PART_RANGE.stop - 1} MiB."
+        )
+    return value
+
+
+def anaconda_command(env: Mapping[str, str] = os.environ) -> str:
+    """The anaconda-client command (a name on PATH, or a path)."""
+    raw = env.get(ANACONDA)
+    if raw is not None and not raw.strip():
+        raise UserError(f"{ANACONDA} is set but empty: give the anaconda-client command (e.g. anaconda), or unset it.")
+    return raw or "anaconda"
+
+
+def _aws_max_attempts(env: Mapping[str, str]) -> None:
+    raw = env.get(AWS_MAX_ATTEMPTS)
+    if raw is not None and _integer(AWS_MAX_ATTEMPTS, raw, "how many times botocore tries a request (1 or more)") < 1:
+        raise UserError(f"{AWS_MAX_ATTEMPTS}={raw}: give 1 or more (how many times botocore tries a request).")
+
+
+def step_summary(env: Mapping[str, str] = os.environ) -> Path | None:
+    """The file GitHub Actions shows as the job's summary (the run's Markdown report is added to it)."""
+    raw = env.get(STEP_SUMMARY)
+    if not raw:
+        return None
+    path = Path(raw)
+    if path.is_dir() or not path.parent.is_dir():
+        what = "is a directory" if path.is_dir() else f"is in a folder that does not exist ({path.parent})"
+        raise UserError(f"{STEP_SUMMARY}={raw} {what}: it names the file the report is appended to.")
+    return path
+
+
+CHECKS: tuple[Callable[[Mapping[str, str]], object], ...] = (
+    source_date_epoch,
+    scratch_setting,
+    s3_part_mb,
+    anaconda_command,
+    _aws_max_attempts,
+    step_summary,
+)
+
+
+def check(env: Mapping[str, str] = os.environ) -> None:
+    """Every variable torchbuild reads, as it would read it; the first bad one raises UserError."""
+    for read in CHECKS:
+        read(env)
