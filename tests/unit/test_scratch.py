@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -117,3 +119,18 @@ def test_no_memory_scratch_once_the_process_is_stopping(monkeypatch: pytest.Monk
     with pytest.raises(scratch.Stopping):
         scratch.make_in_memory(1, "torchbuild-test-stop-")
     assert set(scratch.RAM_DIR.glob("torchbuild-test-stop-*")) == before
+
+
+def test_an_unmarked_directory_of_an_earlier_version_goes_only_once_untouched_for_a_day(tmp_path: Path) -> None:
+    # Earlier versions made torchbuild-smoke-* without a mark or a lock: a run of one may still be using it (another
+    # checkout on the same host), so a fresh one stays; one untouched for a day is a killed run's.
+    if sys.platform != "linux":
+        pytest.skip("skipped: scratch in memory is Linux's /dev/shm")
+    fresh = tmp_path / f"{scratch.LEGACY}conda-fresh"
+    stale = tmp_path / f"{scratch.LEGACY}conda-stale"
+    for path in (fresh, stale):
+        (path / "lib").mkdir(parents=True)
+    day_ago = time.time() - scratch.LEGACY_AGE - 60
+    os.utime(stale, (day_ago, day_ago))
+    assert scratch.remove_leftovers(ram=tmp_path) == [stale]
+    assert fresh.is_dir() and not stale.exists()

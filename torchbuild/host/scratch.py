@@ -23,6 +23,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +36,9 @@ SETTING = environment.SCRATCH
 CHOICES = environment.SCRATCH_CHOICES  # auto: in memory where there is room
 MARK = ".torchbuild-"  # beside each directory in memory: "<MARK><its name>", holding the record that keeps it
 LEGACY = "torchbuild-smoke-"  # directories in memory that earlier versions made without a mark
+# An unmarked directory may belong to an earlier version's run that is still going (it takes no lock): only one
+# untouched this long is taken for a leftover.
+LEGACY_AGE = 24 * 3600
 
 _owned: dict[Path, int] = {}  # directories in memory this process made -> the descriptor holding their lock
 _owned_lock = threading.Lock()
@@ -153,6 +157,13 @@ def _kept(path: Path) -> bool:
         return False
 
 
+def _older_than(path: Path, seconds: float) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime > seconds
+    except OSError:
+        return False
+
+
 def remove_leftovers(ram: Path = RAM_DIR) -> list[Path]:
     """Remove the directories in memory that earlier runs left (their process is gone, and no record keeps them);
     returns them. Directories of live processes, on this host or in other working directories, are left alone."""
@@ -160,7 +171,8 @@ def remove_leftovers(ram: Path = RAM_DIR) -> list[Path]:
         return []
     removed = []
     marked = {ram / mark.name.removeprefix(MARK) for mark in ram.glob(MARK + "*")}
-    for path in sorted(marked | set(ram.glob(LEGACY + "*"))):
+    legacy = {p for p in ram.glob(LEGACY + "*") if p not in marked and _older_than(p, LEGACY_AGE)}
+    for path in sorted(marked | legacy):
         if path in _owned:
             continue
         if not path.exists():
