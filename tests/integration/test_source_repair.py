@@ -87,7 +87,7 @@ def test_source_downloads_once_then_uses_the_cache(
 
     second = source.run(_ctx(tmp_path / "ws2", cache))
     assert http_index.count(".whl") == 1, "the second run downloaded the wheel again"
-    assert http_index.count("/simple/torch/") == 2  # pip did look at the index again
+    # whether the index page is read again is uv's HTTP cache's call; the wheel is not fetched again
     assert "cached" in second.message
     assert second.outputs["source_wheel"].sha256 == TORCH_SHA256
     assert second.outputs["source_wheel"].path == tmp_path / "ws2" / PLAN.stage_dirs["source"] / PLAN.wheel
@@ -273,7 +273,8 @@ def test_repair_on_win_64_vendors_what_the_wheel_imports(tmp_path: Path) -> None
     result = _repair(tmp_path, wheel, plan)
     assert "vendored nothing" in result.message
     assert RepairReport.read(result.outputs["repair_report"].path).vendored == ()
-    assert {c.code: c.status for c in result.checks} == {"P100": "passed"}
+    # P103: at most one OpenMP runtime (none here)
+    assert {c.code: c.status for c in result.checks} == {"P100": "passed", "P103": "passed"}
 
 
 def test_repair_refuses_a_wheel_built_against_a_newer_glibc_than_the_tag(tmp_path: Path) -> None:

@@ -122,7 +122,10 @@ def test_conda_package_is_win_64_with_short_paths_and_solves(win_run: Run) -> No
     from torchbuild.conda.checks.package import read_package
 
     pkg = read_package(next(win_run.stage_dir("conda").glob("*.conda")))
-    assert all(m.name.startswith("Lib/site-packages/") for m in pkg.files())
+    # the package is site-packages plus the console scripts' launchers in Scripts/ (tests/integration/test_scripts.py)
+    outside = {m.name for m in pkg.files() if not m.name.startswith("Lib/site-packages/")}
+    assert outside == {"Scripts/convert-caffe2-to-onnx.exe", "Scripts/convert-onnx-to-caffe2.exe",
+                       "Scripts/torchfrtrace.exe", "Scripts/torchrun.exe"}  # fmt: skip
     depends = pkg.index["depends"]
     for name in ("vc14_runtime", "ucrt", "intel-openmp"):
         assert any(d.split()[0] == name for d in depends), depends

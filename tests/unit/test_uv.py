@@ -52,6 +52,9 @@ def test_python_platform_of_a_wheel_tag(tag: str, platform: str) -> None:
 def test_target_of_pips_options() -> None:
     target = uv.target_of(pip.target_args("3.6", "cp36m", ["win_amd64"]))
     assert target == uv.Target(python="3.6", platform="x86_64-pc-windows-msvc")
+    # a cell's 3.6 is the series: a wheel that requires >=3.6.2 is its wheel, as pip (--ignore-requires-python) says
+    assert target.args()[:2] == ["--python-version", "3.6.99"]
+    assert uv.Target(python="3.6.2", platform="x").args()[:2] == ["--python-version", "3.6.2"]
 
 
 def test_pips_settings_as_uv_flags(tmp_path: Path) -> None:

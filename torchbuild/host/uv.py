@@ -35,6 +35,7 @@ else:
     import tomli as tomllib
 
 TIMEOUT_S = 1800
+ANY_PATCH = 99  # Target.args
 NO_SOLUTION = 1  # uv's exit status when the requirements cannot be met (2: it could not run, e.g. no network)
 _ARCHES = {"amd64": "x86_64", "arm64": "aarch64"}  # the architecture in a wheel tag -> in uv's platform
 
@@ -135,13 +136,17 @@ def python_platform(tag: str) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    """What a resolution is for: a Python version (X.Y or X.Y.Z) and uv's platform."""
+    """What a resolution is for: a Python version (X.Y: the series, as a cell names it; or X.Y.Z) and uv's
+    platform."""
 
     python: str
     platform: str
 
     def args(self) -> list[str]:
-        return ["--python-version", self.python, "--python-platform", self.platform, "--only-binary", ":all:"]
+        # uv reads X.Y as X.Y.0 and would refuse torch 1.10.2's cp36m wheel (Requires-Python >=3.6.2) for a 3.6
+        # cell, which pip (told --ignore-requires-python) takes; a patch above every real one of the series fits.
+        python = f"{self.python}.{ANY_PATCH}" if self.python.count(".") == 1 else self.python
+        return ["--python-version", python, "--python-platform", self.platform, "--only-binary", ":all:"]
 
 
 def target_of(pip_args: Sequence[str]) -> Target:
