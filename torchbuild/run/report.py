@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 from typing import Any
 
+from rich.markup import escape
+
 from torchbuild.config.pairing import Companion
 from torchbuild.host.console import MARKS, console
 from torchbuild.host.files import write_atomic
@@ -43,11 +45,13 @@ def as_dict(cells: Sequence[CellRun]) -> dict[str, Any]:
 
 
 def _companion(companion: Companion) -> dict[str, Any]:
-    """A companion in report.json: ``status`` is "not built" (paired, the stages ship torch only) or "not shipped"."""
+    """A companion in report.json: ``status`` is "built" (its packages are among the cell's artifacts), "not built"
+    (paired, the stages do not build it: ``line`` says why) or "not shipped"."""
+    status = "built" if companion.built else "not built" if companion.release else "not shipped"
     return {
         "name": companion.name,
         "release": companion.release,
-        "status": "not built" if companion.release else "not shipped",
+        "status": status,
         "wheel": companion.wheel,
         "line": companion.line,
     }
@@ -174,7 +178,8 @@ def print_summary(cells: Sequence[CellRun], paths: ReportPaths) -> None:
         for name, artifact in cell.artifacts.items():
             if artifact.path not in shown:  # a stage that passes its input through names the same file again
                 shown.add(artifact.path)
-                console.print(f"  {name:<15} {artifact.path}  {artifact.size / 1e6:.1f} MB  sha256 {artifact.sha256}")
+                size = f"{artifact.size / 1e6:.1f} MB"
+                console.print(f"  {escape(name):<15} {artifact.path}  {size}  sha256 {artifact.sha256}")
         for companion in cell.plan.companions:
             console.print(f"  {companion.line}", markup=False, highlight=False)
     ok = all(c.ok for c in cells)
