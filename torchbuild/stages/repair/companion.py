@@ -22,11 +22,13 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
+from torchbuild.config import dll_providers
 from torchbuild.config.companions import WHERE
 from torchbuild.config.cuda_wheels import RequirementWheel
 from torchbuild.config.pairing import Companion
 from torchbuild.errors import StageFailed
 from torchbuild.host.proc import run_tool
+from torchbuild.plan import Plan
 from torchbuild.platforms.windows import pe, vc_runtime
 from torchbuild.results import Artifact, Check, StageResult
 from torchbuild.stages import Context, companion_artifact
@@ -109,6 +111,22 @@ def _bundled(wheel: Path, companion: Companion) -> list[Vendored]:
     return rows
 
 
+def _check_torch_serves(plan: Plan, companion: Companion, wheel: Path, beside: Mapping[str, str]) -> None:
+    """Refuse a companion that imports a DLL neither its wheel, torch's repaired wheel, the system nor a
+    redistributable provides: the cell's torch cannot serve it (another build, or not torch at all)."""
+    before = pe.check_wheel(wheel, python=plan.python, provided=beside)
+    redistributable = plan.redistributable_dlls
+    lacking = sorted({m.needed.lower() for m in before.missing if not dll_providers.matches(m.needed, redistributable)})
+    if lacking:
+        importers = sorted({m.file for m in before.missing if m.needed.lower() in lacking})
+        raise StageFailed(
+            NAME,
+            f"{wheel.name} ({companion.name} {companion.release}) imports {', '.join(lacking)} (from "
+            f"{', '.join(importers[:4])}), which torch's repaired wheel does not hold: this cell's torch cannot serve "
+            f"it. Pass the torch build it pairs with, or leave {companion.name} out (--packages torch)",
+        )
+
+
 def repair(
     ctx: Context, companion: Companion, wheel: Path, beside: Mapping[str, str]
 ) -> tuple[dict[str, Artifact], list[Check], str]:
@@ -118,6 +136,7 @@ def repair(
     target = out_dir / wheel.name
     log = ctx.stage_dir("logs") / f"{NAME}-{companion.name}.log"
     source = provenance.source_info("wheel", f"PyPI {wheel.name}", companion.sha256, "", provenance.wheel_epoch(wheel))
+    _check_torch_serves(plan, companion, wheel, beside)
     found = windows.needs(plan, wheel, ctx.options.cache_dir, log, beside=beside)
     libs = f"{companion.name}.libs"
     with tempfile.TemporaryDirectory(prefix="delvewheel-", dir=out_dir) as tmp:
