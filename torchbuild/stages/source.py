@@ -18,6 +18,10 @@ proves it is that build (torch/version.py's ``cuda``, its nvidia-*-cuXX requirem
 Compile mode (``--source-dir`` or ``--git-ref``): the checkout, given or cloned, validated and described in
 ``checkout.json``.
 
+Beside torch, PyPI's wheel of each companion the Plan builds (win-64 torchvision), fetched by the sha256
+companions.yaml pins (host/downloads.py ``pinned_wheel``: uv chooses, pip fetches, the same cache): written as
+``source_wheel[<name>]``, in every mode.
+
 Writes ``source_wheel`` or ``checkout``, and ``source_info`` (source.json, torchbuild/wheel/provenance.py: the origin,
 its sha256 or commit, and the time the cell's archives carry).
 """

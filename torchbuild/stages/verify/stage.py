@@ -8,6 +8,9 @@
 - the solve (TB301): ``pytorch`` with the cell's Python, against a temporary channel holding only the new package
   plus the real repodata of the cell's era (conda-forge; `main` of 2018 for Python 3.5/3.6 win-64 cells), with the
   virtual packages of a typical machine, must pick this very build.
+- a companion the Plan builds (win-64 torchvision; companion.py beside this module): its package's checks, TB111
+  (the Plan's package, pinning the exact pytorch build) and TB112 (its DLLs resolve beside torch's package), and
+  TB302: ``pytorch`` and the companions solved together against a channel of them all must pick every one of them.
 
 Every check goes into the StageResult and into ``checks.json`` in the stage directory; any failed check fails the
 stage with a message naming each failed check's code and file.
