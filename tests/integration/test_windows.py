@@ -166,7 +166,8 @@ def test_torchvision_is_repaired_beside_torch_without_its_dlls(win_run: Run) -> 
     at the floor torchvision's own binaries set (MSVC 14.38, above torch's 14.29), the image DLLs it bundles are
     listed in its repair report and SBOM."""
     out = win_run.output
-    assert f"torchvision 0.20.1: paired (requires torch==2.5.1; PyPI's {VISION}), built: {VISION_CONDA}" in out
+    paired = f"torchvision 0.20.1: paired (requires torch==2.5.1; PyPI's {VISION})"
+    assert f"{paired}, the stages build {VISION_CONDA}, which requires {PIN}" in out
     assert "beside it torchvision-0.20.1-cp311-cp311-win_amd64.whl (1.6 MB, sha256 as torchbuild/data/" in out
     with zipfile.ZipFile(win_run.stage_dir("repair") / VISION) as archive:
         names = set(archive.namelist())

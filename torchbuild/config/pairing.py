@@ -67,7 +67,7 @@ class Companion:
         yanked = f", yanked there: {self.yanked}" if self.yanked else ""
         paired = f"{self.release}: paired ({requires}; PyPI's {self.wheel}{yanked})"
         if self.built:
-            return f"{paired}, built: {self.package}.conda, which requires {self.depends[-1]}"
+            return f"{paired}, the stages build {self.package}.conda, which requires {self.depends[-1]}"
         return f"{paired}, " + (f"not built yet: {self.not_built}" if self.not_built else NOT_BUILT)
 
     @property

@@ -20,7 +20,8 @@ Compile mode (``--source-dir`` or ``--git-ref``): the checkout, given or cloned,
 
 Beside torch, PyPI's wheel of each companion the Plan builds (win-64 torchvision), fetched by the sha256
 companions.yaml pins (host/downloads.py ``pinned_wheel``: uv chooses, pip fetches, the same cache): written as
-``source_wheel[<name>]``, in every mode.
+``source_wheel[<name>]``, in every mode. One that cannot be had fails the stage where ``packages`` names it; asked
+for by default, it is left out, said in the stage's message and the report (the later stages build what they get).
 
 Writes ``source_wheel`` or ``checkout``, and ``source_info`` (source.json, torchbuild/wheel/provenance.py: the origin,
 its sha256 or commit, and the time the cell's archives carry).
@@ -80,7 +81,11 @@ def _with_companions(ctx: Context, result: StageResult) -> StageResult:
                 pin, companion.wheel, companion.sha256, ctx.plan.pip_target, ctx.options.cache_dir, log, WHERE
             )
         except DependencyError as exc:
-            raise StageFailed(NAME, f"{companion.name}: {exc}") from None
+            if companion.requested:
+                raise StageFailed(NAME, f"{companion.name}: {exc}") from None
+            # Asked for by default only: the cell ships torch without it, and says so.
+            said.append(f"{companion.name} {companion.release} not built: {exc}")
+            continue
         artifact = link_atomic(entry, ctx.stage_dir(NAME) / entry.name)
         outputs[companion_artifact("source_wheel", companion.name)] = artifact
         said.append(f"{entry.name} ({_mb(artifact.size)}, sha256 as {WHERE} pins)")
