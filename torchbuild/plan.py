@@ -127,8 +127,8 @@ class Plan:
     driver_dlls: tuple[str, ...] = ()
     embeddable: Pinned | None = None
     embeddable_missing: str = ""  # one line: why none is pinned for the cell's Python (config/python_embed.py)
-    # torchvision / torchaudio beside torch: the release and PyPI wheel chosen for this target, or why none ships
-    # (config/pairing.py; the stages do not build them yet)
+    # torchvision / torchaudio beside torch: the release and PyPI wheel chosen for this target, or why none ships,
+    # and (win-64 torchvision) the conda package the stages build from that wheel (config/pairing.py)
     companions: tuple[pairing.Companion, ...] = ()
     # The declared requirements whose wheels provide libraries the wheel loads (cuda_wheels.yaml: PyPI's linux CUDA
     # builds' nvidia-*, mkl of torch 2.3.x on win-64), for the target, exact versions: the repair leaves them there
@@ -266,6 +266,14 @@ def _wheel_tags(cell: Cell, release: TorchRelease, compat: Compat, platform: Pla
     )
 
 
+def _companion_pins(platform: str, torch_package: str, depends: tuple[str, ...]) -> dict[str, str]:
+    """What a companion built beside the cell's torch pins (pairing.Target): none where the stages build none."""
+    if platform not in pairing.BUILT:
+        return {}
+    python = next((d for d in depends if d.split()[0] == "python"), "")
+    return {"torch_package": torch_package, "build_string": torch_package.split()[-1], "python_spec": python}
+
+
 def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: str | None = None) -> Plan:
     """Resolve ``cell``; ``pinned`` fixes the release of a ``latest`` cell without changing the cell's id."""
     compat = compat or load()
@@ -382,7 +390,8 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         companions=pairing.choose(
             matrix.packages,
             pairing.Target(platform=cell.platform, python=cell.python, torch_release=release.version,
-                           torch_version=version, local_version=local),
+                           torch_version=version, local_version=local,
+                           **_companion_pins(cell.platform, f"pytorch {release.version} {build_string}", depends)),
         ),
         declared_libraries=declared,
         **dll_providers.windows_facts(cell.platform, cell.cuda, cell.python),

@@ -48,7 +48,8 @@ def test_the_pipeline_leaves_mkl_to_its_requirement(torch_2_3_1: Path, tmp_path:
            "PATH": str(Path(sys.executable).parent)}  # no Wine: the loader check and the smoke say skipped
     run = subprocess.run(
         [sys.executable, str(ROOT / "pipeline.py"), *ARGS, "--matrix", str(ROOT / "matrix.yaml"), "--wheel",
-         str(torch_2_3_1), "--repodata", str(REPODATA), "--compression-level", "1"],
+         str(torch_2_3_1), "--repodata", str(REPODATA), "--compression-level", "1",
+         "--packages", "torch"],  # torchvision beside torch: test_windows.py's (issue 28)
         cwd=tmp_path, capture_output=True, text=True, check=False, env=env,
     )  # fmt: skip
     output = run.stdout + run.stderr

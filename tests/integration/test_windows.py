@@ -25,6 +25,7 @@ from torchbuild.stages.source import fetch
 
 CELL = "win-64-cpu-py3.11-torch2.5.1"
 ARGS = ("--platform", "win-64", "--cuda", "cpu", "--py", "3.11", "--torch", "2.5.1")
+TORCH_ONLY = ("--packages", "torch")  # a small torch wheel of test DLLs cannot serve PyPI's torchvision
 
 
 def pipeline(workspace: Path, *args: str, with_wine: bool = False) -> subprocess.CompletedProcess[str]:
@@ -51,7 +52,7 @@ class Run:
 
     @property
     def repaired(self) -> Path:
-        return next(self.stage_dir("repair").glob("*.whl"))
+        return self.stage_dir("repair") / "torch-2.5.1+cpu-cp311-cp311-win_amd64.whl"
 
     @property
     def output(self) -> str:
@@ -152,6 +153,138 @@ def test_torch_2_5_1_sets_the_floor_14_29_and_the_package_leaves_the_runtimes_to
 # --- bad input -------------------------------------------------------------------------------------------
 
 
+# --- torchvision beside torch (issue 28) -----------------------------------------------------------------------
+
+VISION = "torchvision-0.20.1-cp311-cp311-win_amd64.whl"
+VISION_CONDA = "torchvision-0.20.1-py3.11_cpu_0.conda"
+PIN = "pytorch 2.5.1 py3.11_cpu_0"
+
+
+@pytest.mark.slow
+def test_torchvision_is_repaired_beside_torch_without_its_dlls(win_run: Run) -> None:
+    """PyPI's torchvision 0.20.1 (the pair of torch 2.5.1): torch's DLLs are left to torch, the VC runtime is vendored
+    at the floor torchvision's own binaries set (MSVC 14.38, above torch's 14.29), the image DLLs it bundles are
+    listed in its repair report and SBOM."""
+    out = win_run.output
+    paired = f"torchvision 0.20.1: paired (requires torch==2.5.1; PyPI's {VISION})"
+    assert f"{paired}, the stages build {VISION_CONDA}, which requires {PIN}" in out
+    assert "beside it torchvision-0.20.1-cp311-cp311-win_amd64.whl (1.6 MB, sha256 as torchbuild/data/" in out
+    with zipfile.ZipFile(win_run.stage_dir("repair") / VISION) as archive:
+        names = set(archive.namelist())
+    assert {"torchvision.libs/msvcp140.dll", "torchvision.libs/vcruntime140_1.dll", "torchvision/_C.pyd"} <= names
+    with zipfile.ZipFile(win_run.repaired) as archive:
+        torch_dlls = {Path(n).name.lower() for n in archive.namelist() if n.endswith(".dll")}
+    vendored = {Path(n).name.lower() for n in names if n.endswith(".dll")}
+    assert vendored & torch_dlls == {"msvcp140.dll", "vcruntime140_1.dll"}  # c10.dll, torch_cpu.dll: torch's
+    report = json.loads((win_run.stage_dir("repair") / "repair-torchvision.json").read_text())
+    assert report["vc_runtime_floor"]["version"] == "14.38"
+    bundled = {Path(v["path"]).name for v in report["vendored"] if v["provider"] == "upstream wheel"}
+    assert bundled == {"libpng16.dll", "jpeg8.dll", "libjpeg.dll", "libwebp.dll", "libsharpyuv.dll", "zlib.dll"}
+    assert "11 DLLs of torch's wheel left to torch; bundled by PyPI's wheel" in out
+
+
+@pytest.mark.slow
+def test_torchvision_package_pins_the_exact_pytorch_build_and_solves_with_it(win_run: Run) -> None:
+    from torchbuild.conda.checks.package import read_package
+
+    pkg = read_package(win_run.stage_dir("conda") / "torchvision" / VISION_CONDA)
+    assert (pkg.index["name"], pkg.index["version"], pkg.index["build"]) == ("torchvision", "0.20.1", "py3.11_cpu_0")
+    assert pkg.index["depends"] == [
+        "python >=3.11,<3.12.0a0", PIN, "numpy", "pillow >=5.3.0,!=8.3.*", "vc14_runtime >=14.38"
+    ]
+    files = {m.name for m in pkg.files()}
+    assert "Lib/site-packages/torchvision/_C.pyd" in files and "Lib/site-packages/torchvision/libpng16.dll" in files
+    assert not any(n.endswith(("msvcp140.dll", "vcruntime140_1.dll")) for n in files)  # vc14_runtime's
+    checks = {(c["code"], Path(c["file"]).name): c for c in json.loads(
+        (win_run.stage_dir("verify") / "checks.json").read_text())}  # fmt: skip
+    for code in ("TB111", "TB112", "TB102", "C1145"):
+        assert checks[(code, VISION_CONDA)]["status"] == "passed", checks[(code, VISION_CONDA)]
+    assert "from torch's package: c10.dll, torch_cpu.dll" in checks[("TB112", VISION_CONDA)]["message"]
+    joint = checks[("TB302", "pytorch-2.5.1-py3.11_cpu_0.conda")]
+    assert joint["status"] == "passed", joint["message"]
+    assert joint["message"].startswith(
+        "pytorch-2.5.1-py3.11_cpu_0 and torchvision-0.20.1-py3.11_cpu_0 from the new packages' channel"
+    )
+
+
+@pytest.mark.slow
+def test_one_publish_serves_pytorch_and_torchvision_to_rattler_and_to_uv(win_run: Run, tmp_path: Path) -> None:
+    """The channel after the one publish: py-rattler solves `pytorch torchvision` against it plus the stored
+    conda-forge repodata and installs both from it; uv resolves `torch torchvision` with the channel's PEP 503 pages
+    as the first index (pip's --index-url; their other requirements from PyPI) to both of the channel's wheels."""
+    channel = win_run.workspace / "channel"
+    assert (channel / "win-64" / VISION_CONDA).is_file()
+    assert (channel / "whl" / "simple" / "torchvision" / VISION).is_file()
+    script = tmp_path / "install.py"
+    script.write_text(WIN_INSTALL)
+    prefix = tmp_path / "prefix"
+    result = subprocess.run(
+        [sys.executable, str(script), channel.as_uri(), (REPODATA / "conda-forge").as_uri(), str(prefix)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{PIN} {channel.as_uri()}" in result.stdout
+    assert f"torchvision 0.20.1 py3.11_cpu_0 {channel.as_uri()}" in result.stdout
+    assert "installed pytorch, torchvision" in result.stdout
+    assert (prefix / "Lib" / "site-packages" / "torchvision" / "_C.pyd").is_file()
+    assert (prefix / "Lib" / "site-packages" / "torch" / "lib" / "torch_cpu.dll").is_file()
+
+    requirements = tmp_path / "requirements.in"
+    requirements.write_text("torch\ntorchvision\n")
+    compiled = subprocess.run(
+        ["uv", "pip", "compile", str(requirements), "--no-config", "--no-header", "--emit-index-annotation",
+         "--index", (channel / "whl" / "simple").as_uri(), "--python-platform", "windows", "--python-version", "3.11"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert compiled.returncode == 0, compiled.stderr
+    lines = compiled.stdout.splitlines()
+    index = f"# from {(channel / 'whl' / 'simple').as_uri()}"
+    for pinned in ("torch==2.5.1+cpu", "torchvision==0.20.1"):
+        after = lines[lines.index(pinned) + 1 :]
+        assert next(line.strip() for line in after if "# from" in line) == index, compiled.stdout
+
+
+WIN_INSTALL = """
+import asyncio, os, sys
+from rattler import BuildString, GenericVirtualPackage, MatchSpec, PackageName, Platform, Version, install, solve
+
+channel, conda_forge, prefix = sys.argv[1:4]
+
+async def main():
+    virtual = [GenericVirtualPackage(PackageName("__win"), Version("0"), BuildString("0"))]
+    specs = [MatchSpec(s, strict=False) for s in ("pytorch", "torchvision", "python 3.11.*")]
+    records = await solve([channel, conda_forge], specs, platforms=["win-64", "noarch"], virtual_packages=virtual)
+    for r in records:
+        print(r.name.normalized, r.version, r.build, r.channel)
+    # The stored conda-forge repodata has no package files: the packages of our channel are installed.
+    ours = [r for r in records if r.channel.rstrip("/") == channel.rstrip("/")]
+    await install(ours, target_prefix=prefix, show_progress=False, platform=Platform("win-64"))
+    print("installed", ", ".join(sorted(r.name.normalized for r in ours)))
+
+asyncio.run(main())
+sys.stdout.flush()
+os._exit(0)  # py-rattler can crash at interpreter exit (see torchbuild/conda/rattler_child.py)
+"""
+
+
+@pytest.mark.slow
+def test_a_torch_without_the_dlls_torchvision_imports_stops_the_cell_in_repair(
+    fixtures: PeFixtures, tmp_path: Path
+) -> None:
+    """A small torch wheel (test DLLs, no c10.dll) with the default packages: PyPI's torchvision cannot load beside
+    it, and the repair says so, naming what it lacks; nothing is published."""
+    wheel = _small_wheel(tmp_path / "w", {"torch/_C.cp311-win_amd64.pyd": fixtures.ext})
+    result = pipeline(tmp_path, "--wheel", str(wheel))
+    assert result.returncode == 1
+    out = result.stdout + result.stderr
+    assert "✗ repair" in out
+    assert (
+        f"{VISION} (torchvision 0.20.1) imports c10.dll, torch_cpu.dll (from torchvision/_C.pyd, torchvision/image.pyd)"
+        ", which torch's repaired wheel does not hold" in out
+    )
+    assert not (tmp_path / "channel").exists()
+
+
 @pytest.fixture(scope="module")
 def fixtures(tmp_path_factory: pytest.TempPathFactory) -> PeFixtures:
     return build(tmp_path_factory.mktemp("pe"))
@@ -167,7 +300,7 @@ def _small_wheel(directory: Path, files: dict[str, Path]) -> Path:
 
 def _fails_untouched(workspace: Path, wheel: Path, with_wine: bool = False) -> str:
     channel = workspace / "channel"
-    result = pipeline(workspace, "--wheel", str(wheel), with_wine=with_wine)
+    result = pipeline(workspace, "--wheel", str(wheel), *TORCH_ONLY, with_wine=with_wine)
     assert result.returncode == 1, result.stdout[-2000:]
     assert not channel.exists()
     return result.stdout + result.stderr
@@ -176,7 +309,7 @@ def _fails_untouched(workspace: Path, wheel: Path, with_wine: bool = False) -> s
 @pytest.mark.slow
 def test_small_wheel_is_repaired(fixtures: PeFixtures, tmp_path: Path) -> None:
     wheel = _small_wheel(tmp_path, {"torch/_C.cp311-win_amd64.pyd": fixtures.ext})
-    result = pipeline(tmp_path, "--wheel", str(wheel))
+    result = pipeline(tmp_path, "--wheel", str(wheel), *TORCH_ONLY)
     assert result.returncode == 0, result.stdout[-3000:]
     repaired = next((tmp_path / "build" / CELL / "repair").glob("*.whl"))
     with zipfile.ZipFile(repaired) as archive:

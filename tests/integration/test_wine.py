@@ -113,7 +113,7 @@ def test_a_real_release_passes_every_stage_with_the_smoke_under_wine(
 ) -> None:
     argv = [sys.executable, str(ROOT / "pipeline.py"), "--platform", "win-64", "--cuda", "cpu", "--py", python,
             "--torch", release, "--matrix", str(ROOT / "matrix.yaml"), "--repodata", str(REPODATA),
-            "--compression-level", "1"]  # fmt: skip
+            "--compression-level", "1", "--packages", "torch"]  # fmt: skip  (companions: test_windows.py)
     env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT)}
     result = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env, check=False)
     output = result.stdout + result.stderr

@@ -128,6 +128,22 @@ def test_the_plan_carries_the_companions() -> None:
     assert plan.to_dict()["companions"][0]["wheel"] == "torchvision-0.28.0-cp311-cp311-win_amd64.whl"
 
 
+def test_a_win_64_plan_builds_torchvision_pinned_to_its_exact_pytorch_build() -> None:
+    """win-64: torchvision is built from PyPI's wheel beside torch, its conda package requiring the cell's pytorch
+    version AND build string; torchaudio says why it is not built yet. linux-64 keeps NOT_BUILT (issue 28)."""
+    plan = resolve(Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.5.1"), Matrix())
+    vision, audio = plan.companions
+    assert vision.built and vision.package == "torchvision-0.20.1-py3.11_cpu_0"
+    assert vision.depends == ("python >=3.11,<3.12.0a0", "pytorch 2.5.1 py3.11_cpu_0")
+    assert vision.line == (
+        "torchvision 0.20.1: paired (requires torch==2.5.1; PyPI's torchvision-0.20.1-cp311-cp311-win_amd64.whl), "
+        "the stages build torchvision-0.20.1-py3.11_cpu_0.conda, which requires pytorch 2.5.1 py3.11_cpu_0"
+    )
+    assert not audio.built and "not built yet: torio's FFmpeg extensions import FFmpeg DLLs" in audio.line
+    linux = resolve(Cell(platform="linux-64", cuda="12.8", python="3.11", torch="2.10.0"), Matrix())
+    assert all(not c.built and (c.release is None or c.line.endswith(NOT_BUILT)) for c in linux.companions)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -185,3 +201,18 @@ def test_the_table_says_what_pypis_linux_torchvision_links(tmp_path: Path) -> No
     needed = read_elf(tmp_path / "torchvision" / "_C.so", "torchvision/_C.so").needed
     assert build.links is not None and set(build.links) <= set(needed)
     assert "libtorch_cuda.so" in needed and f"+{build.label}'" in version
+
+
+def test_a_built_companion_without_its_package_is_reported_not_built_in_this_run(tmp_path: Path) -> None:
+    """A default companion whose wheel could not be fetched (the source stage leaves it out, saying why): the report
+    does not call it built."""
+    from torchbuild.results import Artifact
+    from torchbuild.run.report import companion_line
+
+    vision = resolve(Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.5.1"), Matrix()).companions[0]
+    status, line = companion_line(vision, {})
+    assert status == "not built"
+    assert line.endswith("; not built in this run (no package: see the stages' messages above)")
+    package = tmp_path / "torchvision-0.20.1-py3.11_cpu_0.conda"
+    package.write_bytes(b"x")
+    assert companion_line(vision, {"conda_package[torchvision]": Artifact.of(package)}) == ("built", vision.line)

@@ -77,7 +77,8 @@ def say_resolution(plans: Sequence[Plan]) -> None:
 
 
 def say_companions(plans: Sequence[Plan]) -> None:
-    """One line per companion of each cell: the release paired with its torch (not built yet), or why none ships."""
+    """One line per companion of each cell: the release paired with its torch (built beside it, or why not yet), or
+    why none ships."""
     for plan in plans:
         for companion in plan.companions:
             console.print(f"[bold]{plan.cell_id}[/]: {escape(companion.line)}", highlight=False, soft_wrap=True)

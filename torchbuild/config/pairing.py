@@ -25,6 +25,12 @@ from torchbuild.config.companions import (
 from torchbuild.errors import UserError, one_of
 
 NOT_BUILT = "not built yet (the stages ship torch only)"
+# What the stages build from PyPI's wheel beside torch, by platform; the others stay NOT_BUILT, with the reason.
+BUILT: dict[str, tuple[str, ...]] = {"win-64": ("torchvision",)}
+NOT_BUILT_WHY = {
+    "torchaudio": "torio's FFmpeg extensions import FFmpeg DLLs (avutil-58.dll ...) that torchaudio loads only when "
+    "present, and no rule tells the closure check so yet",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +48,15 @@ class Companion:
     paired_by: str = ""  # what the data's pairing rests on (metadata, the project's table)
     yanked: str = ""  # PyPI's reason where the wheel is yanked there (installed only when pinned exactly)
     reason: str = ""  # why it is not shipped
+    # Built by the stages (win-64 torchvision): its conda package's file stem and run requirements on the cell's exact
+    # pytorch build (and Python); "" / () where the stages do not build it (``not_built`` says why)
+    package: str = ""
+    depends: tuple[str, ...] = ()
+    not_built: str = ""
+
+    @property
+    def built(self) -> bool:
+        return bool(self.package)
 
     @property
     def detail(self) -> str:
@@ -50,7 +65,10 @@ class Companion:
             return f"not shipped: {self.reason}"
         requires = f"requires torch{self.requires_torch}" if self.requires_torch else "declares no torch requirement"
         yanked = f", yanked there: {self.yanked}" if self.yanked else ""
-        return f"{self.release}: paired ({requires}; PyPI's {self.wheel}{yanked}), {NOT_BUILT}"
+        paired = f"{self.release}: paired ({requires}; PyPI's {self.wheel}{yanked})"
+        if self.built:
+            return f"{paired}, the stages build {self.package}.conda, which requires {self.depends[-1]}"
+        return f"{paired}, " + (f"not built yet: {self.not_built}" if self.not_built else NOT_BUILT)
 
     @property
     def line(self) -> str:
@@ -67,6 +85,11 @@ class Target:
     torch_release: str  # 2.13.0
     torch_version: str  # 2.13.0+cpu: what the companion's torch requirement must admit
     local_version: str  # cpu | cu130
+    # The cell's exact conda build ("pytorch 2.5.1 py3.11_cpu_0"), its build string and Python spec: what a companion
+    # built beside it pins ("" where the stages build no companion: a Target for the choice alone)
+    torch_package: str = ""
+    build_string: str = ""
+    python_spec: str = ""
 
 
 def _compile_hint(name: str, release: str) -> str:
@@ -142,7 +165,11 @@ def _choose(table: Table, name: str, pinned: str | None, target: Target, request
         return Companion(name=name, release=None, requested=requested, paired=version, reason=why)
     wheel = build.wheel_for(target.python)
     assert wheel is not None  # _ship checked it
+    built = bool(target.torch_package) and name in BUILT.get(target.platform, ())
     return Companion(
+        package=f"{name}-{version}-{target.build_string}" if built else "",
+        depends=tuple(d for d in (target.python_spec, target.torch_package) if d) if built else (),
+        not_built=NOT_BUILT_WHY.get(name, "") if target.torch_package and not built else "",
         name=name,
         release=version,
         requested=requested,

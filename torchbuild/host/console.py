@@ -7,6 +7,7 @@ import sys
 from collections.abc import Mapping
 
 from rich.console import Console
+from rich.markup import escape
 
 from torchbuild.results import Artifact
 
@@ -45,4 +46,5 @@ def step_done(
     if rest:
         console.print(rest)
     for name, artifact in (outputs or {}).items():
-        console.print(f"    {name}: {artifact.path} ({artifact.size / 1e6:.1f} MB, sha256 {artifact.sha256[:16]}…)")
+        size = f"{artifact.size / 1e6:.1f} MB"
+        console.print(f"    {escape(name)}: {artifact.path} ({size}, sha256 {artifact.sha256[:16]}…)")

@@ -179,21 +179,29 @@ def expand(value: str, env: Mapping[str, str]) -> str:
 def requirement_wheel(wheel: RequirementWheel, target: Sequence[str], cache_dir: Path, log: Path) -> Path:
     """The file of ``wheel`` in ``<cache>/wheels/<sha256>/`` (``target``: pip's options for the cell's platform and
     Python); downloaded by pip the first time and refused unless its name and sha256 are the ones the data pins."""
-    entry = cache_dir / "wheels" / wheel.sha256 / wheel.file
+    return pinned_wheel(wheel.pin, wheel.file, wheel.sha256, target, cache_dir, log, REQUIREMENTS_PINNED_IN)
+
+
+def pinned_wheel(
+    pin: str, file: str, sha256: str, target: Sequence[str], cache_dir: Path, log: Path, pinned_in: str
+) -> Path:
+    """The wheel ``file`` of ``pin`` (``name==version``) in ``<cache>/wheels/<sha256>/``: chosen by uv's resolver
+    for ``target`` and fetched by pip the first time (pip.download), refused unless its name and sha256 are the
+    ones ``pinned_in`` (the data file, for the message) pins."""
+    entry = cache_dir / "wheels" / sha256 / file
     if entry.is_file():
         return entry
     entry.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="incoming-", dir=entry.parent.parent) as tmp:
         try:
-            got = pip.download([wheel.pin], Path(tmp), log=log, target=target)[-1]
+            got = pip.download([pin], Path(tmp), log=log, target=target)[-1]
         except pip.PipError as exc:
-            raise DependencyError(f"cannot fetch {wheel.pin} ({wheel.file}): {exc.detail}; log: {log}") from None
+            raise DependencyError(f"cannot fetch {pin} ({file}): {exc.detail}; log: {log}") from None
         digest = sha256_of(got.path)
-        if got.path.name != wheel.file or digest != wheel.sha256:
+        if got.path.name != file or digest != sha256:
             raise DependencyError(
-                f"the configured indexes give {got.path.name} (sha256 {digest}) for {wheel.pin}; "
-                f"{REQUIREMENTS_PINNED_IN} pins {wheel.file} (sha256 {wheel.sha256}). If the new file is trusted, "
-                "update the data."
+                f"the configured indexes give {got.path.name} (sha256 {digest}) for {pin}; "
+                f"{pinned_in} pins {file} (sha256 {sha256}). If the new file is trusted, update the data."
             )
         link(got.path, entry)
     return entry

@@ -9,10 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 from typing import Any
 
+from rich.markup import escape
+
 from torchbuild.config.pairing import Companion
 from torchbuild.host.console import MARKS, console
 from torchbuild.host.files import write_atomic
+from torchbuild.results import Artifact
 from torchbuild.run.records import CellRun
+from torchbuild.stages import companion_artifact
 
 
 @dataclass(frozen=True)
@@ -35,22 +39,26 @@ def as_dict(cells: Sequence[CellRun]) -> dict[str, Any]:
                 "cuda": c.plan.cuda,
                 "stages": [r.to_dict() for r in c.records],
                 "artifacts": {name: a.to_dict() for name, a in c.artifacts.items()},
-                "companions": [_companion(companion) for companion in c.plan.companions],
+                "companions": [_companion(companion, c.artifacts) for companion in c.plan.companions],
             }
             for c in cells
         ],
     }
 
 
-def _companion(companion: Companion) -> dict[str, Any]:
-    """A companion in report.json: ``status`` is "not built" (paired, the stages ship torch only) or "not shipped"."""
-    return {
-        "name": companion.name,
-        "release": companion.release,
-        "status": "not built" if companion.release else "not shipped",
-        "wheel": companion.wheel,
-        "line": companion.line,
-    }
+def companion_line(companion: Companion, artifacts: Mapping[str, Artifact]) -> tuple[str, str]:
+    """A companion's status and line for the report: "built" (its package is among the cell's artifacts), "not
+    built" (paired, the stages do not build it, or did not in this run: the line says why) or "not shipped"."""
+    if companion.built and companion_artifact("conda_package", companion.name) not in artifacts:
+        return "not built", f"{companion.line}; not built in this run (no package: see the stages' messages above)"
+    return ("built" if companion.built else "not built" if companion.release else "not shipped"), companion.line
+
+
+def _companion(companion: Companion, artifacts: Mapping[str, Artifact]) -> dict[str, Any]:
+    """A companion in report.json (``companion_line``)."""
+    status, line = companion_line(companion, artifacts)
+    return {"name": companion.name, "release": companion.release, "status": status, "wheel": companion.wheel,
+            "line": line}  # fmt: skip
 
 
 # Status icons of the Markdown reports (this one, and the nightly's summary: scripts/ci_summary.py).
@@ -174,9 +182,10 @@ def print_summary(cells: Sequence[CellRun], paths: ReportPaths) -> None:
         for name, artifact in cell.artifacts.items():
             if artifact.path not in shown:  # a stage that passes its input through names the same file again
                 shown.add(artifact.path)
-                console.print(f"  {name:<15} {artifact.path}  {artifact.size / 1e6:.1f} MB  sha256 {artifact.sha256}")
+                size = f"{artifact.size / 1e6:.1f} MB"
+                console.print(f"  {escape(name):<15} {artifact.path}  {size}  sha256 {artifact.sha256}")
         for companion in cell.plan.companions:
-            console.print(f"  {companion.line}", markup=False, highlight=False)
+            console.print(f"  {companion_line(companion, cell.artifacts)[1]}", markup=False, highlight=False)
     ok = all(c.ok for c in cells)
     verdict = "[green]all cells passed[/]" if ok else "[red]some cells failed[/] (details above and in the report)"
     console.print(f"{verdict}; report: {paths.json}, {paths.markdown}, {paths.junit}")

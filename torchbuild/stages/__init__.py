@@ -4,6 +4,10 @@ Each stage module ends with one ``STAGE = Stage(...)`` that declares what it rea
 artifact names below) and which run options shape its output. The runner gives a stage only the Plan, the run
 options and the artifacts it declared it reads; a stage reads nothing else, and the stages never import each other
 (the two smoke stages share ``stages/smoke/``, which is no stage of its own).
+
+A companion the Plan builds (``Companion.built``: win-64 torchvision) goes through the same stages under artifact
+names of its own, ``<torch's artifact>[<companion>]``: ``source_wheel[torchvision]``, ``repaired_wheel[torchvision]``,
+``repair_report[torchvision]``, ``conda_package[torchvision]``.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchbuild.config.companions import COMPANIONS
 from torchbuild.config.options import RunOptions
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, StageResult
@@ -50,3 +55,13 @@ class Stage:
     # other earlier stage is done and may run while these do. It must read nothing they write (the runner checks).
     beside: tuple[str, ...] = ()
     beside_when: Callable[[Plan], bool] = lambda plan: True
+
+
+def companion_artifact(kind: str, name: str) -> str:
+    """The artifact name of a companion's ``kind`` (``repaired_wheel``) artifact: ``repaired_wheel[torchvision]``."""
+    return f"{kind}[{name}]"
+
+
+def companion_artifacts(*kinds: str) -> tuple[str, ...]:
+    """Every companion's artifact name of each of ``kinds``, for a stage's declaration."""
+    return tuple(companion_artifact(kind, name) for kind in kinds for name in COMPANIONS)

@@ -18,12 +18,18 @@ proves it is that build (torch/version.py's ``cuda``, its nvidia-*-cuXX requirem
 Compile mode (``--source-dir`` or ``--git-ref``): the checkout, given or cloned, validated and described in
 ``checkout.json``.
 
+Beside torch, PyPI's wheel of each companion the Plan builds (win-64 torchvision), fetched by the sha256
+companions.yaml pins (host/downloads.py ``pinned_wheel``: uv chooses, pip fetches, the same cache): written as
+``source_wheel[<name>]``, in every mode. One that cannot be had fails the stage where ``packages`` names it; asked
+for by default, it is left out, said in the stage's message and the report (the later stages build what they get).
+
 Writes ``source_wheel`` or ``checkout``, and ``source_info`` (source.json, torchbuild/wheel/provenance.py: the origin,
 its sha256 or commit, and the time the cell's archives carry).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import tempfile
@@ -34,13 +40,15 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from torchbuild.config.build_deps import DependencyError
+from torchbuild.config.companions import WHERE
 from torchbuild.errors import StageFailed
-from torchbuild.host import checkout, pip
+from torchbuild.host import checkout, downloads, pip
 from torchbuild.host.console import console
 from torchbuild.host.files import copy_atomic, link, link_atomic
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, StageResult, sha256_of
-from torchbuild.stages import Context, Stage
+from torchbuild.stages import Context, Stage, companion_artifact, companion_artifacts
 from torchbuild.wheel import provenance, wheelfile
 from torchbuild.wheel import version as wheel_version
 
@@ -50,10 +58,38 @@ SOURCE_JSON = "source.json"  # where the wheel or checkout came from, and the ti
 
 def run(ctx: Context) -> StageResult:
     if ctx.options.compiles:
-        return _checkout(ctx)
-    if ctx.options.wheel is not None:
-        return _given(ctx, ctx.options.wheel)
-    return _automatic(ctx)
+        result = _checkout(ctx)
+    elif ctx.options.wheel is not None:
+        result = _given(ctx, ctx.options.wheel)
+    else:
+        result = _automatic(ctx)
+    return _with_companions(ctx, result)
+
+
+def _with_companions(ctx: Context, result: StageResult) -> StageResult:
+    """``result`` with PyPI's wheel of each companion the Plan builds, fetched by the sha256 companions.yaml pins
+    (host/downloads.py: uv chooses, pip fetches, ``<cache>/wheels/<sha256>/``)."""
+    built = [c for c in ctx.plan.companions if c.built]
+    if not built:
+        return result
+    log = ctx.stage_dir("logs") / f"{NAME}.log"
+    outputs, said = dict(result.outputs), []
+    for companion in built:
+        pin = f"{companion.name}=={companion.release}"
+        try:
+            entry = downloads.pinned_wheel(
+                pin, companion.wheel, companion.sha256, ctx.plan.pip_target, ctx.options.cache_dir, log, WHERE
+            )
+        except DependencyError as exc:
+            if companion.requested:
+                raise StageFailed(NAME, f"{companion.name}: {exc}") from None
+            # Asked for by default only: the cell ships torch without it, and says so.
+            said.append(f"{companion.name} {companion.release} not built: {exc}")
+            continue
+        artifact = link_atomic(entry, ctx.stage_dir(NAME) / entry.name)
+        outputs[companion_artifact("source_wheel", companion.name)] = artifact
+        said.append(f"{entry.name} ({_mb(artifact.size)}, sha256 as {WHERE} pins)")
+    return dataclasses.replace(result, outputs=outputs, message=f"{result.message}; beside it {', '.join(said)}")
 
 
 # --- compile mode ----------------------------------------------------------------------------------------
@@ -289,7 +325,7 @@ def _mb(size: int) -> str:
 STAGE = Stage(
     name=NAME,
     run=run,
-    writes=("source_wheel", "checkout", "source_info"),
+    writes=("source_wheel", "checkout", "source_info", *companion_artifacts("source_wheel")),
     shaped_by=("wheel", "source_dir", "git_ref", "git_url", "source_kind"),
     always_runs=lambda options: options.compiles,  # a checkout can change without its path changing
 )

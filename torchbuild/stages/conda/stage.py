@@ -34,8 +34,8 @@ from torchbuild.host.console import console
 from torchbuild.plan import Plan
 from torchbuild.platforms.windows import vc_runtime
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, Stage
-from torchbuild.stages.conda import recipe
+from torchbuild.stages import Context, Stage, companion_artifacts
+from torchbuild.stages.conda import companion, recipe
 from torchbuild.wheel import sbom, wheelfile
 from torchbuild.wheel.install import install_wheel
 from torchbuild.wheel.provenance import SourceInfo
@@ -55,7 +55,7 @@ def run(ctx: Context) -> StageResult:
     """The package; what the libraries it uses refuse (a wheel's requirement, its members, the assembly) fails the
     stage with their message."""
     try:
-        return _package(ctx)
+        return companion.package_all(ctx, _package(ctx))
     except StageFailed:
         raise
     except UserError as exc:
@@ -184,7 +184,7 @@ def vc_runtime_spec(plan: Plan, report: RepairReport | None) -> str | None:
 STAGE = Stage(
     name=NAME,
     run=run,
-    reads=("repaired_wheel", "repair_report", "source_info"),
-    writes=("conda_package",),
+    reads=("repaired_wheel", "repair_report", "source_info", *companion_artifacts("repaired_wheel", "repair_report")),
+    writes=("conda_package", *companion_artifacts("conda_package")),
     shaped_by=("conda_format", "compression_level", "compression_threads"),
 )

@@ -42,13 +42,11 @@ from torchbuild.platforms.closure import left_to_dependencies, with_hints
 from torchbuild.platforms.linux import auditwheel_api, elf, manylinux
 from torchbuild.platforms.windows import pe
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, Stage
-from torchbuild.stages.repair import windows
-from torchbuild.wheel import sbom
+from torchbuild.stages import Context, Stage, companion_artifacts
+from torchbuild.stages.repair import companion, windows
 from torchbuild.wheel.provenance import ENV as EPOCH_ENV
 from torchbuild.wheel.provenance import SourceInfo
 from torchbuild.wheel.repair_report import Floor, RepairReport, Vendored
-from torchbuild.wheel.rewrite import dist_info_of, rewrite
 
 if TYPE_CHECKING:
     from torchbuild.plan import Plan
@@ -66,7 +64,7 @@ def run(ctx: Context) -> StageResult:
     wheel = ctx.inputs.get("built_wheel")
     if wheel is None:
         raise StageFailed(NAME, "no wheel from the build stage (its output 'built_wheel' is missing)")
-    return repair(ctx, wheel.path)
+    return companion.repair_all(ctx, repair(ctx, wheel.path))
 
 
 def source_of(ctx: Context) -> SourceInfo:
@@ -79,13 +77,7 @@ def source_of(ctx: Context) -> SourceInfo:
 def finish(ctx: Context, made: Path, target: Path, vendored: Sequence[Vendored]) -> None:
     """``made`` as ``target``: with the SBOM of what was vendored added (<dist-info>/sboms/, PEP 770), and in the
     deterministic form dated the cell's epoch, so that the same inputs give the same bytes."""
-    source = source_of(ctx)
-    name, version = target.name.split("-")[:2]
-    subject = sbom.Subject(artifact=target.name, name=name, version=version.replace("_", "-"), source=source)
-    with zipfile.ZipFile(made) as archive:
-        member = sbom.wheel_member(dist_info_of(archive))
-    document = sbom.build(subject, vendored, source.epoch, requirements=ctx.plan.declared_libraries).encode("utf-8")
-    rewrite(made, target, files={member: document}, epoch=source.epoch)
+    companion.finish_wheel(made, target, vendored, source_of(ctx), ctx.plan.declared_libraries)
 
 
 def tool_env(ctx: Context) -> dict[str, str]:
@@ -370,4 +362,9 @@ REPAIRERS: Mapping[str, Callable[[Context, Path], StageResult]] = {"linux-64": _
 UNSUPPORTED: Mapping[str, str] = {}
 
 
-STAGE = Stage(name=NAME, run=run, reads=("built_wheel", "source_info"), writes=("repaired_wheel", "repair_report"))
+STAGE = Stage(
+    name=NAME,
+    run=run,
+    reads=("built_wheel", "source_info", *companion_artifacts("source_wheel")),
+    writes=("repaired_wheel", "repair_report", *companion_artifacts("repaired_wheel", "repair_report")),
+)

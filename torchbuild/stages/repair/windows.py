@@ -84,10 +84,13 @@ def _refuse_unknown(plan: Plan, wanted: Sequence[str], imported_by: dict[str, li
         )
 
 
-def needs(plan: Plan, wheel: Path, cache_dir: Path, log: Path) -> Needs:
-    """What ``wheel`` needs vendored, located at its providers; StageFailed naming what cannot be had."""
+def needs(
+    plan: Plan, wheel: Path, cache_dir: Path, log: Path, beside: Mapping[str, str] | None = None
+) -> Needs:
+    """What ``wheel`` needs vendored, located at its providers; StageFailed naming what cannot be had. ``beside``:
+    DLL names another wheel installed beside it provides (a companion's: torch's DLLs), never vendored."""
     machine = pe.TAG_MACHINES.get(plan.wheel_tags.platform, "AMD64")
-    provided = cuda_wheels.provided_libraries(plan.declared_libraries)
+    provided = {**cuda_wheels.provided_libraries(plan.declared_libraries), **(beside or {})}
     before = pe.check_wheel(wheel, python=plan.python, machine=machine, provided=provided)
     if before.bad:
         raise StageFailed(STAGE, "; ".join(b.reason for b in before.bad[:5]))
@@ -163,14 +166,16 @@ def delvewheel_argv(
     return [*argv, str(wheel)]
 
 
-def vendored(repaired: Path, located: Sequence[provider_dlls.Located], signers: Mapping[Path, str]) -> list[Vendored]:
-    """What the repaired wheel holds of each located DLL (delvewheel copies them unchanged into torch.libs)."""
+def vendored(
+    repaired: Path, located: Sequence[provider_dlls.Located], signers: Mapping[Path, str], libs_dir: str = LIBS_DIR
+) -> list[Vendored]:
+    """What the repaired wheel holds of each located DLL (delvewheel copies them unchanged into ``libs_dir``)."""
     by_name = {hit.name.lower(): hit for hit in located}
     found: list[Vendored] = []
     with zipfile.ZipFile(repaired) as archive:
         for info in archive.infolist():
             hit = by_name.get(PurePosixPath(info.filename).name.lower())
-            if hit is None or info.filename.split("/", 1)[0] != LIBS_DIR:
+            if hit is None or info.filename.split("/", 1)[0] != libs_dir:
                 continue
             data = archive.read(info)
             wheel = hit.wheel

@@ -8,6 +8,9 @@
 - the solve (TB301): ``pytorch`` with the cell's Python, against a temporary channel holding only the new package
   plus the real repodata of the cell's era (conda-forge; `main` of 2018 for Python 3.5/3.6 win-64 cells), with the
   virtual packages of a typical machine, must pick this very build.
+- a companion the Plan builds (win-64 torchvision; companion.py beside this module): its package's checks, TB111
+  (the Plan's package, pinning the exact pytorch build) and TB112 (its DLLs resolve beside torch's package), and
+  TB302: ``pytorch`` and the companions solved together against a channel of them all must pick every one of them.
 
 Every check goes into the StageResult and into ``checks.json`` in the stage directory; any failed check fails the
 stage with a message naming each failed check's code and file.
@@ -30,7 +33,8 @@ from torchbuild.errors import StageFailed
 from torchbuild.host.files import write_atomic
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, Check, StageResult, define, failures, result, sha256_of, skipped, summary
-from torchbuild.stages import Context, Stage
+from torchbuild.stages import Context, Stage, companion_artifact, companion_artifacts
+from torchbuild.stages.verify import companion
 from torchbuild.stages.verify.environment import environment_checks
 from torchbuild.stages.verify.loader import loader_checks
 from torchbuild.wheel.checks import TB207, check_wheel
@@ -40,6 +44,7 @@ NAME = "verify"
 SOLVER_LINES = 15  # of the solver's explanation, in a failed solve check
 TB104 = define("TB104", "the package is the one the Plan names")
 TB301 = define("TB301", "pytorch resolves to this build against the real repodata")
+TB302 = define("TB302", "pytorch and its companions resolve to these builds together against the real repodata")
 
 
 def plan_problems(pkg: CondaArchive, plan: Plan, artifact: Artifact) -> list[str]:
@@ -150,25 +155,30 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
 
 
-def solve_check(package: Path, plan: Plan, repodata: Path | None, work: Path) -> Check:
+def solve_check(
+    package: Path, plan: Plan, repodata: Path | None, work: Path, companions: Mapping[str, Path] | None = None
+) -> Check:
     """TB301: `pytorch` + `python X.Y.*` against a channel of this package alone plus the real repodata of the
-    cell's era (packaging.yaml `solve_channels`)."""
+    cell's era (packaging.yaml `solve_channels`). With ``companions`` (name -> package), TB302: `pytorch` and each
+    companion, against a channel of them all: every one of them must be picked."""
+    code = TB302 if companions else TB301
     if repodata is None:
-        return skipped(TB301, package, "no repodata to solve against (RunOptions.repodata is not set)")
+        return skipped(code, package, "no repodata to solve against (RunOptions.repodata is not set)")
     channel = plan.solve.channel
     real = repodata / channel
     if not (real / plan.conda.subdir / "repodata.json").is_file():
-        return skipped(TB301, package, f"no {channel} repodata for {plan.conda.subdir} in {repodata}")
+        return skipped(code, package, f"no {channel} repodata for {plan.conda.subdir} in {repodata}")
     if not _has_python(real, plan.conda.subdir, plan.python):
         # the stored repodata are subsets: without any python X.Y record no solve can say anything of this package
         reason = f"the stored {channel} repodata for {plan.conda.subdir} has no python {plan.python}.*"
-        return skipped(TB301, package, reason)
-    specs = [plan.conda.name, f"python {plan.python}.*"]
+        return skipped(code, package, reason)
+    companions = dict(companions or {})
+    specs = [plan.conda.name, *companions, f"python {plan.python}.*"]
     virtual = plan.solve.virtual_packages
     overlay = datafiles.directory(OVERLAY)
     stored = [c for c in ([overlay / channel] if overlay else []) if (c / plan.conda.subdir).is_dir()] + [real]
     with tempfile.TemporaryDirectory(prefix="solve-", dir=work) as tmp:
-        local = solver.make_local_channel([package], Path(tmp) / "channel")
+        local = solver.make_local_channel([package, *companions.values()], Path(tmp) / "channel")
         dropped: list[str] = []
         if plan.solve.absent:
             unservable = set(plan.solve.absent) - _names_in(real, plan.conda.subdir)
@@ -186,26 +196,25 @@ def solve_check(package: Path, plan: Plan, repodata: Path | None, work: Path) ->
             solution = solver.solve(channels, specs, plan.conda.subdir, virtual, cache_dir=Path(tmp) / "cache")
         except solver.Unsolvable as exc:
             explanation = "\n".join(str(exc).splitlines()[:SOLVER_LINES])
-            return result(TB301, package, [f"{' + '.join(specs)} has no solution against {channel}: {explanation}"])
-    ours = [
-        s
-        for s in solution
-        if s.file_name == package.name and s.channel.rstrip("/") == solver.channel_url(local).rstrip("/")
-    ]
-    if not ours:
-        chosen = [str(s) for s in solution if s.name == plan.conda.name]
-        return result(TB301, package, [f"the solution took {', '.join(chosen) or 'no ' + plan.conda.name}"])
+            return result(code, package, [f"{' + '.join(specs)} has no solution against {channel}: {explanation}"])
+    local_url = solver.channel_url(local).rstrip("/")
+    files = {plan.conda.name: package.name, **{name: path.name for name, path in companions.items()}}
+    ours = [s for s in solution if files.get(s.name) == s.file_name and s.channel.rstrip("/") == local_url]
+    if len(ours) != len(files):
+        chosen = [str(s) for s in solution if s.name in files]
+        return result(code, package, [f"the solution took {', '.join(chosen) or 'none of ' + ', '.join(files)}"])
     python = next((s.version for s in solution if s.name == "python"), "?")
     vpk = ", ".join(f"{k}={v}" for k, v in virtual.items())
     picked = ", ".join(f"{s.name} {s.version} {s.build}" for s in solution if s.name in ("vc", "vc14_runtime"))
+    built = " and ".join(f"{s.name}-{s.version}-{s.build}" for s in ours)
     note = (
-        f"{ours[0].name}-{ours[0].version}-{ours[0].build} from the new package's channel, with python {python} "
-        f"and {len(solution) - 2} more packages from {channel} ({vpk})"
+        f"{built} from the new package{'s' if companions else ''}' channel, with python {python} "
+        f"and {len(solution) - 1 - len(ours)} more packages from {channel} ({vpk})"
         + (f"; VC runtime: {picked}" if picked else "")
         + (f"; left out, no record in the stored {channel} data: {', '.join(dropped)}" if dropped else "")
         + (f"; run dependencies: {', '.join(_chosen(solution, pinned))}" if pinned & {s.name for s in solution} else "")
     )
-    return result(TB301, package, [], note)
+    return result(code, package, [], note)
 
 
 def _chosen(solution: Sequence[Any], names: set[str]) -> list[str]:
@@ -248,6 +257,12 @@ def run(ctx: Context) -> StageResult:
     repaired = RepairReport.read(repair.path) if repair else None
     if conda is not None:
         checks += conda_checks(conda, plan, ctx.options.repodata, work, repaired)
+    built = {c.name: a for c in plan.companions if (a := ctx.inputs.get(companion_artifact("conda_package", c.name)))}
+    if built:
+        checks += companion.companion_checks(plan, built, conda)
+        if conda is not None:
+            paths = {name: artifact.path for name, artifact in built.items()}
+            checks.append(solve_check(conda.path, plan, ctx.options.repodata, work, paths))
     if wheel is not None:
         checks += check_wheel(wheel.path, plan.wheel, plan.conda.filename.removesuffix(".conda"))
     log = ctx.stage_dir("logs") / "verify-loadcheck.log"
@@ -271,7 +286,7 @@ def run(ctx: Context) -> StageResult:
 STAGE = Stage(
     name=NAME,
     run=run,
-    reads=("repaired_wheel", "repair_report", "conda_package"),
+    reads=("repaired_wheel", "repair_report", "conda_package", *companion_artifacts("conda_package")),
     writes=("checks",),
     shaped_by=("repodata",),
 )

@@ -1,0 +1,126 @@
+"""The conda package of a companion the Plan builds (win-64 torchvision), from its repaired wheel, as torch's.
+
+Its run requirements pin the cell's exact pytorch build (``pytorch 2.5.1 py3.11_cpu_0``: version AND build string,
+``Companion.depends``), so that no solve can pair it with another torch; the wheel's own ``torch==X`` becomes that
+pin, its other Requires-Dist convert as torch's do (numpy, pillow), and the VC runtime is left to ``vc14_runtime``
+at least as new as the floor its binaries set (its repair report), as for torch. The libraries its wheel bundles
+(libpng16.dll, jpeg8.dll, libwebp.dll, zlib.dll ...) stay in the package: they are listed in its SBOM.
+
+Writes ``conda_package[<name>]``: ``<Companion.package>.conda`` (or .tar.bz2) in the conda stage's directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import zipfile
+from typing import Any
+
+from torchbuild.conda import info_files, licenses
+from torchbuild.conda.assembly import assemble, build_timestamp
+from torchbuild.conda.requirements import Conversion, wheel_requires
+from torchbuild.config import dll_providers
+from torchbuild.config.pairing import Companion
+from torchbuild.host import scratch
+from torchbuild.platforms.windows import vc_runtime
+from torchbuild.results import Artifact, StageResult
+from torchbuild.stages import Context, companion_artifact
+from torchbuild.wheel import provenance, sbom, wheelfile
+from torchbuild.wheel.install import install_wheel
+from torchbuild.wheel.repair_report import RepairReport
+
+NAME = "conda"
+HOMES = {"torchvision": "https://github.com/pytorch/vision", "torchaudio": "https://github.com/pytorch/audio"}
+
+
+def package_all(ctx: Context, result: StageResult) -> StageResult:
+    """``result`` (torch's package) with the package of every companion the repair stage repaired."""
+    built = [c for c in ctx.plan.companions if c.built and companion_artifact("repaired_wheel", c.name) in ctx.inputs]
+    if not built:
+        return result
+    outputs, said = dict(result.outputs), []
+    for companion in built:
+        artifact, line = package(ctx, companion)
+        outputs[companion_artifact("conda_package", companion.name)] = artifact
+        said.append(line)
+    return dataclasses.replace(result, outputs=outputs, message="; ".join([result.message, *said]))
+
+
+def depends_of(
+    ctx: Context, companion: Companion, wheel: wheelfile.WheelInfo, report: RepairReport | None
+) -> list[str]:
+    """Its run requirements: the cell's Python and exact pytorch build, the wheel's other Requires-Dist, the VC
+    runtime at the floor of its binaries."""
+    plan = ctx.plan
+    pin = companion.depends[-1]
+    conversion = Conversion(
+        markers=plan.conda.marker_environment,
+        overrides={**plan.conda.requirement_overrides, "torch": pin},
+        names=plan.conda.pypi_names,
+    )
+    rule = plan.conda.vc_runtime
+    vc = [vc_runtime.conda_spec(rule, report.vc_runtime_floor if report else None)] if rule else []
+    return list(dict.fromkeys([*companion.depends, *wheel_requires(wheel, conversion), *vc]))
+
+
+def package(ctx: Context, companion: Companion) -> tuple[Artifact, str]:
+    plan = ctx.plan
+    wheel = wheelfile.read_wheel(ctx.inputs[companion_artifact("repaired_wheel", companion.name)].path, NAME)
+    report_artifact = ctx.inputs.get(companion_artifact("repair_report", companion.name))
+    report = RepairReport.read(report_artifact.path) if report_artifact else None
+    depends = depends_of(ctx, companion, wheel, report)
+    with zipfile.ZipFile(wheel.path) as archive:
+        left_out = dll_providers.provided_members(archive.namelist(), plan.conda.provided_dlls)
+        unpacked_size = sum(info.file_size for info in archive.infolist())
+    source = provenance.source_info(
+        "wheel", f"PyPI {companion.wheel}", companion.sha256, "", provenance.wheel_epoch(wheel.path)
+    )
+    name = f"{companion.package}.{ctx.options.conda_format}"
+    out_dir = ctx.stage_dir(NAME) / companion.name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in [*out_dir.glob("*.conda"), *out_dir.glob("*.tar.bz2")]:
+        stale.unlink()
+    vendored = [row for row in (report.vendored if report else ()) if row.path not in left_out]
+    subject = sbom.Subject(artifact=name, name=companion.name, version=companion.release or "", source=source)
+    info_sbom = out_dir / sbom.FILE_NAME
+    document = sbom.build(subject, vendored, source.epoch, path_prefix=plan.conda.site_packages + "/")
+    info_sbom.write_text(document, encoding="utf-8")
+    meta: dict[str, Any] = {
+        "package": {"name": companion.name, "version": companion.release},
+        "build": {"string": plan.conda.build_string, "number": plan.conda.build_number},
+        "requirements": {"run": depends},
+        "about": {
+            "home": HOMES.get(companion.name, "https://pytorch.org/"),
+            "license": "BSD-3-Clause",
+            "license_family": "BSD",
+            "summary": f"{companion.name} {companion.release} for pytorch {plan.conda.version} "
+            f"{plan.conda.build_string}, packaged by torchbuild from PyPI's {companion.wheel}.",
+        },
+    }
+    with scratch.directory(unpacked_size, out_dir, "torchbuild-conda-payload-") as staging:
+        replace = {sbom.wheel_member(wheel.dist_info): document.encode("utf-8")}
+        payload = install_wheel(
+            wheel.path, plan.conda.install_scheme, staging, windows=True, leave_out=left_out, replace=replace
+        )
+        moved = licenses.take(staging / plan.conda.site_packages, wheel.dist_info, out_dir / "info-licenses")
+        path = assemble(
+            meta,
+            subdir=plan.conda.subdir,
+            payload_dir=staging,
+            out_dir=out_dir,
+            options=ctx.options,
+            licenses=[p for n, p in moved.paths().items() if "/" not in n],
+            info_files=[info_sbom],
+            timestamp=build_timestamp(source.epoch),
+        )
+        nested = {f"licenses/{n}": p for n, p in moved.paths().items() if "/" in n}
+        info_files.add(path, nested, level=ctx.options.compression_level)
+    info_sbom.unlink()
+    shutil.rmtree(moved.root)
+    artifact = Artifact.of(path)
+    line = (
+        f"{path.name}: {artifact.size / 1e6:.1f} MB from {payload.files:,} files; depends on {', '.join(depends)}"
+        + (f"; left out, provided by run dependencies: {', '.join(sorted(left_out))}" if left_out else "")
+    )
+    return artifact, line
+

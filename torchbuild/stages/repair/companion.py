@@ -1,0 +1,185 @@
+"""The repair of a companion the Plan builds (win-64 torchvision) from PyPI's wheel, beside torch's repaired wheel.
+
+- Its binaries import torch's own DLLs (c10.dll, torch_cpu.dll): they resolve against torch's repaired wheel, which
+  is installed beside it, and are never vendored: delvewheel gets ``--exclude`` with every DLL name torch's wheel
+  holds outside the VC runtime.
+- The VC runtime is vendored as for torch (windows.py: the same providers and signatures, ``<name>.libs/``, no name
+  mangling), at least as new as the floor its own binaries set: a companion linked by a newer MSVC than torch must
+  not run on torch's older copy.
+- The DLLs its wheel bundles itself (torchvision: libpng16.dll, jpeg8.dll, libwebp.dll, zlib.dll ...) stay as they
+  are and are listed: in the stage's message, the repair report and the SBOM, as bundled by the upstream wheel.
+
+The result keeps PyPI's file name, gets its SBOM and is written in the deterministic form dated its own wheel's
+time, as torch's. Writes ``repaired_wheel[<name>]`` and ``repair_report[<name>]`` (``repair-<name>.json``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import tempfile
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePosixPath
+
+from torchbuild.config import dll_providers
+from torchbuild.config.companions import WHERE
+from torchbuild.config.cuda_wheels import RequirementWheel
+from torchbuild.config.pairing import Companion
+from torchbuild.errors import StageFailed
+from torchbuild.host.proc import run_tool
+from torchbuild.plan import Plan
+from torchbuild.platforms.windows import pe, vc_runtime
+from torchbuild.results import Artifact, Check, StageResult
+from torchbuild.stages import Context, companion_artifact
+from torchbuild.stages.repair import windows
+from torchbuild.wheel import provenance, sbom
+from torchbuild.wheel.provenance import ENV as EPOCH_ENV
+from torchbuild.wheel.provenance import SourceInfo
+from torchbuild.wheel.repair_report import RepairReport, Vendored
+from torchbuild.wheel.rewrite import dist_info_of, rewrite
+
+NAME = "repair"
+TIMEOUT_S = 600
+BUNDLED_BY = "upstream wheel"  # Vendored.provider of a DLL the companion's own wheel ships
+
+
+def finish_wheel(
+    made: Path, target: Path, vendored: Sequence[Vendored], source: SourceInfo,
+    requirements: Sequence[RequirementWheel] = (),
+) -> None:  # fmt: skip
+    """``made`` as ``target``: its SBOM added (<dist-info>/sboms/, PEP 770), written in the deterministic form dated
+    ``source``'s epoch."""
+    name, version = target.name.split("-")[:2]
+    subject = sbom.Subject(artifact=target.name, name=name, version=version.replace("_", "-"), source=source)
+    with zipfile.ZipFile(made) as archive:
+        member = sbom.wheel_member(dist_info_of(archive))
+    document = sbom.build(subject, vendored, source.epoch, requirements=requirements)
+    rewrite(made, target, files={member: document.encode("utf-8")}, epoch=source.epoch)
+
+
+def torch_dlls(repaired_torch: Path) -> dict[str, str]:
+    """The DLL names torch's repaired wheel holds (lower case) -> where, less the VC runtime (each wheel brings its
+    own, at its own floor)."""
+    with zipfile.ZipFile(repaired_torch) as archive:
+        names = [n for n in archive.namelist() if n.lower().endswith(".dll")]
+    return {
+        PurePosixPath(n).name.lower(): f"torch's {repaired_torch.name} ({n})"
+        for n in names
+        if not vc_runtime.is_vc_runtime(PurePosixPath(n).name)
+    }
+
+
+def repair_all(ctx: Context, result: StageResult) -> StageResult:
+    """``result`` (torch's repair) with the repair of every companion wheel the source stage fetched."""
+    built = [c for c in ctx.plan.companions if c.built and companion_artifact("source_wheel", c.name) in ctx.inputs]
+    if not built:
+        return result
+    beside = torch_dlls(result.outputs["repaired_wheel"].path)
+    outputs, checks, said = dict(result.outputs), list(result.checks), []
+    for companion in built:
+        wheel = ctx.inputs[companion_artifact("source_wheel", companion.name)].path
+        made, more, line = repair(ctx, companion, wheel, beside)
+        outputs.update(made)
+        checks += more
+        said.append(line)
+    message = "; ".join([result.message, *said])
+    return dataclasses.replace(result, outputs=outputs, checks=tuple(checks), message=message)
+
+
+def _bundled(wheel: Path, companion: Companion) -> list[Vendored]:
+    """The DLLs the companion's own wheel ships (not its extensions), as SBOM rows."""
+    rows = []
+    with zipfile.ZipFile(wheel) as archive:
+        for info in archive.infolist():
+            if not info.filename.lower().endswith(".dll") or info.filename.split("/", 1)[0].endswith(".libs"):
+                continue
+            data = archive.read(info)
+            rows.append(
+                Vendored(
+                    path=info.filename,
+                    sha256=hashlib.sha256(data).hexdigest(),
+                    size=len(data),
+                    version=pe.file_version(data, info.filename),
+                    provider=BUNDLED_BY,
+                    origin=companion.wheel,
+                    origin_sha256=companion.sha256,
+                    origin_name=companion.name,
+                    origin_version=companion.release or "",
+                )
+            )
+    return rows
+
+
+def _check_torch_serves(plan: Plan, companion: Companion, wheel: Path, beside: Mapping[str, str]) -> None:
+    """Refuse a companion that imports a DLL neither its wheel, torch's repaired wheel, the system nor a
+    redistributable provides: the cell's torch cannot serve it (another build, or not torch at all)."""
+    before = pe.check_wheel(wheel, python=plan.python, provided=beside)
+    redistributable = plan.redistributable_dlls
+    lacking = sorted({m.needed.lower() for m in before.missing if not dll_providers.matches(m.needed, redistributable)})
+    if lacking:
+        importers = sorted({m.file for m in before.missing if m.needed.lower() in lacking})
+        raise StageFailed(
+            NAME,
+            f"{wheel.name} ({companion.name} {companion.release}) imports {', '.join(lacking)} (from "
+            f"{', '.join(importers[:4])}), which torch's repaired wheel does not hold: this cell's torch cannot serve "
+            f"it. Pass the torch build it pairs with, or leave {companion.name} out (--packages torch)",
+        )
+
+
+def repair(
+    ctx: Context, companion: Companion, wheel: Path, beside: Mapping[str, str]
+) -> tuple[dict[str, Artifact], list[Check], str]:
+    """One companion wheel repaired beside torch's: its outputs, checks and one line for the stage's message."""
+    plan = ctx.plan
+    out_dir = ctx.stage_dir(NAME)
+    target = out_dir / wheel.name
+    log = ctx.stage_dir("logs") / f"{NAME}-{companion.name}.log"
+    source = provenance.source_info("wheel", f"PyPI {wheel.name}", companion.sha256, "", provenance.wheel_epoch(wheel))
+    _check_torch_serves(plan, companion, wheel, beside)
+    found = windows.needs(plan, wheel, ctx.options.cache_dir, log, beside=beside)
+    libs = f"{companion.name}.libs"
+    with tempfile.TemporaryDirectory(prefix="delvewheel-", dir=out_dir) as tmp:
+        argv = windows.delvewheel_argv(
+            wheel,
+            Path(tmp),
+            sorted({hit.path.parent for hit in found.located}),
+            sorted({hit.name for hit in found.located}),
+            [*plan.driver_dlls, *beside],
+        )
+        what = f"delvewheel repair of {wheel.name}"
+        run_tool(argv, stage=NAME, log=log, env={EPOCH_ENV: str(source.epoch)}, timeout=TIMEOUT_S, what=what)
+        made = sorted(Path(tmp).glob("*.whl"))
+        if [p.name for p in made] != [wheel.name]:
+            got = ", ".join(p.name for p in made) or "no wheel"
+            raise StageFailed(NAME, f"{what} made {got}; expected {wheel.name}")
+        vendored = windows.vendored(made[0], found.located, found.signers, libs_dir=libs)
+        bundled = _bundled(made[0], companion)
+        finish_wheel(made[0], target, [*vendored, *bundled], source)
+
+    machine = pe.TAG_MACHINES.get(plan.wheel_tags.platform, "AMD64")
+    # delvewheel's patch of its __init__.py adds <name>.libs; torch's __init__.py adds torch/lib and torch.libs
+    searched = ["torch/lib", "torch.libs", libs]
+    report = pe.check_wheel(target, python=plan.python, machine=machine, search_dirs=searched, provided=beside)
+    checks = [*report.checks(), *windows.runtime_checks(target, plan, (), found.floor)]
+    failed = [c for c in checks if c.status == "failed"]
+    if failed:
+        target.unlink()
+        problems = "; ".join(c.message for c in failed[:8])
+        raise StageFailed(NAME, f"the repaired {target.name} is not self-contained beside torch: {problems}", checks)
+    report_path = out_dir / f"repair-{companion.name}.json"
+    RepairReport(
+        wheel=target.name, platform=plan.platform, vendored=(*vendored, *bundled), vc_runtime_floor=found.floor
+    ).write(report_path)
+    took = ", ".join(PurePosixPath(v.path).name for v in vendored) or "nothing"
+    floor = f"VC runtime floor MSVC {found.floor.version} ({found.floor.set_by})" if found.floor else "no VC floor"
+    line = (
+        f"{target.name}: vendored {took} into {libs}; {len(beside)} DLLs of torch's wheel left to torch; bundled by "
+        f"PyPI's wheel ({WHERE} pins its sha256): {', '.join(PurePosixPath(b.path).name for b in bundled) or 'none'}"
+        f"; {floor}; closure: {report.summary()}"
+    )
+    outputs = {
+        companion_artifact("repaired_wheel", companion.name): Artifact.of(target),
+        companion_artifact("repair_report", companion.name): Artifact.of(report_path),
+    }
+    return outputs, checks, line

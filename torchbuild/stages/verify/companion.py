@@ -1,0 +1,96 @@
+"""verify of a companion's conda package (win-64 torchvision), read back from disk, in the environment it shares with
+torch's package:
+
+- the package checks torch's package gets (conda-verify's C11xx, torchbuild's TB10x: checks/package.py);
+- TB111: it is the package the Plan names (name, version, build string) and its run requirements hold the Plan's,
+  among them the cell's exact pytorch build (version AND build string), so that no solve pairs it with another torch;
+- TB112: every import of its DLLs and extensions resolves in a conda environment holding it and torch's package:
+  inside itself (the importer's folder, ``<name>.libs``), in torch's package (torch/lib, torch.libs: the files its
+  info/paths.json lists), to what a run dependency installs (Library/bin), or to Python's, Windows' or the driver's.
+
+The joint solve (TB302: ``pytorch <companions>`` picks these builds together) is the verify stage's solve_check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from torchbuild.conda.archive import TB100, CondaArchive, PackageUnreadable, paths_json, read_package
+from torchbuild.conda.checks.package import run_checks
+from torchbuild.config.pairing import Companion
+from torchbuild.plan import Plan
+from torchbuild.platforms.windows import pe
+from torchbuild.results import Artifact, Check, define, result, skipped
+from torchbuild.stages.verify.environment import LIBRARY_BIN, SEARCHED
+
+TB111 = define("TB111", "the companion's package is the Plan's and pins the cell's exact pytorch build")
+TB112 = define("TB112", "every DLL import of the companion's package resolves beside torch's package")
+
+
+def plan_problems(pkg: CondaArchive, plan: Plan, companion: Companion) -> list[str]:
+    """TB111's problems: the file, index.json's name, version, build and depends against the Plan."""
+    problems = []
+    if pkg.path.stem.removesuffix(".tar") != companion.package:
+        problems.append(f"file name {pkg.path.name}, the Plan's is {companion.package}.conda")
+    wanted = {"name": companion.name, "version": companion.release, "build": plan.conda.build_string}
+    problems += [
+        f"index.json {key} is {pkg.index.get(key)!r}, the Plan's is {value!r}"
+        for key, value in wanted.items()
+        if pkg.index.get(key) != value
+    ]
+    depends = [str(d) for d in pkg.index.get("depends") or []]
+    missing = [spec for spec in companion.depends if spec not in depends]
+    if missing:
+        problems.append(f"index.json depends lacks the Plan's {', '.join(missing)} (it has {', '.join(depends)})")
+    others = [d for d in depends if d.split()[0] == plan.conda.name and d not in companion.depends]
+    if others:
+        problems.append(f"index.json depends names {plan.conda.name} again, loosely: {', '.join(others)}")
+    return problems
+
+
+def torch_files(torch_package: Path) -> list[str]:
+    """The files torch's package installs (its info/paths.json, read without its payload)."""
+    entries, problem = paths_json(read_package(torch_package, payload=False))
+    if problem:
+        raise PackageUnreadable(f"{torch_package.name}: {problem}")
+    return [str(entry["_path"]) for entry in entries]
+
+
+def closure_check(pkg: CondaArchive, plan: Plan, companion: Companion, beside: Sequence[str]) -> Check:
+    """TB112: the companion's PE files resolve with torch's package's files (``beside``) in the same prefix."""
+    site = plan.conda.site_packages
+    files = [m.name for m in pkg.files()]
+    pes = [m.pe for m in pkg.files() if m.pe is not None]
+    searched = [f"{site}/{d}" for d in (*SEARCHED, f"{companion.name}.libs")] + [LIBRARY_BIN]
+    closure = pe.resolve(
+        pes, [*files, *beside], python=plan.python, search_dirs=searched, provided=plan.conda.provided_dlls
+    )
+    gaps = [m.message.replace("in the wheel", "in the environment") for m in closure.missing]
+    beside_set = set(beside)
+    from_torch = sorted({r.needed.lower() for r in closure.resolved if r.target in beside_set})
+    note = f"{closure.summary()}; from torch's package: {', '.join(from_torch) or 'nothing'}"
+    return result(TB112, pkg.path, gaps + [b.reason for b in closure.bad], note)
+
+
+def companion_checks(plan: Plan, packages: Mapping[str, Artifact], torch_package: Artifact | None) -> list[Check]:
+    """Every check of each companion package in ``packages`` (companion name -> its artifact)."""
+    checks: list[Check] = []
+    beside: list[str] | None = None
+    for companion in plan.companions:
+        artifact = packages.get(companion.name)
+        if artifact is None:
+            continue
+        try:
+            pkg = read_package(artifact.path)
+        except PackageUnreadable as exc:
+            checks.append(result(TB100, artifact.path, [str(exc)]))
+            continue
+        checks += [result(TB100, pkg.path, [], f"{pkg.format}, {len(pkg.files()):,} payload files"), *run_checks(pkg)]
+        checks.append(result(TB111, pkg.path, plan_problems(pkg, plan, companion), ", ".join(companion.depends)))
+        if torch_package is None:
+            checks.append(skipped(TB112, pkg.path, "no conda package of torch to resolve against"))
+            continue
+        beside = beside if beside is not None else torch_files(torch_package.path)
+        checks.append(closure_check(pkg, plan, companion, beside))
+    return checks
