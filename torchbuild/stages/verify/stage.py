@@ -207,8 +207,9 @@ def solve_check(
     vpk = ", ".join(f"{k}={v}" for k, v in virtual.items())
     picked = ", ".join(f"{s.name} {s.version} {s.build}" for s in solution if s.name in ("vc", "vc14_runtime"))
     built = " and ".join(f"{s.name}-{s.version}-{s.build}" for s in ours)
+    whose = "packages'" if companions else "package's"
     note = (
-        f"{built} from the new package{'s' if companions else ''}' channel, with python {python} "
+        f"{built} from the new {whose} channel, with python {python} "
         f"and {len(solution) - 1 - len(ours)} more packages from {channel} ({vpk})"
         + (f"; VC runtime: {picked}" if picked else "")
         + (f"; left out, no record in the stored {channel} data: {', '.join(dropped)}" if dropped else "")
