@@ -40,6 +40,14 @@ class Licenses:
     def paths(self) -> dict[str, Path]:
         return {name: self.root / name for name in self.files}
 
+    def top_level(self) -> list[Path]:
+        """The files the assembler puts at info/licenses/<file name> itself."""
+        return [path for name, path in self.paths().items() if "/" not in name]
+
+    def nested(self) -> dict[str, Path]:
+        """The files in folders, by their name under info/ (added to the package after assembly)."""
+        return {f"licenses/{name}": path for name, path in self.paths().items() if "/" in name}
+
 
 def _without_license_fields(metadata: str, moved: set[str]) -> tuple[str, int]:
     """METADATA with the License-File fields that name ``moved`` taken out (with their continuation lines); the

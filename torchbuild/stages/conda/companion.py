@@ -109,12 +109,11 @@ def package(ctx: Context, companion: Companion) -> tuple[Artifact, str]:
             payload_dir=staging,
             out_dir=out_dir,
             options=ctx.options,
-            licenses=[p for n, p in moved.paths().items() if "/" not in n],
+            licenses=moved.top_level(),
             info_files=[info_sbom],
             timestamp=build_timestamp(source.epoch),
         )
-        nested = {f"licenses/{n}": p for n, p in moved.paths().items() if "/" in n}
-        info_files.add(path, nested, level=ctx.options.compression_level)
+        info_files.add(path, moved.nested(), level=ctx.options.compression_level)
     info_sbom.unlink()
     shutil.rmtree(moved.root)
     artifact = Artifact.of(path)

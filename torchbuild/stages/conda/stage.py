@@ -125,13 +125,12 @@ def _package(ctx: Context) -> StageResult:
                 out_dir=out_dir,
                 options=ctx.options,
                 recipe_dir=rendered.directory,
-                licenses=[path for name, path in moved.paths().items() if "/" not in name],
+                licenses=moved.top_level(),
                 info_files=[info_sbom],
                 timestamp=build_timestamp(source.epoch),
             )
-        # assemble_package puts each license file at info/licenses/<file name>; the nested ones come here
-        nested = {f"licenses/{name}": path for name, path in moved.paths().items() if "/" in name}
-        info_files.add(path, nested, level=ctx.options.compression_level)
+        # assemble puts each top-level license file at info/licenses/<file name>; the nested ones come here
+        info_files.add(path, moved.nested(), level=ctx.options.compression_level)
         assembled = time.perf_counter() - started
     info_sbom.unlink()
     shutil.rmtree(moved.root)
