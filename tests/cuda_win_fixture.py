@@ -13,11 +13,14 @@ win_amd64 wheels, pinned below by sha256 (read from the files pip downloaded).
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from tests.builders import make_wheel
-from tests.pe_fixtures import GCC64, SOURCES, _implib, _run
+from tests.pe_fixtures import DLLTOOL, GCC64, SOURCES, _implib, _run
 from torchbuild.config.cuda_wheels import RequirementWheel
 
 MARKER = 'platform_system == "Windows"'
@@ -164,7 +167,11 @@ def probe_script(variant: CudaVariant) -> str:
 
 
 def build_dlls(variant: CudaVariant, dest: Path) -> dict[str, bytes]:
-    """torch/lib/torch_cuda.dll and torch/lib/caffe2_nvrtc.dll of ``variant`` (mingw-w64 is checked by the caller)."""
+    """torch/lib/torch_cuda.dll and torch/lib/caffe2_nvrtc.dll of ``variant``; skips the test without mingw-w64."""
+    missing = [tool for tool in (GCC64, DLLTOOL) if shutil.which(tool) is None]
+    if missing:
+        tools = ", ".join(missing)
+        pytest.skip(f"skipped: mingw-w64 is not installed ({tools} not on PATH; apt-get install mingw-w64)")
     dest.mkdir(parents=True, exist_ok=True)
     _implib(SOURCES / "cudart_version.def", variant.cudart, "libcudart.a", dest)
     _implib(SOURCES / "nvrtc.def", variant.nvrtc, "libnvrtc.a", dest)

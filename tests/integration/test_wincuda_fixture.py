@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
@@ -155,6 +156,14 @@ def test_left_to_the_requirements_names_which_requirement_provides_each_dll(
         names = sorted(archive.namelist())
         requires = archive.read(f"torch-{made.plan.wheel.split('-')[1]}.dist-info/METADATA").decode()
     assert not [n for n in names if n.startswith("torch.libs/")], names
+    # The SBOM lists each requirement as a required dependency of the wheel, with its wheel's sha256.
+    sbom = json.loads(
+        zipfile.ZipFile(made.wheel).read(next(n for n in names if n.endswith("sboms/torchbuild.cdx.json")))
+    )
+    required = {
+        c["purl"].split("?")[0]: c["hashes"][0]["content"] for c in sbom["components"] if c["scope"] == "required"
+    }
+    assert required == {f"pkg:pypi/{w.name}@{w.version}": w.sha256 for w in v.wheels}
     assert f'Requires-Dist: {runtime.name}=={runtime.version}; platform_system == "Windows"' in requires
 
 
@@ -198,6 +207,12 @@ def test_vendored_dlls_are_nvidias_files_unmangled_with_their_signature_intact(
         libs = {PurePosixPath(n).name: archive.read(n) for n in archive.namelist() if n.startswith("torch.libs/")}
         imports = archive.read("torch/lib/torch_cuda.dll")
     assert sorted(libs) == sorted([v.cudart, v.nvrtc, v.builtins])
+    report = json.loads(made.result.outputs["repair_report"].path.read_text())
+    signers = {PurePosixPath(e["path"]).name: e["signer"] for e in report["vendored"]}
+    expected = "NVIDIA Corporation (NVIDIA Corporation; root DigiCert Trusted Root G4)"
+    if cuda == "12.8":
+        expected = "not signed (NVIDIA's -cu11/-cu12 wheels carry these DLLs without an embedded signature"
+    assert all(signer.startswith(expected) for signer in signers.values()) and len(signers) == 3, signers
     assert v.cudart.encode() in imports  # the import table still names NVIDIA's file: nothing was renamed
     for name, data in libs.items():
         original = originals[name].read_bytes()
