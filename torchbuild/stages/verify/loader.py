@@ -90,7 +90,7 @@ def _requirement_dlls(plan: Plan, prefix: Path, cache_dir: Path, log: Path, site
     return dirs
 
 
-def _installed_by(plan: Plan, missing: str) -> str:
+def installed_by(plan: Plan, missing: str) -> str:
     """Which requirement installs the DLL of a ``missing`` entry ("x.dll (needed by y)"), for the failure."""
     dll = missing.split(" ", 1)[0]
     if not dll.lower().endswith(".dll"):
@@ -117,7 +117,7 @@ def _verdict(
     dirs: Sequence[str] = (),
 ) -> Check:
     problems = [r.describe() for r in run.failed]
-    hints = [_installed_by(plan, m) for r in run.failed for m in r.missing]
+    hints = [installed_by(plan, m) for r in run.failed for m in r.missing]
     problems += list(dict.fromkeys(h for h in hints if h))
     note = f"{len(run.results)} files loaded {where} in {run.seconds:.1f} s, the VC runtime native-only"
     note += f"; the DLLs of the declared requirements {declared} where pip installs them" if declared else ""
