@@ -4,8 +4,11 @@ native-only (loadcheck.py, wine.py). It needs no Python: the embeddable CPython'
 (and the vcruntime140.dll every python.exe ships) are, as python.exe's own folder is on Windows.
 
 - TB205, the wheel: its PE files where pip puts them; DLL directories torch\\lib and torch.libs, and where the wheel
-  declares requirements that provide DLLs (mkl of torch 2.3.x), ``Library\\bin`` holding those requirements' DLLs
-  from their pinned wheels (Plan.declared_libraries), as pip installs them and torch adds that directory.
+  declares requirements that provide DLLs, those requirements' DLLs from their pinned wheels (Plan.declared_libraries)
+  where pip installs them: ``Library\\bin`` (mkl of torch 2.3.x), which torch adds as a DLL directory, or below
+  site-packages (the nvidia-* wheels' ``nvidia\\<lib>\\bin``), whose folders a CUDA wheel adds as upstream's do
+  (os.add_dll_directory, as cuda-pathfinder finds them). A DLL still missing is named with the requirement that
+  installs it (the declared one of its family, else the cell's provider in dll_providers.yaml).
 - TB108, the conda package: laid out as conda installs it, with ``Library\\bin`` holding the DLLs of its run
   dependencies from the vendor wheels (environments.py), which torch adds as a DLL directory in a conda environment;
   a run dependency that is one of the wheel's declared requirements gets the DLLs of that requirement's wheel.
@@ -20,12 +23,13 @@ import re
 import shutil
 import zipfile
 from collections.abc import Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING
 
 from torchbuild.conda import extract
 from torchbuild.config import cuda_wheels
 from torchbuild.config.build_deps import DependencyError
+from torchbuild.config.dll_providers import values_for
 from torchbuild.config.pypi_to_conda import conda_name
 from torchbuild.errors import UserError
 from torchbuild.host import downloads, pip
@@ -39,6 +43,7 @@ TB205 = define("TB205", "every DLL and extension of the wheel loads (LoadLibrary
 TB108 = define("TB108", "every DLL and extension loads in the conda layout (LoadLibraryExW)")
 PE_LOADED = (".dll", ".pyd")
 LIBRARY_BIN_MEMBER = re.compile(r"^[^/]+\.data/data/Library/bin/[^/]+$")  # <prefix>\Library\bin once installed
+SITE_MEMBER = re.compile(r"^[^/]+\.data/(purelib|platlib)/")  # below site-packages once installed
 
 
 def _pe_files(root: Path) -> list[str]:
@@ -58,10 +63,11 @@ def _unpack_pe(wheel: Path, dest: Path) -> None:
                     shutil.copyfileobj(src, out, 1 << 20)
 
 
-def _requirement_dlls(plan: Plan, prefix: Path, cache_dir: Path, log: Path) -> list[str]:
-    """The DLLs of the wheel's declared requirements in ``prefix``'s Library\\bin (their wheels fetched once by
-    sha256); the DLL directory they add, if any."""
-    placed = False
+def _requirement_dlls(plan: Plan, prefix: Path, cache_dir: Path, log: Path, site: str = "") -> list[str]:
+    """The DLLs of the wheel's declared requirements where pip installs them in ``prefix`` (``site``: its
+    site-packages, relative; "" where ``prefix`` is site-packages itself): ``Library\\bin`` for .data/data members,
+    below site-packages for the others (their wheels fetched once by sha256). The DLL directories they add."""
+    dirs: list[str] = []
     target_args = pip.target_args(plan.python, None, [plan.wheel_tags.platform])
     for wheel in plan.declared_libraries:
         try:
@@ -69,18 +75,53 @@ def _requirement_dlls(plan: Plan, prefix: Path, cache_dir: Path, log: Path) -> l
         except DependencyError as exc:
             raise UserError(str(exc)) from None
         for member in wheel.libraries:
-            if LIBRARY_BIN_MEMBER.search(member) and member.lower().endswith(".dll"):
-                target = prefix / environments.LIBRARY_BIN / PurePosixPath(member).name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(root / member, target)
-                placed = True
-    return [environments.LIBRARY_BIN] if placed else []
+            if not member.lower().endswith(".dll"):
+                continue
+            if LIBRARY_BIN_MEMBER.search(member):
+                where = environments.LIBRARY_BIN
+            elif ".data/data/" in member:
+                continue
+            else:
+                where = str(PurePosixPath(site, SITE_MEMBER.sub("", member)).parent)
+            target = prefix / where / PurePosixPath(member).name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(root / member, target)
+            dirs += [] if where in dirs else [where]
+    return dirs
 
 
-def _verdict(code: str, artifact: Path, run: loadcheck.Run, where: str, log: Path, declared: str = "") -> Check:
+def installed_by(plan: Plan, missing: str) -> str:
+    """Which requirement installs the DLL of a ``missing`` entry ("x.dll (needed by y)"), for the failure."""
+    dll = missing.split(" ", 1)[0]
+    if not dll.lower().endswith(".dll"):
+        return ""
+    hint = cuda_wheels.should_have_provided(dll, plan.declared_libraries)
+    if hint.startswith("the declared requirement"):
+        return f"{dll}: {hint}"
+    provider = plan.dll_providers.provider_for(dll) if plan.dll_providers else None
+    requirement = provider.requirement(values_for(plan.cuda, plan.cudnn)) if provider else None
+    if requirement is None or not plan.declared_libraries:
+        return ""
+    declared = ", ".join(w.pin for w in plan.declared_libraries)
+    return f"{dll} is installed by {requirement} (dll_providers.yaml), which is not among the requirements ({declared})"
+
+
+def _verdict(
+    plan: Plan,
+    code: str,
+    artifact: Path,
+    run: loadcheck.Run,
+    where: str,
+    log: Path,
+    declared: str = "",
+    dirs: Sequence[str] = (),
+) -> Check:
     problems = [r.describe() for r in run.failed]
+    hints = [installed_by(plan, m) for r in run.failed for m in r.missing]
+    problems += list(dict.fromkeys(h for h in hints if h))
     note = f"{len(run.results)} files loaded {where} in {run.seconds:.1f} s, the VC runtime native-only"
-    note += f"; Library\\bin holds the DLLs of the declared requirements {declared}" if declared else ""
+    note += f"; the DLLs of the declared requirements {declared} where pip installs them" if declared else ""
+    note += f" ({', '.join(str(PureWindowsPath(d)) for d in dirs)})" if declared and dirs else ""
     if run.attempts > 1:
         note += f" (the helper printed nothing on its first start and was started again; both outputs in {log.name})"
     return result(code, artifact, problems, note)
@@ -118,11 +159,12 @@ def loader_checks(
                 tree = base / "wheel"
                 _unpack_pe(wheel, tree)
                 files = _pe_files(tree)
-                dirs = [*plan.dll_search_dirs, *_requirement_dlls(plan, tree, cache_dir, log)]
+                theirs = _requirement_dlls(plan, tree, cache_dir, log)
+                dirs = [*plan.dll_search_dirs, *theirs]
                 run = loadcheck.check(session, exe, tree, files, python_dir=str(embedded.root), dll_dirs=dirs)
                 run.write_log(log, f"the wheel {wheel.name}")
                 declared = ", ".join(w.pin for w in plan.declared_libraries)
-                checks.append(_verdict(TB205, wheel, run, where, log, declared))
+                checks.append(_verdict(plan, TB205, wheel, run, where, log, declared, theirs))
             if conda is not None:
                 checks.append(_conda(plan, conda, base / "conda", session, exe, embedded, cache_dir, log, where))
     except UserError as exc:
@@ -149,17 +191,20 @@ def _conda(
     assert plan.dll_providers is not None
     names = {w.name: conda_name(plan.conda.pypi_names, w.name).conda for w in plan.declared_libraries}
     provided = cuda_wheels.left_to_vendor_wheels(plan.conda.provided_dlls, plan.declared_libraries, names)
-    _requirement_dlls(plan, root, cache_dir, log)
+    extra_dirs = _requirement_dlls(plan, root, cache_dir, log, plan.conda.site_packages)
     library = environments.library_bin(
         root, provided, plan.dll_providers, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python,
         cache_dir=cache_dir, log=log,
     )
-    files = [f for f in _pe_files(root) if f not in python_files and not f.startswith(environments.LIBRARY_BIN + "/")]
+    extra_dirs = [d for d in extra_dirs if d != environments.LIBRARY_BIN]  # the requirements' site-packages folders
+    theirs = tuple(f"{d}/" for d in (environments.LIBRARY_BIN, *extra_dirs))
+    files = [f for f in _pe_files(root) if f not in python_files and not f.startswith(theirs)]
     site = plan.conda.site_packages
-    dirs: Sequence[str] = [f"{site}/{d}" for d in plan.dll_search_dirs] + [environments.LIBRARY_BIN]
+    dirs: Sequence[str] = [f"{site}/{d}" for d in plan.dll_search_dirs] + [environments.LIBRARY_BIN, *extra_dirs]
     run = loadcheck.check(session, exe, root, files, python_dir=".", dll_dirs=dirs)
     run.write_log(log, f"the conda layout of {conda.name}")
-    check = _verdict(TB108, conda, run, where, log, ", ".join(w.pin for w in plan.declared_libraries))
+    declared = ", ".join(w.pin for w in plan.declared_libraries)
+    check = _verdict(plan, TB108, conda, run, where, log, declared, [environments.LIBRARY_BIN, *extra_dirs])
     if check.status == "passed":
         return Check(check.name, check.status, f"{check.message}; Library\\bin: {library.describe()}", check.code,
                      check.file)  # fmt: skip
