@@ -8,11 +8,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 REPODATA = SHARED / "data" / "repodata"
-NIGHTLY_ONLY = "skipped: nightly only (CI's time cannot carry it; the nightly workflow runs `pytest -m nightly --nightly`)"
+NIGHTLY_ONLY = (
+    "skipped: nightly only (CI's time cannot carry it; the nightly workflow runs `pytest -m nightly --nightly`)"
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--nightly", action="store_true", help="also run the tests marked nightly (hours of real releases)")
+    parser.addoption(
+        "--nightly", action="store_true", help="also run the tests marked nightly (hours of real releases)"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
