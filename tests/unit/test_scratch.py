@@ -121,6 +121,32 @@ def test_no_memory_scratch_once_the_process_is_stopping(monkeypatch: pytest.Monk
     assert set(scratch.RAM_DIR.glob("torchbuild-test-stop-*")) == before
 
 
+def test_scratch_a_stage_thread_writes_again_after_an_interrupt_is_gone_when_the_process_ends() -> None:
+    # The fault suite's smoke-conda interrupt once left its conda prefix behind: py-rattler's installer, in a stage
+    # thread of the same process, created the directory again after remove_own had removed it.
+    if not scratch.in_memory(1):
+        pytest.skip("skipped: /dev/shm here is no tmpfs with room")
+    code = """
+import sys, threading
+from torchbuild.host import scratch
+path = scratch.make_in_memory(1, "torchbuild-test-rewritten-")
+print(path, flush=True)
+removed = threading.Event()
+def installer():
+    removed.wait()
+    (path / "pkgs").mkdir(parents=True)
+    (path / "pkgs" / "torch.py").write_text("")
+threading.Thread(target=installer).start()
+scratch.remove_own()
+removed.set()
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    path = Path(done.stdout.strip())
+    assert path.name.startswith("torchbuild-test-rewritten-")
+    assert not path.exists(), f"{path} outlived the process that was stopping"
+    assert not scratch._mark(path).exists()
+
+
 def test_an_unmarked_directory_of_an_earlier_version_goes_only_once_untouched_for_a_day(tmp_path: Path) -> None:
     # Earlier versions made torchbuild-smoke-* without a mark or a lock: a run of one may still be using it (another
     # checkout on the same host), so a fresh one stays; one untouched for a day is a killed run's.

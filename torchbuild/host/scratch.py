@@ -17,6 +17,7 @@ gone (its build directory deleted, or the stage run again).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -43,6 +44,7 @@ LEGACY_AGE = 24 * 3600
 _owned: dict[Path, int] = {}  # directories in memory this process made -> the descriptor holding their lock
 _owned_lock = threading.Lock()
 _stopping = False  # set by remove_own: the process is ending
+_removed_on_stop: list[Path] = []  # what remove_own removed: a stage thread still running may write there again
 
 
 def _mounted_as_tmpfs(path: Path, mounts: Path = Path("/proc/mounts")) -> bool:
@@ -145,7 +147,20 @@ def remove_own() -> list[Path]:
         paths = list(_owned)
     for path in paths:
         remove(path)
+    _removed_on_stop.extend(paths)
     return paths
+
+
+def _remove_again_at_exit() -> None:
+    """A stage thread still running when the process began to stop (py-rattler's installer runs in this process)
+    can create its directory again after remove_own removed it, and then keep it as a failed stage's environment.
+    The interpreter joins those threads before it calls the atexit functions, so this runs after them."""
+    for path in _removed_on_stop:
+        shutil.rmtree(path, ignore_errors=True)
+        _mark(path).unlink(missing_ok=True)
+
+
+atexit.register(_remove_again_at_exit)
 
 
 def _kept(path: Path) -> bool:
