@@ -118,11 +118,12 @@ def result_lines(stdout: str) -> dict[str, Mapping[str, Any]]:
     return results
 
 
-def parse_results(kind: str, stdout: str, artifact: str) -> list[Check]:
-    """smoke_checks.py's JSON lines -> named Checks; a check without a result line is a failure."""
+def parse_results(kind: str, stdout: str, artifact: str, companions: Sequence[str] = ()) -> list[Check]:
+    """smoke_checks.py's JSON lines -> named Checks, torch's and those of the ``companions`` installed beside it; a
+    check without a result line is a failure."""
     results = result_lines(stdout)
     checks = []
-    for name in smoke_checks.CHECKS:
+    for name in smoke_checks.check_names(companions):
         result = results.get(name)
         if result is None:
             message = "no result (smoke_checks.py stopped before this check)"

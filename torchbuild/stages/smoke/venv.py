@@ -188,7 +188,7 @@ class VenvBackend:
             stdout = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
             stderr = f"[timed out after {CHECKS_TIMEOUT_S:.0f} s]"
         log_run(env, argv, stdout, stderr)
-        return parse_results(env.kind, stdout, env.artifact.name) + leftovers(env)
+        return parse_results(env.kind, stdout, env.artifact.name, list(env.companions)) + leftovers(env)
 
     def close(self) -> None:
         return None

@@ -182,7 +182,7 @@ class WineBackend:
         ran = session.run(argv, timeout=CHECKS_TIMEOUT_S, cwd=env.cwd)
         stderr = ran.stderr if ran.returncode is not None else f"{ran.stderr}\n[timed out after {CHECKS_TIMEOUT_S} s]"
         log_run(env, ["wine", *argv], ran.stdout, stderr)
-        checks = parse_results(env.kind, ran.stdout, env.artifact.name)
+        checks = parse_results(env.kind, ran.stdout, env.artifact.name, list(env.companions))
         checks = loader_verdicts(checks, result_lines(ran.stdout), prefix(env), ran.stderr)
         if env.kind == "conda":
             checks.append(script_check(env, session))
