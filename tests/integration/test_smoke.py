@@ -113,11 +113,11 @@ def test_smoke_passes_on_the_real_wheel_and_conda_package(
         result = results[env]
         statuses = {c.name: c.status for c in result.checks}
         expected = {f"{env}: install": "passed"}
-        for name in smoke_checks.CHECKS:
+        for name in smoke_checks.check_names():  # torch's: no companion is built on linux-64
             expected[f"{env}: {name}"] = "skipped" if name in host_skips else "passed"
         assert statuses == expected, [c.to_dict() for c in result.checks if c.status != expected.get(c.name)]
         assert result.status == "passed"
-        ran = len(smoke_checks.CHECKS)
+        ran = len(smoke_checks.check_names())
         passed = ran - len(host_skips)
         assert result.message.startswith(f"{passed}/{ran} checks passed {where} in {described}; skipped: ")
         assert f"{env}: cuda matmul ({gpu_skip.removeprefix('skipped (')}" in result.message
@@ -211,7 +211,7 @@ def test_a_broken_torch_fails_the_stage_naming_the_check(linux_plan: Plan, broke
     without_import = {"wheel: install", "wheel: c++ consumer", "wheel: dist-info"}
     assert {s for n, s in statuses.items() if n not in without_import} == {"failed"}
     assert statuses["wheel: dist-info"] == "passed"
-    assert set(statuses) == {"wheel: install", *(f"wheel: {name}" for name in smoke_checks.CHECKS)}
+    assert set(statuses) == {"wheel: install", *(f"wheel: {name}" for name in smoke_checks.check_names())}
 
 
 def test_missing_inputs_name_the_valid_ones(linux_plan: Plan, torch_wheel: Path, tmp_path: Path) -> None:

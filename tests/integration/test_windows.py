@@ -202,8 +202,9 @@ def test_torchvision_package_pins_the_exact_pytorch_build_and_solves_with_it(win
     assert "from torch's package: c10.dll, torch_cpu.dll" in checks[("TB112", VISION_CONDA)]["message"]
     joint = checks[("TB302", "pytorch-2.5.1-py3.11_cpu_0.conda")]
     assert joint["status"] == "passed", joint["message"]
-    assert joint["message"].startswith(
-        "pytorch-2.5.1-py3.11_cpu_0 and torchvision-0.20.1-py3.11_cpu_0 from the new packages' channel"
+    assert joint["message"].startswith(  # the default packages: torchaudio 2.5.1 is built beside them (win-64)
+        "pytorch-2.5.1-py3.11_cpu_0 and torchaudio-2.5.1-py3.11_cpu_0 and torchvision-0.20.1-py3.11_cpu_0 from the "
+        "new packages' channel"
     )
 
 
@@ -219,7 +220,8 @@ def test_one_publish_serves_pytorch_and_torchvision_to_rattler_and_to_uv(win_run
     script.write_text(WIN_INSTALL)
     prefix = tmp_path / "prefix"
     result = subprocess.run(
-        [sys.executable, str(script), channel.as_uri(), (REPODATA / "conda-forge").as_uri(), str(prefix)],
+        [sys.executable, str(script), channel.as_uri(), (REPODATA / "conda-forge").as_uri(), str(prefix),
+         "pytorch", "torchvision", "python 3.11.*"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
@@ -248,11 +250,11 @@ WIN_INSTALL = """
 import asyncio, os, sys
 from rattler import BuildString, GenericVirtualPackage, MatchSpec, PackageName, Platform, Version, install, solve
 
-channel, conda_forge, prefix = sys.argv[1:4]
+channel, conda_forge, prefix, *wanted = sys.argv[1:]
 
 async def main():
     virtual = [GenericVirtualPackage(PackageName("__win"), Version("0"), BuildString("0"))]
-    specs = [MatchSpec(s, strict=False) for s in ("pytorch", "torchvision", "python 3.11.*")]
+    specs = [MatchSpec(s, strict=False) for s in wanted]
     records = await solve([channel, conda_forge], specs, platforms=["win-64", "noarch"], virtual_packages=virtual)
     for r in records:
         print(r.name.normalized, r.version, r.build, r.channel)

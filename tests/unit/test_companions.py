@@ -129,8 +129,8 @@ def test_the_plan_carries_the_companions() -> None:
 
 
 def test_a_win_64_plan_builds_torchvision_pinned_to_its_exact_pytorch_build() -> None:
-    """win-64: torchvision is built from PyPI's wheel beside torch, its conda package requiring the cell's pytorch
-    version AND build string; torchaudio says why it is not built yet. linux-64 keeps NOT_BUILT (issue 28)."""
+    """win-64: torchvision and torchaudio are built from PyPI's wheels beside torch, each conda package requiring the
+    cell's pytorch version AND build string. linux-64 keeps NOT_BUILT (issue 28)."""
     plan = resolve(Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.5.1"), Matrix())
     vision, audio = plan.companions
     assert vision.built and vision.package == "torchvision-0.20.1-py3.11_cpu_0"
@@ -139,7 +139,7 @@ def test_a_win_64_plan_builds_torchvision_pinned_to_its_exact_pytorch_build() ->
         "torchvision 0.20.1: paired (requires torch==2.5.1; PyPI's torchvision-0.20.1-cp311-cp311-win_amd64.whl), "
         "the stages build torchvision-0.20.1-py3.11_cpu_0.conda, which requires pytorch 2.5.1 py3.11_cpu_0"
     )
-    assert not audio.built and "not built yet: torio's FFmpeg extensions import FFmpeg DLLs" in audio.line
+    assert audio.built and audio.package == "torchaudio-2.5.1-py3.11_cpu_0" and audio.depends == vision.depends
     linux = resolve(Cell(platform="linux-64", cuda="12.8", python="3.11", torch="2.10.0"), Matrix())
     assert all(not c.built and (c.release is None or c.line.endswith(NOT_BUILT)) for c in linux.companions)
 

@@ -45,7 +45,7 @@ def test_without_torch_every_check_fails_and_none_is_skipped_or_passed(tmp_path:
     proc = run_script(tmp_path, python=bare_python)
     assert proc.returncode == 1
     results = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [r["check"] for r in results] == list(smoke_checks.CHECKS)
+    assert [r["check"] for r in results] == smoke_checks.check_names()  # torchaudio's: only with --expect-torchaudio
     assert {r["status"] for r in results} == {"failed"}  # "cuda matmul" too: no torch is not "no GPU"
     by_name = {r["check"]: r for r in results}
     assert by_name["import"]["message"] == "ModuleNotFoundError: No module named 'torch'"
@@ -111,7 +111,10 @@ def test_parse_results_fails_missing_and_unknown_results_and_keeps_the_output() 
         json.dumps({"check": "not a check", "status": "passed"}),
     ]
     checks = {c.name: c for c in parse_results("conda", "\n".join(lines), "pytorch.conda")}
-    assert list(checks) == [f"conda: {name}" for name in smoke_checks.CHECKS]
+    assert list(checks) == [f"conda: {name}" for name in smoke_checks.check_names()]  # no torchaudio installed
+    with_audio = [c.name for c in parse_results("conda", "\n".join(lines), "pytorch.conda", ["torchaudio"])]
+    audio = ["torchaudio import", "torchaudio spectrogram", "torchaudio resample"]
+    assert with_audio[-3:] == [f"conda: {name}" for name in audio]
     assert checks["conda: import"].status == "passed"
     assert checks["conda: import"].file == "pytorch.conda"
     assert checks["conda: cpu matmul"].message == "relative error 1.0e-01\nTraceback: ..."

@@ -4,6 +4,7 @@ its extension modules link, the files by Python version with sha256). Also the n
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from collections.abc import Mapping
@@ -45,6 +46,13 @@ class Build:
     bundles: tuple[str, ...]
     wheels: Mapping[str, Wheel]  # Python X.Y (or any-python) -> the wheel
     yanked: str = ""  # PyPI's reason where its wheels are yanked (pip installs them only when pinned exactly)
+    # library (FFmpeg) -> the DLLs its extension modules import that it loads only where that library is installed
+    on_demand: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def on_demand_dlls(self) -> dict[str, str]:
+        """Each DLL loaded on demand (lower case) -> its library."""
+        return {dll.lower(): library for library, dlls in self.on_demand.items() for dll in dlls}
 
     @property
     def cuda_libraries(self) -> tuple[str, ...]:
@@ -109,6 +117,21 @@ def _strings(raw: Any, where: str) -> tuple[str, ...]:
     return tuple(str(item) for item in raw)
 
 
+def _on_demand(raw: Any, where: str) -> dict[str, tuple[str, ...]]:
+    """``{FFmpeg: [avutil-58.dll, ...]}``: DLL names (no paths), each under one library."""
+    if not isinstance(raw, dict) or not raw:
+        raise _fail(where, "give {library: [DLL names]}, e.g. {FFmpeg: [avutil-58.dll]}")
+    seen: dict[str, str] = {}
+    for library, dlls in raw.items():
+        for dll in _strings(dlls, f"{where} {library}"):
+            if not re.fullmatch(r"[\w.+-]+\.dll", dll, re.IGNORECASE):
+                raise _fail(f"{where} {library}", f"{dll!r} is not a DLL name (give e.g. avutil-58.dll)")
+            if dll.lower() in seen:
+                raise _fail(where, f"{dll} is listed under both {seen[dll.lower()]} and {library}")
+            seen[dll.lower()] = str(library)
+    return {str(library): _strings(dlls, where) for library, dlls in raw.items()}
+
+
 def _build(name: str, version: str, platform: str, raw: Mapping[str, Any]) -> Build:
     where = f"{name} {version} {platform}"
     requires = str(raw.get("requires_torch", ""))
@@ -129,6 +152,7 @@ def _build(name: str, version: str, platform: str, raw: Mapping[str, Any]) -> Bu
         bundles=_strings(raw.get("bundles", []), f"{where} bundles"),
         wheels=wheels,
         yanked=" ".join(str(raw.get("yanked", "")).split()),
+        on_demand=_on_demand(raw["on_demand"], f"{where} on_demand") if "on_demand" in raw else {},
     )
 
 

@@ -26,11 +26,8 @@ from torchbuild.errors import UserError, one_of
 
 NOT_BUILT = "not built yet (the stages ship torch only)"
 # What the stages build from PyPI's wheel beside torch, by platform; the others stay NOT_BUILT, with the reason.
-BUILT: dict[str, tuple[str, ...]] = {"win-64": ("torchvision",)}
-NOT_BUILT_WHY = {
-    "torchaudio": "torio's FFmpeg extensions import FFmpeg DLLs (avutil-58.dll ...) that torchaudio loads only when "
-    "present, and no rule tells the closure check so yet",
-}
+BUILT: dict[str, tuple[str, ...]] = {"win-64": ("torchvision", "torchaudio")}
+NOT_BUILT_WHY: dict[str, str] = {}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,6 +50,14 @@ class Companion:
     package: str = ""
     depends: tuple[str, ...] = ()
     not_built: str = ""
+    # What its extension modules import that it loads only where installed (FFmpeg's DLLs for torchaudio's torio
+    # extensions), by library, from companions.yaml: the closure checks accept exactly these and name them
+    on_demand: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def on_demand_dlls(self) -> dict[str, str]:
+        """Each DLL loaded on demand (lower case) -> its library (FFmpeg)."""
+        return {dll.lower(): library for library, dlls in self.on_demand for dll in dlls}
 
     @property
     def built(self) -> bool:
@@ -180,6 +185,7 @@ def _choose(table: Table, name: str, pinned: str | None, target: Target, request
         sha256=wheel.sha256,
         paired_by=f"named in packages; {WHERE} pairs {pair.release}" if pinned else pair.by,
         yanked=build.yanked,
+        on_demand=tuple((library, tuple(dlls)) for library, dlls in build.on_demand.items()) if built else (),
     )
 
 

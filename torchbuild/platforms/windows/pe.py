@@ -186,7 +186,20 @@ def _pe_summary(report: ClosureReport[PeInfo]) -> str:
     )
     if report.missing:
         text += f" ({', '.join(report.missing_names)})"
-    return text
+    return text + on_demand_note(report)
+
+
+def on_demand_note(report: ClosureReport[PeInfo]) -> str:
+    """"; loaded on demand: avcodec-58.dll, ... (FFmpeg, not shipped)" for the imports resolved as loaded on demand
+    (by library), "" where there are none."""
+    by_library: dict[str, set[str]] = {}
+    for r in report.resolved:
+        if r.via == ON_DEMAND:
+            by_library.setdefault(r.target, set()).add(r.needed.lower())
+    return "".join(
+        f"; loaded on demand: {', '.join(sorted(names))} ({library}, not shipped)"
+        for library, names in sorted(by_library.items())
+    )
 
 
 PE_CLOSURE: ClosureFormat[PeInfo] = ClosureFormat(
@@ -216,6 +229,9 @@ def _missing(file: str, needed: str, searched: tuple[str, ...], elsewhere: tuple
 # --- resolution ------------------------------------------------------------------------------------------
 
 
+ON_DEMAND = "on demand"  # Resolved.via of an import its package loads only where the library is installed
+
+
 def _provider(name: str, provided: Mapping[str, str] | None) -> str | None:
     return next((pkg for pattern, pkg in (provided or {}).items() if fnmatch.fnmatch(name, pattern.lower())), None)
 
@@ -230,10 +246,13 @@ def resolve(
     search_dirs: Sequence[str] | None = None,
     bad: Iterable[Unusable] = (),
     provided: Mapping[str, str] | None = None,
+    on_demand: Mapping[str, str] | None = None,
 ) -> ClosureReport[PeInfo]:
     """Resolve every import of ``pes`` against the wheel's ``files`` and the DLLs a Windows machine has.
     ``provided``: DLL patterns the environment's other packages install (a conda package's run dependencies), by
-    package."""
+    package. ``on_demand``: DLL names (lower case) -> the library they belong to (FFmpeg), which the package loads
+    only where installed: resolved as such (``ON_DEMAND``, target the library) and named in the summary."""
+    on_demand = {k.lower(): v for k, v in (on_demand or {}).items()}
     system = system or load_system_set(machine)
     dirs = tuple(search_dirs if search_dirs is not None else system.search_dirs)
     python_dlls = system.python_dlls(python)
@@ -269,6 +288,8 @@ def resolve(
                 resolved.append(Resolved(pe.path, needed, "driver", "installed with the NVIDIA driver", delay))
             elif (package := _provider(low, provided)) is not None:
                 resolved.append(Resolved(pe.path, needed, "dependency", f"installed by {package}", delay))
+            elif low in on_demand:
+                resolved.append(Resolved(pe.path, needed, ON_DEMAND, on_demand[low], delay))
             else:
                 elsewhere = tuple(by_name.get(low, ()))
                 places = tuple(d or "." for d in searched)
@@ -299,6 +320,7 @@ def check_tree(
     machine: str = "AMD64",
     search_dirs: Sequence[str] | None = None,
     provided: Mapping[str, str] | None = None,
+    on_demand: Mapping[str, str] | None = None,
 ) -> ClosureReport[PeInfo]:
     """The closure of an unpacked wheel (or any tree laid out as it will be installed); ``provided``: DLL patterns
     other packages install (the wheel's declared requirements), by who installs them."""
@@ -313,7 +335,8 @@ def check_tree(
                 pes.append(read_pe(path.read_bytes(), rel))
             except PeError as exc:
                 bad.append(Unusable(rel, str(exc)))
-    return resolve(pes, files, python=python, machine=machine, search_dirs=search_dirs, bad=bad, provided=provided)
+    return resolve(pes, files, python=python, machine=machine, search_dirs=search_dirs, bad=bad, provided=provided,
+                   on_demand=on_demand)  # fmt: skip
 
 
 def check_wheel(
@@ -323,8 +346,10 @@ def check_wheel(
     machine: str = "AMD64",
     search_dirs: Sequence[str] | None = None,
     provided: Mapping[str, str] | None = None,
+    on_demand: Mapping[str, str] | None = None,
 ) -> ClosureReport[PeInfo]:
-    """The closure of a wheel file; each PE member is read into memory in turn (``provided``: as check_tree's)."""
+    """The closure of a wheel file; each PE member is read into memory in turn (``provided``, ``on_demand``: as
+    resolve's)."""
     pes: list[PeInfo] = []
     bad: list[Unusable] = []
     with zipfile.ZipFile(wheel) as archive:
@@ -341,4 +366,5 @@ def check_wheel(
                 pes.append(read_pe(data, member.filename))
             except PeError as exc:
                 bad.append(Unusable(member.filename, str(exc)))
-    return resolve(pes, files, python=python, machine=machine, search_dirs=search_dirs, bad=bad, provided=provided)
+    return resolve(pes, files, python=python, machine=machine, search_dirs=search_dirs, bad=bad, provided=provided,
+                   on_demand=on_demand)  # fmt: skip

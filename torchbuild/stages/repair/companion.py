@@ -1,4 +1,5 @@
-"""The repair of a companion the Plan builds (win-64 torchvision) from PyPI's wheel, beside torch's repaired wheel.
+"""The repair of a companion the Plan builds (win-64 torchvision, torchaudio) from PyPI's wheel, beside torch's
+repaired wheel.
 
 - Its binaries import torch's own DLLs (c10.dll, torch_cpu.dll): they resolve against torch's repaired wheel, which
   is installed beside it, and are never vendored: delvewheel gets ``--exclude`` with every DLL name torch's wheel
@@ -6,6 +7,9 @@
 - The VC runtime is vendored as for torch (windows.py: the same providers and signatures, ``<name>.libs/``, no name
   mangling), at least as new as the floor its own binaries set: a companion linked by a newer MSVC than torch must
   not run on torch's older copy.
+- The DLLs its extension modules import that it loads only where installed (torchaudio's FFmpeg DLLs, companions.yaml
+  ``on_demand``) are neither vendored nor missing: the closure names them as loaded on demand; any other DLL that
+  nothing provides still fails the stage.
 - The DLLs its wheel bundles itself (torchvision: libpng16.dll, jpeg8.dll, libwebp.dll, zlib.dll ...) stay as they
   are and are listed: in the stage's message, the repair report and the SBOM, as bundled by the upstream wheel.
 
@@ -114,7 +118,7 @@ def _bundled(wheel: Path, companion: Companion) -> list[Vendored]:
 def _check_torch_serves(plan: Plan, companion: Companion, wheel: Path, beside: Mapping[str, str]) -> None:
     """Refuse a companion that imports a DLL neither its wheel, torch's repaired wheel, the system nor a
     redistributable provides: the cell's torch cannot serve it (another build, or not torch at all)."""
-    before = pe.check_wheel(wheel, python=plan.python, provided=beside)
+    before = pe.check_wheel(wheel, python=plan.python, provided=beside, on_demand=companion.on_demand_dlls)
     redistributable = plan.redistributable_dlls
     lacking = sorted({m.needed.lower() for m in before.missing if not dll_providers.matches(m.needed, redistributable)})
     if lacking:
@@ -137,7 +141,8 @@ def repair(
     log = ctx.stage_dir("logs") / f"{NAME}-{companion.name}.log"
     source = provenance.source_info("wheel", f"PyPI {wheel.name}", companion.sha256, "", provenance.wheel_epoch(wheel))
     _check_torch_serves(plan, companion, wheel, beside)
-    found = windows.needs(plan, wheel, ctx.options.cache_dir, log, beside=beside)
+    on_demand = companion.on_demand_dlls
+    found = windows.needs(plan, wheel, ctx.options.cache_dir, log, beside=beside, on_demand=on_demand)
     libs = f"{companion.name}.libs"
     with tempfile.TemporaryDirectory(prefix="delvewheel-", dir=out_dir) as tmp:
         argv = windows.delvewheel_argv(
@@ -145,7 +150,7 @@ def repair(
             Path(tmp),
             sorted({hit.path.parent for hit in found.located}),
             sorted({hit.name for hit in found.located}),
-            [*plan.driver_dlls, *beside],
+            [*plan.driver_dlls, *beside, *on_demand],
         )
         what = f"delvewheel repair of {wheel.name}"
         run_tool(argv, stage=NAME, log=log, env={EPOCH_ENV: str(source.epoch)}, timeout=TIMEOUT_S, what=what)
@@ -160,7 +165,9 @@ def repair(
     machine = pe.TAG_MACHINES.get(plan.wheel_tags.platform, "AMD64")
     # delvewheel's patch of its __init__.py adds <name>.libs; torch's __init__.py adds torch/lib and torch.libs
     searched = ["torch/lib", "torch.libs", libs]
-    report = pe.check_wheel(target, python=plan.python, machine=machine, search_dirs=searched, provided=beside)
+    report = pe.check_wheel(
+        target, python=plan.python, machine=machine, search_dirs=searched, provided=beside, on_demand=on_demand
+    )
     checks = [*report.checks(), *windows.runtime_checks(target, plan, (), found.floor)]
     failed = [c for c in checks if c.status == "failed"]
     if failed:

@@ -85,13 +85,19 @@ def _refuse_unknown(plan: Plan, wanted: Sequence[str], imported_by: dict[str, li
 
 
 def needs(
-    plan: Plan, wheel: Path, cache_dir: Path, log: Path, beside: Mapping[str, str] | None = None
+    plan: Plan,
+    wheel: Path,
+    cache_dir: Path,
+    log: Path,
+    beside: Mapping[str, str] | None = None,
+    on_demand: Mapping[str, str] | None = None,
 ) -> Needs:
     """What ``wheel`` needs vendored, located at its providers; StageFailed naming what cannot be had. ``beside``:
-    DLL names another wheel installed beside it provides (a companion's: torch's DLLs), never vendored."""
+    DLL names another wheel installed beside it provides (a companion's: torch's DLLs), never vendored;
+    ``on_demand``: DLL names its package loads only where installed (a companion's, by library), never vendored."""
     machine = pe.TAG_MACHINES.get(plan.wheel_tags.platform, "AMD64")
     provided = {**cuda_wheels.provided_libraries(plan.declared_libraries), **(beside or {})}
-    before = pe.check_wheel(wheel, python=plan.python, machine=machine, provided=provided)
+    before = pe.check_wheel(wheel, python=plan.python, machine=machine, provided=provided, on_demand=on_demand)
     if before.bad:
         raise StageFailed(STAGE, "; ".join(b.reason for b in before.bad[:5]))
     floor = vc_runtime.floor(before.files)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -40,6 +40,9 @@ class Env:
     root: Path  # everything of this environment: the interpreter and packages, the empty working directory, ...
     artifact: Path  # the wheel or the .conda installed into it
     log: Path
+    # the companions installed beside torch, each by its artifact of the same kind (torchaudio's repaired wheel or
+    # conda package), whose checks run too (smoke_checks.COMPANION_CHECKS)
+    companions: Mapping[str, Path] = field(default_factory=dict)
 
     @property
     def cwd(self) -> Path:
@@ -85,8 +88,13 @@ class Backend(Protocol):
         ...
 
 
-def expect_args(plan: Plan, torch_file: str) -> list[str]:
+def expect_args(plan: Plan, torch_file: str, companions: Sequence[str] = ()) -> list[str]:
+    """smoke_checks.py's arguments: what the Plan expects of torch, and of each of ``companions`` installed beside
+    it, its release (their checks run then)."""
     args = ["--expect-version", plan.version, "--expect-cuda", plan.cuda, "--expect-torch-file", torch_file]
+    releases = {c.name: c.release for c in plan.companions if c.name in companions and c.release}
+    if "torchaudio" in releases:
+        args += ["--expect-torchaudio", releases["torchaudio"]]
     if plan.is_cuda and plan.cudnn is not None:
         args += ["--expect-cudnn", str(plan.cudnn)]
     declared = plan.declared_libraries
@@ -110,11 +118,12 @@ def result_lines(stdout: str) -> dict[str, Mapping[str, Any]]:
     return results
 
 
-def parse_results(kind: str, stdout: str, artifact: str) -> list[Check]:
-    """smoke_checks.py's JSON lines -> named Checks; a check without a result line is a failure."""
+def parse_results(kind: str, stdout: str, artifact: str, companions: Sequence[str] = ()) -> list[Check]:
+    """smoke_checks.py's JSON lines -> named Checks, torch's and those of the ``companions`` installed beside it; a
+    check without a result line is a failure."""
     results = result_lines(stdout)
     checks = []
-    for name in smoke_checks.CHECKS:
+    for name in smoke_checks.check_names(companions):
         result = results.get(name)
         if result is None:
             message = "no result (smoke_checks.py stopped before this check)"

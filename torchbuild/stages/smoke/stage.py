@@ -34,7 +34,7 @@ from torchbuild.host.platform import host_platform
 from torchbuild.plan import Plan
 from torchbuild.platforms.windows import python_embed, wine
 from torchbuild.results import Check, StageResult
-from torchbuild.stages import Context, Stage
+from torchbuild.stages import Context, Stage, companion_artifact
 from torchbuild.stages.smoke.env import Backend, Env, parse_results
 from torchbuild.stages.smoke.resources import smoke_checks
 from torchbuild.stages.smoke.venv import VenvBackend, find_python, wheel_requirements
@@ -43,15 +43,30 @@ from torchbuild.stages.smoke.wine import WineBackend
 __all__ = ["parse_results", "reads", "run", "stage", "stage_name", "wheel_requirements"]
 
 INPUTS = {"wheel": "repaired_wheel", "conda": "conda_package"}  # environment -> the artifact installed into it
+# The companions installed beside torch in each environment where the Plan builds them, with checks of their own
+# (smoke_checks.COMPANION_CHECKS): their artifact of the environment's kind (repaired_wheel[torchaudio], ...).
+SMOKED = tuple(smoke_checks.COMPANION_CHECKS)
 
 
 def stage_name(kind: str) -> str:
     return f"smoke-{kind}"
 
 
-def reads(kind: str) -> tuple[str, ...]:
-    """What the stage of ``kind`` reads: its artifact; the conda environment also takes the wheel's requirements."""
+def _required(kind: str) -> tuple[str, ...]:
     return (INPUTS[kind],) if kind == "wheel" else (INPUTS[kind], INPUTS["wheel"])
+
+
+def reads(kind: str) -> tuple[str, ...]:
+    """What the stage of ``kind`` reads: its artifact; the conda environment also takes the wheel's requirements;
+    and the same kind of artifact of each companion with smoke checks, where the Plan builds it."""
+    return (*_required(kind), *(companion_artifact(INPUTS[kind], name) for name in SMOKED))
+
+
+def _companions(ctx: Context, kind: str) -> dict[str, Path]:
+    """The smoked companions' artifacts of ``kind`` that this run made (the Plan builds them), by name."""
+    built = [c.name for c in ctx.plan.companions if c.built and c.name in SMOKED]
+    found = {name: ctx.inputs.get(companion_artifact(INPUTS[kind], name)) for name in built}
+    return {name: artifact.path for name, artifact in found.items() if artifact is not None}
 
 
 def beside_host(plan: Plan) -> bool:
@@ -61,9 +76,11 @@ def beside_host(plan: Plan) -> bool:
     return plan.platform == host_platform()
 
 
-def _skipped(kind: str, reason: str, short: str | None = None) -> StageResult:
+def _skipped(plan: Plan, kind: str, reason: str, short: str | None = None) -> StageResult:
+    built = [c.name for c in plan.companions if c.built]
     checks = tuple(
-        Check(name=f"{kind}: {name}", status="skipped", message=f"skipped: {reason}") for name in smoke_checks.CHECKS
+        Check(name=f"{kind}: {name}", status="skipped", message=f"skipped: {reason}")
+        for name in smoke_checks.check_names(built)
     )
     return StageResult(status="skipped", checks=checks, message=f"skipped: {short or reason.split(' (')[0]}")
 
@@ -71,7 +88,7 @@ def _skipped(kind: str, reason: str, short: str | None = None) -> StageResult:
 def _inputs(ctx: Context, kind: str) -> dict[str, Path]:
     """The artifacts of the stage of ``kind``, by environment kind."""
     name = stage_name(kind)
-    wanted = reads(kind)
+    wanted = _required(kind)
     missing = [artifact for artifact in wanted if artifact not in ctx.inputs]
     if missing:
         raise StageFailed(
@@ -93,18 +110,19 @@ def backend_for(ctx: Context, kind: str) -> Backend | StageResult:
     if plan.platform == host:
         python = find_python(plan.python)
         if python is None:
-            return _skipped(kind, f"needs Python {plan.python} on this host (no working python{plan.python} on PATH)")
+            why = f"needs Python {plan.python} on this host (no working python{plan.python} on PATH)"
+            return _skipped(plan, kind, why)
         return VenvBackend(plan, python, _inputs(ctx, kind)["wheel"])
     if plan.platform != "win-64" or host != "linux-64":
-        return _skipped(kind, f"needs a {plan.platform} host (this host is {host})")
+        return _skipped(plan, kind, f"needs a {plan.platform} host (this host is {host})")
     found = wine.find()
     if found is None:
-        return _skipped(kind, f"needs a win-64 host or Wine ({wine.INSTALL_HINT}; this host is {host})",
+        return _skipped(plan, kind, f"needs a win-64 host or Wine ({wine.INSTALL_HINT}; this host is {host})",
                         f"needs a win-64 host or Wine ({wine.INSTALL_HINT})")  # fmt: skip
     pinned = plan.embeddable
     if pinned is None:
         missing = not_pinned(plan.embeddable_missing)
-        return _skipped(kind, str(missing), f"needs a win-64 host: {missing.short}")
+        return _skipped(plan, kind, str(missing), f"needs a win-64 host: {missing.short}")
     paths = _inputs(ctx, kind)
     name = stage_name(kind)
     try:  # a download whose sha256 is not the pinned one stops here, before anything runs
@@ -184,7 +202,8 @@ def run(ctx: Context, kind: str) -> StageResult:
     name = stage_name(kind)
     base = ctx.stage_dir(name)
     artifact = _inputs(ctx, kind)[kind]
-    env = Env(kind, _environment_root(base, kind, backend, artifact), artifact, ctx.stage_dir("logs") / f"{name}.log")
+    root = _environment_root(base, kind, backend, artifact)
+    env = Env(kind, root, artifact, ctx.stage_dir("logs") / f"{name}.log", _companions(ctx, kind))
     try:
         all_checks = _run_env(name, env, backend)
     finally:

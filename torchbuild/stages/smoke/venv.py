@@ -84,6 +84,23 @@ def wheel_requirements(wheel: Path) -> list[str]:
     return requirements
 
 
+def _rattler_install(env: Env, archive: Path) -> dict[str, Any]:
+    """One conda package linked into the environment's prefix by py-rattler (a child process)."""
+    try:
+        installed: dict[str, Any] = rattler_child.call(
+            "install_archive",
+            timeout=INSTALL_TIMEOUT_S,
+            archive=str(archive),
+            prefix=str(prefix(env)),
+            cache_dir=str(env.root / "pkgs"),
+        )
+    except rattler_child.RattlerError as exc:
+        raise BackendError(f"rattler install of {archive.name} into {env.root} failed: {exc}") from None
+    with env.log.open("a", encoding="utf-8") as handle:
+        handle.write(f"rattler install {archive} -> {prefix(env)}: {installed['record']}\n")
+    return installed
+
+
 def prefix(env: Env) -> Path:
     return env.root / "venv"
 
@@ -119,8 +136,10 @@ class VenvBackend:
         except uv.UvError as exc:
             raise BackendError(f"cannot make the venv {prefix(env)}: {exc}") from None
         if env.kind == "wheel":
-            _pip_install(env, [str(env.artifact), *self.extras()])
-            return f"fresh venv + uv pip install {env.artifact.name} {' '.join(self.extras())}"
+            beside = [str(path) for path in env.companions.values()]
+            _pip_install(env, [str(env.artifact), *beside, *self.extras()])
+            names = " ".join([env.artifact.name, *(Path(p).name for p in beside), *self.extras()])
+            return f"fresh venv + uv pip install {names}"
         return self._conda(env)
 
     def _conda(self, env: Env) -> str:
@@ -130,18 +149,9 @@ class VenvBackend:
             raise BackendError(f"the venv's site-packages is {_purelib(env)}, but {env.artifact.name} puts its "
                 f"files under {plan.conda.site_packages}: the package would not be importable",
             )
-        try:
-            installed = rattler_child.call(
-                "install_archive",
-                timeout=INSTALL_TIMEOUT_S,
-                archive=str(env.artifact),
-                prefix=str(prefix(env)),
-                cache_dir=str(env.root / "pkgs"),
-            )
-        except rattler_child.RattlerError as exc:
-            raise BackendError(f"rattler install of {env.artifact.name} into {env.root} failed: {exc}") from None
-        with env.log.open("a", encoding="utf-8") as handle:
-            handle.write(f"rattler install {env.artifact} -> {prefix(env)}: {installed['record']}\n")
+        installed = _rattler_install(env, env.artifact)
+        for companion in env.companions.values():  # beside it, as conda links them into one prefix
+            _rattler_install(env, companion)
         # Only the pytorch package comes from a conda file: its dependencies (sympy, filelock, ...) have no
         # package files here (the repodata is metadata only), so the wheel's own requirements come from pip. pip
         # sees the conda-installed torch by its .dist-info and leaves it alone; conda_origin() proves that.
@@ -153,14 +163,15 @@ class VenvBackend:
         from_pip = {canonicalize_name(Requirement(r).name) for r in requirements}
         not_from_pip = [d for d in installed["depends"] if canonicalize_name(d.split()[0]) not in from_pip]
         return (
-            f"venv prefix + rattler install {env.artifact.name} ({origin}) + uv pip install of the wheel's "
+            f"venv prefix + rattler install {' '.join([env.artifact.name, *(p.name for p in env.companions.values())])}"
+            f" ({origin}) + uv pip install of the wheel's "
             f"requirements and numpy; conda-only dependencies not installed: {', '.join(not_from_pip) or 'none'}"
         )
 
     def run_checks(self, env: Env) -> list[Check]:
         script = env.checks_script()
         torch_file = _purelib(env) / "torch" / "__init__.py"
-        argv = [str(python_of(env)), str(script), *expect_args(self.plan, str(torch_file))]
+        argv = [str(python_of(env)), str(script), *expect_args(self.plan, str(torch_file), list(env.companions))]
         try:
             proc = subprocess.run(
                 argv,
@@ -177,7 +188,7 @@ class VenvBackend:
             stdout = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
             stderr = f"[timed out after {CHECKS_TIMEOUT_S:.0f} s]"
         log_run(env, argv, stdout, stderr)
-        return parse_results(env.kind, stdout, env.artifact.name) + leftovers(env)
+        return parse_results(env.kind, stdout, env.artifact.name, list(env.companions)) + leftovers(env)
 
     def close(self) -> None:
         return None

@@ -161,6 +161,12 @@ class WineBackend:
                 python=plan.python, cache_dir=self.cache_dir, log=env.log,
             )  # fmt: skip
             what.append(f"{env.artifact.name} laid out as conda installs it; Library\\bin: {provided.describe()}")
+        for name, artifact in env.companions.items():  # its requirement on torch is the torch installed here
+            if env.kind == "wheel":
+                win_deps.install(artifact, root, scheme)
+            else:
+                extract.extract_package(artifact, root)
+            what.append(f"beside it {name}'s {artifact.name}")
         for dep in deps:
             win_deps.install(dep.wheel, root, scheme)
         what.append(f"{len(deps)} win_amd64 wheels: {', '.join(f'{d.name} {d.version}' for d in deps)}")
@@ -171,11 +177,12 @@ class WineBackend:
         session = self.session()
         script = env.checks_script()
         torch_file = wine.windows_path(prefix(env) / win_env.SITE_PACKAGES / "torch" / "__init__.py")
-        argv = [str(prefix(env) / "python.exe"), wine.windows_path(script), *expect_args(self.plan, torch_file)]
+        expect = expect_args(self.plan, torch_file, list(env.companions))
+        argv = [str(prefix(env) / "python.exe"), wine.windows_path(script), *expect]
         ran = session.run(argv, timeout=CHECKS_TIMEOUT_S, cwd=env.cwd)
         stderr = ran.stderr if ran.returncode is not None else f"{ran.stderr}\n[timed out after {CHECKS_TIMEOUT_S} s]"
         log_run(env, ["wine", *argv], ran.stdout, stderr)
-        checks = parse_results(env.kind, ran.stdout, env.artifact.name)
+        checks = parse_results(env.kind, ran.stdout, env.artifact.name, list(env.companions))
         checks = loader_verdicts(checks, result_lines(ran.stdout), prefix(env), ran.stderr)
         if env.kind == "conda":
             checks.append(script_check(env, session))

@@ -1,12 +1,13 @@
-"""verify of a companion's conda package (win-64 torchvision), read back from disk, in the environment it shares with
-torch's package:
+"""verify of a companion's conda package (win-64 torchvision, torchaudio), read back from disk, in the environment it
+shares with torch's package:
 
 - the package checks torch's package gets (conda-verify's C11xx, torchbuild's TB10x: checks/package.py);
 - TB111: it is the package the Plan names (name, version, build string) and its run requirements hold the Plan's,
   among them the cell's exact pytorch build (version AND build string), so that no solve pairs it with another torch;
 - TB112: every import of its DLLs and extensions resolves in a conda environment holding it and torch's package:
   inside itself (the importer's folder, ``<name>.libs``), in torch's package (torch/lib, torch.libs: the files its
-  info/paths.json lists), to what a run dependency installs (Library/bin), or to Python's, Windows' or the driver's.
+  info/paths.json lists), to what a run dependency installs (Library/bin), or to Python's, Windows' or the driver's;
+  the DLLs companions.yaml says it loads on demand (torchaudio's FFmpeg DLLs) are accepted and named.
 
 The joint solve (TB302: ``pytorch <companions>`` picks these builds together) is the verify stage's solve_check.
 """
@@ -64,8 +65,9 @@ def closure_check(pkg: CondaArchive, plan: Plan, companion: Companion, beside: S
     pes = [m.pe for m in pkg.files() if m.pe is not None]
     searched = [f"{site}/{d}" for d in (*SEARCHED, f"{companion.name}.libs")] + [LIBRARY_BIN]
     closure = pe.resolve(
-        pes, [*files, *beside], python=plan.python, search_dirs=searched, provided=plan.conda.provided_dlls
-    )
+        pes, [*files, *beside], python=plan.python, search_dirs=searched, provided=plan.conda.provided_dlls,
+        on_demand=companion.on_demand_dlls,
+    )  # fmt: skip
     gaps = [m.message.replace("in the wheel", "in the environment") for m in closure.missing]
     beside_set = set(beside)
     from_torch = sorted({r.needed.lower() for r in closure.resolved if r.target in beside_set})

@@ -12,6 +12,10 @@ native-only (loadcheck.py, wine.py). It needs no Python: the embeddable CPython'
 - TB108, the conda package: laid out as conda installs it, with ``Library\\bin`` holding the DLLs of its run
   dependencies from the vendor wheels (environments.py), which torch adds as a DLL directory in a conda environment;
   a run dependency that is one of the wheel's declared requirements gets the DLLs of that requirement's wheel.
+- TB113, each companion's conda package the Plan builds (torchvision, torchaudio): laid out in the same prefix
+  beside torch's package, its files loaded with torch's DLL directories and its own ``<name>.libs``. A file that
+  fails only for DLLs companions.yaml says it loads on demand (torio's FFmpeg extensions: avutil-58.dll ...) is
+  accepted and named ("loaded on demand: ... (FFmpeg, not shipped)"); any other missing DLL fails the check.
 
 A file that does not load fails the check naming it, the Windows error and what was missing (a DLL and who needs
 it, or DLL.Function). Where Wine, mingw-w64 or a pinned embeddable CPython is missing, both are skipped, saying why.
@@ -22,7 +26,7 @@ from __future__ import annotations
 import re
 import shutil
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING
 
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
 
 TB205 = define("TB205", "every DLL and extension of the wheel loads (LoadLibraryExW)")
 TB108 = define("TB108", "every DLL and extension loads in the conda layout (LoadLibraryExW)")
+TB113 = define("TB113", "every DLL and extension of the companion's package loads beside torch's (LoadLibraryExW)")
 PE_LOADED = (".dll", ".pyd")
 LIBRARY_BIN_MEMBER = re.compile(r"^[^/]+\.data/data/Library/bin/[^/]+$")  # <prefix>\Library\bin once installed
 SITE_MEMBER = re.compile(r"^[^/]+\.data/(purelib|platlib)/")  # below site-packages once installed
@@ -128,12 +133,21 @@ def _verdict(
 
 
 def loader_checks(
-    plan: Plan, wheel: Path | None, conda: Path | None, work: Path, cache_dir: Path, log: Path
+    plan: Plan,
+    wheel: Path | None,
+    conda: Path | None,
+    work: Path,
+    cache_dir: Path,
+    log: Path,
+    companions: Mapping[str, Path] | None = None,
 ) -> list[Check]:
-    """TB205 for the wheel, TB108 for the conda package (win-64 cells only)."""
+    """TB205 for the wheel, TB108 for the conda package, TB113 for each of ``companions`` (name -> its conda package)
+    beside it (win-64 cells only)."""
     if plan.platform != "win-64":
         return []
+    beside = dict(companions or {}) if conda is not None else {}
     wanted = [(code, path) for code, path in ((TB205, wheel), (TB108, conda)) if path is not None]
+    wanted += [(TB113, path) for path in beside.values()]
 
     def skip(reason: str) -> list[Check]:
         return [skipped(code, path, f"skipped: {reason}") for code, path in wanted]
@@ -166,7 +180,10 @@ def loader_checks(
                 declared = ", ".join(w.pin for w in plan.declared_libraries)
                 checks.append(_verdict(plan, TB205, wheel, run, where, log, declared, theirs))
             if conda is not None:
-                checks.append(_conda(plan, conda, base / "conda", session, exe, embedded, cache_dir, log, where))
+                check, dirs = _conda(plan, conda, base / "conda", session, exe, embedded, cache_dir, log, where)
+                checks.append(check)
+                for name, package in beside.items():
+                    checks.append(_companion(plan, name, package, base / "conda", session, exe, dirs, log, where))
     except UserError as exc:
         checks += [result(code, path, [f"the loader check could not run: {exc}"]) for code, path in wanted
                    if not any(c.code == code for c in checks)]  # fmt: skip
@@ -184,7 +201,8 @@ def _conda(
     cache_dir: Path,
     log: Path,
     where: str,
-) -> Check:
+) -> tuple[Check, list[str]]:
+    """TB108, and the DLL directories it loaded with (a companion's load adds its own)."""
     environments.python_env(embedded, root)
     python_files = set(_pe_files(root))
     extract.extract_package(conda, root)
@@ -207,5 +225,60 @@ def _conda(
     check = _verdict(plan, TB108, conda, run, where, log, declared, [environments.LIBRARY_BIN, *extra_dirs])
     if check.status == "passed":
         return Check(check.name, check.status, f"{check.message}; Library\\bin: {library.describe()}", check.code,
-                     check.file)  # fmt: skip
-    return check
+                     check.file), list(dirs)  # fmt: skip
+    return check, list(dirs)
+
+
+def on_demand_split(
+    failed: Sequence[loadcheck.Loaded], on_demand: Mapping[str, str]
+) -> tuple[list[loadcheck.Loaded], list[loadcheck.Loaded]]:
+    """The failed loads that failed only for DLLs loaded on demand (``on_demand``: DLL name, lower case -> library;
+    error 126 and every missing DLL one of them), and the others."""
+    accepted, others = [], []
+    for loaded in failed:
+        names = [m.split(" ", 1)[0].lower() for m in loaded.missing]
+        if loaded.code == 126 and names and all(n in on_demand for n in names):
+            accepted.append(loaded)
+        else:
+            others.append(loaded)
+    return accepted, others
+
+
+def on_demand_note(accepted: Sequence[loadcheck.Loaded], on_demand: Mapping[str, str]) -> str:
+    """"loaded on demand: avcodec-58.dll, ... (FFmpeg, not shipped) by torio/lib/libtorio_ffmpeg6.pyd, ..."."""
+    by_library: dict[str, set[str]] = {}
+    for loaded in accepted:
+        for missing in loaded.missing:
+            name = missing.split(" ", 1)[0].lower()
+            by_library.setdefault(on_demand[name], set()).add(name)
+    files = ", ".join(loaded.file for loaded in accepted)
+    return "; ".join(
+        f"loaded on demand: {', '.join(sorted(names))} ({library}, not shipped) by {files}"
+        for library, names in sorted(by_library.items())
+    )
+
+
+def _companion(
+    plan: Plan,
+    name: str,
+    package: Path,
+    root: Path,
+    session: wine.Session,
+    exe: Path,
+    dirs: Sequence[str],
+    log: Path,
+    where: str,
+) -> Check:
+    """TB113: ``package`` laid out in the conda layout ``root`` that holds torch's package, its own files loaded."""
+    companion = next(c for c in plan.companions if c.name == name)
+    before = set(_pe_files(root))
+    extract.extract_package(package, root)
+    files = [f for f in _pe_files(root) if f not in before]
+    own = f"{plan.conda.site_packages}/{name}.libs"
+    run = loadcheck.check(session, exe, root, files, python_dir=".", dll_dirs=[*dirs, own])
+    run.write_log(log, f"the conda layout of {package.name} beside torch's")
+    accepted, failed = on_demand_split(run.failed, companion.on_demand_dlls)
+    note = f"{len(run.results)} files loaded beside torch's package {where}, the VC runtime native-only"
+    if accepted:
+        note += "; " + on_demand_note(accepted, companion.on_demand_dlls)
+    return result(TB113, package, [r.describe() for r in failed], note)

@@ -268,8 +268,9 @@ def run(ctx: Context) -> StageResult:
         checks += check_wheel(wheel.path, plan.wheel, plan.conda.filename.removesuffix(".conda"))
     log = ctx.stage_dir("logs") / "verify-loadcheck.log"
     checks += loader_checks(
-        plan, wheel.path if wheel else None, conda.path if conda else None, work, ctx.options.cache_dir, log
-    )
+        plan, wheel.path if wheel else None, conda.path if conda else None, work, ctx.options.cache_dir, log,
+        {name: artifact.path for name, artifact in built.items()},
+    )  # fmt: skip
     report = work / "checks.json"
     _write(checks, report)
 

@@ -40,6 +40,7 @@ class Expect:
     cudnn_version: str | None = None  # X.Y.Z of the cuDNN the wheel's declared requirement pins
     # file names of the libraries the wheel's declared requirements install: each one loaded must be the environment's
     from_environment: tuple[str, ...] = ()
+    torchaudio: str | None = None  # the release of torchaudio installed beside torch (its checks run only then)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ aborting the process) or ends without every result is not trusted: each of its c
 own, so a crash fails its one check and leaves the others to run.
 
     python smoke_checks.py --expect-version 2.13.0+cpu --expect-cuda cpu [--expect-cudnn 9] \
-        [--expect-torch-file PATH] [--only NAME ...]
+        [--expect-torch-file PATH] [--expect-torchaudio 2.5.1] [--only NAME ...]
 
 prints one JSON object per line on stdout, one per check:
     {"check": "import", "status": "passed" | "failed" | "skipped", "message": "...", "output": "..."}
@@ -28,7 +28,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 if __package__:
-    from torchbuild.stages.smoke.resources import checks_core, checks_more
+    from torchbuild.stages.smoke.resources import checks_audio, checks_core, checks_more
     from torchbuild.stages.smoke.resources.smoke_base import (
         CHECK_TIMEOUT_S,
         CheckFailed,
@@ -41,6 +41,7 @@ if __package__:
 else:  # run in a test environment: the siblings are in this file's folder (which an embeddable CPython's ._pth
     # file leaves off sys.path)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import checks_audio  # type: ignore[import-not-found,no-redef]
     import checks_core  # type: ignore[import-not-found,no-redef]
     import checks_more  # type: ignore[import-not-found,no-redef]
     from smoke_base import (  # type: ignore[import-not-found,no-redef]
@@ -53,11 +54,16 @@ else:  # run in a test environment: the siblings are in this file's folder (whic
         tail,
     )
 
-__all__ = ["CHECKS", "CHECK_TIMEOUT_S", "DATALOADER_SCRIPT", "PROCESSES", "clean_env", "gpu_present", "main"]
+__all__ = [
+    "CHECKS", "CHECK_TIMEOUT_S", "COMPANION_CHECKS", "DATALOADER_SCRIPT", "PROCESSES", "check_names", "clean_env",
+    "gpu_present", "main",
+]  # fmt: skip
 
 CHILD_FLAG = "--child"
 JOBS = 2
-CHECKS: dict[str, Callable[[Expect], Outcome]] = {**checks_core.CHECKS, **checks_more.CHECKS}
+CHECKS: dict[str, Callable[[Expect], Outcome]] = {**checks_core.CHECKS, **checks_more.CHECKS, **checks_audio.CHECKS}
+# A companion's checks, run only where it is installed beside torch (``--expect-<name>``).
+COMPANION_CHECKS: dict[str, tuple[str, ...]] = {"torchaudio": tuple(checks_audio.CHECKS)}
 # The checks that share a child process, in the order they run there (checks_core.py and checks_more.py say why);
 # every check is in exactly one. The cheap checks of checks_more.py join the core's first process (torch imported
 # once), after its own.
@@ -65,11 +71,18 @@ PROCESSES: tuple[tuple[str, ...], ...] = (
     (*checks_core.PROCESSES[0], *checks_more.WITH_IMPORT),
     *checks_core.PROCESSES[1:],
     *checks_more.PROCESSES,
+    *checks_audio.PROCESSES,
 )
 DATALOADER_SCRIPT: str = checks_core.DATALOADER_SCRIPT
 
 
 # --- running ---------------------------------------------------------------------------------------------
+
+
+def check_names(companions: Sequence[str] = ()) -> list[str]:
+    """The checks that run in an environment with ``companions`` installed beside torch: torch's and theirs."""
+    left_out = {n for name, checks in COMPANION_CHECKS.items() if name not in companions for n in checks}
+    return [name for name in CHECKS if name not in left_out]
 
 
 def _child(names: Sequence[str], expect: Expect) -> subprocess.CompletedProcess[str] | None:
@@ -149,6 +162,8 @@ def _expect_args(expect: Expect) -> list[str]:
         args += ["--expect-cudnn-version", expect.cudnn_version]
     if expect.from_environment:
         args += ["--expect-from-environment", ",".join(expect.from_environment)]
+    if expect.torchaudio:
+        args += ["--expect-torchaudio", expect.torchaudio]
     return args
 
 
@@ -172,6 +187,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--expect-torch-file", default=None)
     parser.add_argument("--expect-cudnn-version", default=None, help="X.Y.Z: the cuDNN the wheel's requirement pins")
     parser.add_argument("--expect-from-environment", default="", help="library file names, comma-separated")
+    parser.add_argument("--expect-torchaudio", default=None, help="torchaudio's release, installed beside torch")
     parser.add_argument("--only", action="append", choices=list(CHECKS), default=None)
     parser.add_argument("--jobs", type=int, default=JOBS, help="checks run at the same time (default %(default)s)")
     parser.add_argument(CHILD_FLAG, action="append", choices=list(CHECKS), default=None, help=argparse.SUPPRESS)
@@ -182,14 +198,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     expect = Expect(
         args.expect_version, args.expect_cuda, args.expect_cudnn, args.expect_torch_file, args.expect_cudnn_version,
-        tuple(name for name in args.expect_from_environment.split(",") if name),
+        tuple(name for name in args.expect_from_environment.split(",") if name), args.expect_torchaudio,
     )
     if args.child:
         for name in args.child:
             print(json.dumps(run_one(name, expect)), flush=True)
         return 0
-    names = args.only or list(CHECKS)
-    processes = [shared for shared in (tuple(n for n in group if n in names) for group in PROCESSES) if shared]
+    wanted = args.only or check_names(["torchaudio"] if expect.torchaudio else [])
+    processes = [shared for shared in (tuple(n for n in group if n in wanted) for group in PROCESSES) if shared]
     # The child processes are independent of each other: two at a time on two cores, after the first alone (its
     # import of torch writes torch's bytecode, which a fresh environment lacks, once for the others: 3-4 s less CPU
     # than each compiling it at once). The results are printed in the checks' order.
@@ -197,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         rest = list(pool.map(lambda group: _run_shared(group, expect), processes[1:]))
     found = {r["check"]: r for rs in [*first, *rest] for r in rs}
-    results = [found[name] for name in names]
+    results = [found[name] for name in wanted]
     for result in results:
         print(json.dumps(result), flush=True)
     return 1 if any(result["status"] == "failed" for result in results) else 0
