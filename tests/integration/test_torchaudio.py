@@ -36,7 +36,10 @@ def _checks(workspace: Path, stage: str) -> list[dict[str, str]]:
     return list(found["checks"])
 
 
+# About 6.5 minutes on 2 cores (the whole win-64 cell of three packages under Wine): the nightly runs it, so that
+# CI stays within its time; the unit tests of tests/unit/test_on_demand.py run in CI.
 @pytest.mark.slow
+@pytest.mark.nightly
 def test_torchaudio_goes_through_every_stage_beside_torch_and_torchvision(tmp_path: Path) -> None:
     if wine.find() is None:
         pytest.skip("skipped: needs Wine (apt-get install wine64)")
