@@ -20,6 +20,8 @@ from tests.builders import make_wheel, torch_plan
 from tests.conftest import REPODATA, ROOT
 from tests.pe_fixtures import PeFixtures, build
 from torchbuild.config.options import RunOptions
+from torchbuild.host import downloads
+from torchbuild.platforms.closure import joint_openmp
 from torchbuild.platforms.windows import pe, wine
 from torchbuild.stages.source import fetch
 
@@ -74,7 +76,9 @@ def torch_win_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def win_run(torch_win_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     workspace = tmp_path_factory.mktemp("win")
-    return Run(workspace, pipeline(workspace, "--wheel", str(torch_win_wheel)))
+    # torchaudio 2.5.1 is left out: beside torch 2.5.1 it loads a second OpenMP runtime (verify's TB114; the test below
+    # and tests/integration/test_torchaudio.py)
+    return Run(workspace, pipeline(workspace, "--wheel", str(torch_win_wheel), "--packages", "torch,torchvision"))
 
 
 @pytest.mark.slow
@@ -202,10 +206,32 @@ def test_torchvision_package_pins_the_exact_pytorch_build_and_solves_with_it(win
     assert "from torch's package: c10.dll, torch_cpu.dll" in checks[("TB112", VISION_CONDA)]["message"]
     joint = checks[("TB302", "pytorch-2.5.1-py3.11_cpu_0.conda")]
     assert joint["status"] == "passed", joint["message"]
-    assert joint["message"].startswith(  # the default packages: torchaudio 2.5.1 is built beside them (win-64)
-        "pytorch-2.5.1-py3.11_cpu_0 and torchaudio-2.5.1-py3.11_cpu_0 and torchvision-0.20.1-py3.11_cpu_0 from the "
-        "new packages' channel"
+    assert joint["message"].startswith(
+        "pytorch-2.5.1-py3.11_cpu_0 and torchvision-0.20.1-py3.11_cpu_0 from the new packages' channel"
     )
+    openmp = checks[("TB114", "pytorch-2.5.1-py3.11_cpu_0.conda")]
+    assert openmp["status"] == "passed" and openmp["message"].startswith(
+        "import torch, torchvision: libiomp5md.dll (Intel's OpenMP) imported by torch (Lib/site-packages/torch/"
+    ), openmp
+
+
+@pytest.mark.slow
+def test_torch_and_torchaudio_2_5_1_as_pypi_ships_them_load_two_openmp_runtimes(
+    win_run: Run, tmp_path: Path
+) -> None:
+    """PyPI's torchaudio 2.5.1 (the pair of torch 2.5.1): alone, each wheel imports one OpenMP runtime; together,
+    torch's libiomp5md.dll and torchaudio's vcomp140.dll are two in the process of `import torch, torchaudio`."""
+    plan = torch_plan("win-64", "cpu", "3.11", "2.5.1")
+    audio = next(c for c in plan.companions if c.name == "torchaudio")
+    wheel = downloads.pinned_wheel(
+        "torchaudio==2.5.1", audio.wheel, audio.sha256, plan.pip_target, RunOptions().cache_dir, tmp_path / "pip.log",
+        "torchbuild/data/companions.yaml",
+    )  # fmt: skip
+    torch, torchaudio = pe.check_wheel(win_run.repaired, python="3.11"), pe.check_wheel(wheel, python="3.11")
+    assert torch.openmp_check().status == "passed" and torchaudio.openmp_check().status == "passed"
+    problem, _line = joint_openmp({"torch": torch.openmp_runtimes(), "torchaudio": torchaudio.openmp_runtimes()})
+    assert problem.startswith("import torch, torchaudio loads 2 OpenMP runtimes into one process: libiomp5md.dll")
+    assert "vcomp140.dll (MSVC's vcomp) imported by torchaudio (torchaudio/lib/libtorchaudio.pyd)" in problem
 
 
 @pytest.mark.slow

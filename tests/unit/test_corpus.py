@@ -120,3 +120,17 @@ def test_the_summary_names_each_failed_pair_with_why(corpus: ModuleType, tmp_pat
     assert "- `2.13.0/3.13`: FAILED in verify: verify: 1 of 63 checks failed: TB102 ..." in out
     assert "| `2.13.0/3.12` | ✅ passed under Wine 8.0: 28/28 checks passed | imports libiomp5md.dll" in out
     assert "| `2.15.0/3.12` | " in out and "the configured indexes offer no such wheel" in out
+
+
+def test_the_openmp_scan_takes_each_release_once_with_its_newest_python_and_refuses_an_unknown_one() -> None:
+    spec = importlib.util.spec_from_file_location("openmp_bench", ROOT / "bench" / "openmp.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    chosen = module.releases(["2.5.1", "1.8.0"])
+    assert [(p.torch, p.python) for p in chosen] == [("1.8.0", "3.9"), ("2.5.1", "3.12")]
+    assert len(module.releases([])) == len({p.torch for p in module.corpus.pairs() if p.platform == "win-64"})
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "openmp.py"), "--only", "9.9.9"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip() == "--only: 9.9.9 is not a release in torchbuild/data/releases.yaml"

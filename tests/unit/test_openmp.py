@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from torchbuild.platforms.closure import openmp_family
+from torchbuild.platforms.closure import OpenMpRuntime, joint_openmp, openmp_family
 from torchbuild.platforms.linux import elf
 from torchbuild.platforms.linux.elf import ElfInfo
 from torchbuild.platforms.windows import pe
@@ -123,6 +123,45 @@ def test_a_runtime_left_to_a_run_dependency_counts_as_one(tmp_path: Path) -> Non
     report = pe.resolve([info], ["torch/lib/torch_cpu.dll"], python="3.12", provided={"libiomp5md.dll": "intel-openmp"})
     assert report.openmp_check().status == "passed"
     assert report.openmp_runtimes()[0].where == ("installed by intel-openmp",)
+
+
+def _package(root: Path, dlls: dict[str, list[str]]) -> pe.ClosureReport:
+    """One package's closure: each DLL (a path below ``root``) importing the runtimes, left to the machine."""
+    for path, runtimes in dlls.items():
+        dll_importing(root / Path(path).parent, Path(path).name, runtimes)
+    return pe.check_tree(root, python="3.11")
+
+
+def test_torch_and_a_companion_each_with_one_runtime_fail_together_naming_both(tmp_path: Path) -> None:
+    # torch 2.5.1 + torchaudio 2.5.1 (win_amd64, as PyPI ships them): torch_cpu.dll and fbgemm.dll import
+    # libiomp5md.dll, torchaudio's libtorchaudio.pyd vcomp140.dll; each package alone has one runtime
+    torch = _package(tmp_path / "torch", {"torch/lib/torch_cpu.dll": ["libiomp5md.dll"],
+                                          "torch/lib/fbgemm.dll": ["libiomp5md.dll"]})  # fmt: skip
+    audio = _package(tmp_path / "audio", {"torchaudio/lib/libtorchaudio.pyd": ["vcomp140.dll"]})
+    assert torch.openmp_check().status == audio.openmp_check().status == "passed"
+    problem, line = joint_openmp({"torch": torch.openmp_runtimes(), "torchaudio": audio.openmp_runtimes()})
+    assert line == ""
+    assert problem.startswith(
+        "import torch, torchaudio loads 2 OpenMP runtimes into one process: libiomp5md.dll (Intel's OpenMP) imported "
+        "by torch (torch/lib/fbgemm.dll, torch/lib/torch_cpu.dll) | vcomp140.dll (MSVC's vcomp) imported by "
+        "torchaudio (torchaudio/lib/libtorchaudio.pyd): each keeps its own thread pool"
+    )
+
+
+def test_one_runtime_name_across_packages_is_one_runtime_and_a_hashed_copy_is_another(tmp_path: Path) -> None:
+    torch = _package(tmp_path / "torch", {"torch/lib/torch_cpu.dll": ["vcomp140.dll"]})
+    audio = _package(tmp_path / "audio", {"torchaudio/lib/libtorchaudio.pyd": ["vcomp140.dll"]})
+    vision = _package(tmp_path / "vision", {"torchvision/_C.pyd": []})
+    runtimes = {"torch": torch.openmp_runtimes(), "torchaudio": audio.openmp_runtimes(),
+                "torchvision": vision.openmp_runtimes()}  # fmt: skip
+    assert joint_openmp(runtimes) == (
+        "",
+        "import torch, torchaudio, torchvision: vcomp140.dll (MSVC's vcomp) imported by torch "
+        "(torch/lib/torch_cpu.dll); torchaudio (torchaudio/lib/libtorchaudio.pyd) in the process",
+    )
+    hashed = OpenMpRuntime("vcomp140-1a2b3c4d.dll", "MSVC's vcomp", ("torchaudio.libs/x.pyd",), ("torchaudio.libs",))
+    problem, _line = joint_openmp({"torch": torch.openmp_runtimes(), "torchaudio": (hashed,)})
+    assert "2 OpenMP runtimes" in problem and "vcomp140-1a2b3c4d.dll (MSVC's vcomp) imported by torchaudio" in problem
 
 
 def _elf(path: str, needed: tuple[str, ...]) -> ElfInfo:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -214,3 +214,26 @@ def left_to_dependencies(report: ClosureReport[F]) -> str:
         if hit.via == "dependency":
             by_provider.setdefault(hit.target.rpartition("installed by ")[2], set()).add(hit.needed)
     return "; ".join(f"{', '.join(sorted(names))} from {who}" for who, names in sorted(by_provider.items()))
+
+
+def joint_openmp(runtimes: Mapping[str, Sequence[OpenMpRuntime]]) -> tuple[str, str]:
+    """(problem or "", line) for one process that imports several packages (torch and its companions): each package
+    (name -> the OpenMP runtimes its libraries and extensions import) may be fine alone and still bring a second
+    runtime into the process. Two imports of one name are one runtime: the loader reuses a library already loaded
+    under that name (Windows: the module's base name; Linux: its soname), so a vendored copy with a hashed name counts
+    again."""
+    by_name: dict[str, tuple[str, list[str]]] = {}
+    for package, found in runtimes.items():
+        for runtime in found:
+            entry = by_name.setdefault(runtime.name, (runtime.family, []))
+            entry[1].append(f"{package} ({', '.join(runtime.importers)})")
+    described = [f"{name} ({family}) imported by {'; '.join(who)}" for name, (family, who) in sorted(by_name.items())]
+    together = ", ".join(runtimes)
+    if len(by_name) < 2:
+        return "", f"import {together}: " + (described[0] if described else "no OpenMP runtime") + " in the process"
+    problem = (
+        f"import {together} loads {len(by_name)} OpenMP runtimes into one process: {' | '.join(described)}: each keeps "
+        "its own thread pool (Intel's aborts with 'OMP: Error #15' beside another copy of itself, the others can give "
+        "wrong results silently, pytorch/pytorch#193784)"
+    )
+    return problem, ""

@@ -9,6 +9,9 @@ shares with torch's package:
   info/paths.json lists), to what a run dependency installs (Library/bin), or to Python's, Windows' or the driver's;
   the DLLs companions.yaml says it loads on demand (torchaudio's FFmpeg DLLs) are accepted and named.
 
+- TB114: ``import torch, <companions>`` loads one OpenMP runtime: the runtimes the packages' binaries import, torch's
+  included, counted by name across them (each package's own P103 sees only itself).
+
 The joint solve (TB302: ``pytorch <companions>`` picks these builds together) is the verify stage's solve_check.
 """
 
@@ -21,12 +24,14 @@ from torchbuild.conda.archive import TB100, CondaArchive, PackageUnreadable, pat
 from torchbuild.conda.checks.package import run_checks
 from torchbuild.config.pairing import Companion
 from torchbuild.plan import Plan
+from torchbuild.platforms.closure import OpenMpRuntime, joint_openmp
 from torchbuild.platforms.windows import pe
 from torchbuild.results import Artifact, Check, define, result, skipped
 from torchbuild.stages.verify.environment import LIBRARY_BIN, SEARCHED
 
 TB111 = define("TB111", "the companion's package is the Plan's and pins the cell's exact pytorch build")
 TB112 = define("TB112", "every DLL import of the companion's package resolves beside torch's package")
+TB114 = define("TB114", "one OpenMP runtime in a process that imports torch and its companions")
 
 
 def plan_problems(pkg: CondaArchive, plan: Plan, companion: Companion) -> list[str]:
@@ -58,8 +63,11 @@ def torch_files(torch_package: Path) -> list[str]:
     return [str(entry["_path"]) for entry in entries]
 
 
-def closure_check(pkg: CondaArchive, plan: Plan, companion: Companion, beside: Sequence[str]) -> Check:
-    """TB112: the companion's PE files resolve with torch's package's files (``beside``) in the same prefix."""
+def closure_check(
+    pkg: CondaArchive, plan: Plan, companion: Companion, beside: Sequence[str]
+) -> tuple[Check, tuple[OpenMpRuntime, ...]]:
+    """TB112: the companion's PE files resolve with torch's package's files (``beside``) in the same prefix; and the
+    OpenMP runtimes they import."""
     site = plan.conda.site_packages
     files = [m.name for m in pkg.files()]
     pes = [m.pe for m in pkg.files() if m.pe is not None]
@@ -72,12 +80,26 @@ def closure_check(pkg: CondaArchive, plan: Plan, companion: Companion, beside: S
     beside_set = set(beside)
     from_torch = sorted({r.needed.lower() for r in closure.resolved if r.target in beside_set})
     note = f"{closure.summary()}; from torch's package: {', '.join(from_torch) or 'nothing'}"
-    return result(TB112, pkg.path, gaps + [b.reason for b in closure.bad], note)
+    return result(TB112, pkg.path, gaps + [b.reason for b in closure.bad], note), closure.openmp_runtimes()
 
 
-def companion_checks(plan: Plan, packages: Mapping[str, Artifact], torch_package: Artifact | None) -> list[Check]:
-    """Every check of each companion package in ``packages`` (companion name -> its artifact)."""
+def joint_openmp_check(where: Path, runtimes: Mapping[str, Sequence[OpenMpRuntime]]) -> Check:
+    """TB114: ``import torch, <companions>`` has one OpenMP runtime in its process (each package's own P103 sees only
+    itself: torch 2.5.1's torch_cpu.dll imports libiomp5md.dll, torchaudio 2.5.1's libtorchaudio.pyd vcomp140.dll)."""
+    problem, line = joint_openmp(runtimes)
+    return result(TB114, where, [problem] if problem else [], line)
+
+
+def companion_checks(
+    plan: Plan,
+    packages: Mapping[str, Artifact],
+    torch_package: Artifact | None,
+    torch_openmp: Sequence[OpenMpRuntime] | None = None,
+) -> list[Check]:
+    """Every check of each companion package in ``packages`` (companion name -> its artifact), and TB114 over torch's
+    package (``torch_openmp``: the OpenMP runtimes its binaries import; None where not read) and them."""
     checks: list[Check] = []
+    openmp: dict[str, Sequence[OpenMpRuntime]] = {} if torch_openmp is None else {"torch": torch_openmp}
     beside: list[str] | None = None
     for companion in plan.companions:
         artifact = packages.get(companion.name)
@@ -94,5 +116,8 @@ def companion_checks(plan: Plan, packages: Mapping[str, Artifact], torch_package
             checks.append(skipped(TB112, pkg.path, "no conda package of torch to resolve against"))
             continue
         beside = beside if beside is not None else torch_files(torch_package.path)
-        checks.append(closure_check(pkg, plan, companion, beside))
+        check, openmp[companion.name] = closure_check(pkg, plan, companion, beside)
+        checks.append(check)
+    if torch_package is not None and "torch" in openmp and len(openmp) > 1:
+        checks.append(joint_openmp_check(torch_package.path, openmp))
     return checks

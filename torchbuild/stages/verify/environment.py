@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from torchbuild.conda.archive import CondaArchive
 from torchbuild.config import dll_providers
+from torchbuild.platforms.closure import ClosureReport
 from torchbuild.platforms.windows import pe, vc_runtime
 from torchbuild.results import Check, define, result, skipped
 from torchbuild.wheel.repair_report import RepairReport
@@ -37,17 +38,27 @@ def _providers(name: str, provided: Mapping[str, str]) -> list[str]:
     return sorted({pkg for pattern, pkg in provided.items() if dll_providers.matches(name, [pattern])})
 
 
-def environment_checks(pkg: CondaArchive, plan: Plan, report: RepairReport | None) -> list[Check]:
+def environment_closure(pkg: CondaArchive, plan: Plan) -> ClosureReport[pe.PeInfo]:
+    """Every import of the (win-64) package's PE files, resolved as in a conda environment."""
+    site = plan.conda.site_packages
+    files = [m.name for m in pkg.files()]
+    pes = [m.pe for m in pkg.files() if m.pe is not None]
+    return pe.resolve(
+        pes, files, python=plan.python, search_dirs=[f"{site}/{d}" for d in SEARCHED] + [LIBRARY_BIN],
+        provided=plan.conda.provided_dlls,
+    )  # fmt: skip
+
+
+def environment_checks(
+    pkg: CondaArchive, plan: Plan, report: RepairReport | None, closure: ClosureReport[pe.PeInfo] | None = None
+) -> list[Check]:
+    """TB105-TB107 and P103 (``closure``: the package's environment_closure, where the caller has it already)."""
     if not pkg.is_windows:
         reason = f"not a Windows package ({pkg.subdir})"
         return [skipped(code, pkg.path, reason) for code in (TB105, TB106, TB107)]
     provided = plan.conda.provided_dlls
-    site = plan.conda.site_packages
     files = [m.name for m in pkg.files()]
-    pes = [m.pe for m in pkg.files() if m.pe is not None]
-    closure = pe.resolve(
-        pes, files, python=plan.python, search_dirs=[f"{site}/{d}" for d in SEARCHED] + [LIBRARY_BIN], provided=provided
-    )
+    closure = closure or environment_closure(pkg, plan)
     gaps = [m.message.replace("in the wheel", "in the package") for m in closure.missing]
     checks = [result(TB105, pkg.path, gaps + [b.reason for b in closure.bad], closure.summary())]
 

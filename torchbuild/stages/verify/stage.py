@@ -32,10 +32,11 @@ from torchbuild.config import datafiles
 from torchbuild.errors import StageFailed
 from torchbuild.host.files import write_atomic
 from torchbuild.plan import Plan
+from torchbuild.platforms.closure import OpenMpRuntime
 from torchbuild.results import Artifact, Check, StageResult, define, failures, result, sha256_of, skipped, summary
 from torchbuild.stages import Context, Stage, companion_artifact, companion_artifacts
 from torchbuild.stages.verify import companion
-from torchbuild.stages.verify.environment import environment_checks
+from torchbuild.stages.verify.environment import environment_checks, environment_closure
 from torchbuild.stages.verify.loader import loader_checks
 from torchbuild.wheel.checks import TB207, check_wheel
 from torchbuild.wheel.repair_report import RepairReport
@@ -224,7 +225,9 @@ def _chosen(solution: Sequence[Any], names: set[str]) -> list[str]:
 
 def conda_checks(
     artifact: Artifact, plan: Plan, repodata: Path | None, work: Path, report: RepairReport | None = None
-) -> list[Check]:
+) -> tuple[list[Check], tuple[OpenMpRuntime, ...] | None]:
+    """The package's checks, and the OpenMP runtimes its binaries import (None where not read: not a win-64
+    package, or unreadable) for the check of the process it shares with the companions."""
     # The solve (rattler, in a process of its own) runs while this one reads the package back.
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         solved = pool.submit(solve_check, artifact.path, plan, repodata, work)
@@ -232,14 +235,16 @@ def conda_checks(
             pkg = read_package(artifact.path)
         except PackageUnreadable as exc:
             reason = "the package could not be read (TB100)"
-            return [result(TB100, artifact.path, [str(exc)]), skipped(TB301, artifact.path, reason)]
-        return [
+            return [result(TB100, artifact.path, [str(exc)]), skipped(TB301, artifact.path, reason)], None
+        closure = environment_closure(pkg, plan) if pkg.is_windows else None
+        checks = [
             result(TB100, pkg.path, [], f"{pkg.format}, {len(pkg.files()):,} payload files"),
             *run_checks(pkg),
             result(TB104, pkg.path, plan_problems(pkg, plan, artifact), f"{plan.conda.filename} as planned"),
-            *environment_checks(pkg, plan, report),
+            *environment_checks(pkg, plan, report, closure),
             solved.result(),
         ]
+        return checks, closure.openmp_runtimes() if closure else None
 
 
 def _write(checks: Sequence[Check], path: Path) -> None:
@@ -256,11 +261,13 @@ def run(ctx: Context) -> StageResult:
     checks: list[Check] = []
     repair = ctx.inputs.get("repair_report")
     repaired = RepairReport.read(repair.path) if repair else None
+    torch_openmp = None
     if conda is not None:
-        checks += conda_checks(conda, plan, ctx.options.repodata, work, repaired)
+        found, torch_openmp = conda_checks(conda, plan, ctx.options.repodata, work, repaired)
+        checks += found
     built = {c.name: a for c in plan.companions if (a := ctx.inputs.get(companion_artifact("conda_package", c.name)))}
     if built:
-        checks += companion.companion_checks(plan, built, conda)
+        checks += companion.companion_checks(plan, built, conda, torch_openmp)
         if conda is not None:
             paths = {name: artifact.path for name, artifact in built.items()}
             checks.append(solve_check(conda.path, plan, ctx.options.repodata, work, paths))
