@@ -11,6 +11,7 @@ import pytest
 
 from tests.builders import torch_plan
 from tests.conftest import REPODATA
+from tests.unit.test_cli import pipeline
 from torchbuild.config import era_names
 from torchbuild.errors import UserError
 from torchbuild.stages.conda import era, recipe
@@ -121,3 +122,21 @@ def test_bad_data_is_refused_naming_the_file(raw: dict[str, Any], message: str) 
     with pytest.raises(UserError) as refused:
         era_names.parse(raw)
     assert message in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("cell", "line"),
+    [
+        (("win-64", "8.0", "1.0.0"), "2018 names                        cuda80-1.0-0 (track_features cuda80); "
+                                     "this build has features cuda80"),
+        (("win-64", "cpu", "1.0.1"), "pytorch-cpu (this package renamed); torchvision-cpu (its torchvision)"),
+        (("linux-64", "cpu", "1.0.1"), "2018 names                       pytorch-cpu (this package renamed)\n"),
+    ],
+)  # fmt: skip
+def test_the_plan_command_names_them(cell: tuple[str, str, str], line: str) -> None:
+    platform, cuda, torch = cell
+    result = pipeline("plan", "--platform", platform, "--cuda", cuda, "--py", "3.6", "--torch", torch)
+    assert result.returncode == 0, result.stderr
+    assert line in result.stdout
+    modern = pipeline("plan", "--platform", "win-64", "--cuda", "cpu", "--py", "3.11", "--torch", "2.5.1")
+    assert "2018 names" not in modern.stdout
