@@ -39,10 +39,6 @@ pytestmark = [
 ]
 
 
-def _plan(cuda: str) -> Plan:
-    return torch_plan(platform="win-64", cuda=cuda, python=PYTHON, torch=TORCH)
-
-
 def _fixture_torchvision(directory: Path, plan: Plan) -> Path:
     """FIXTURE: a pure-Python wheel under the name of PyPI's torchvision the Plan pairs with its torch."""
     companion = next(c for c in plan.companions if c.name == "torchvision")
@@ -57,18 +53,22 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     root = tmp_path_factory.mktemp("era-names")
     options = RunOptions(repodata=REPODATA, compression_level=3)
     records: dict[str, dict[str, object]] = {}
-    for cuda in ("cpu", "8.0", "9.0"):
-        plan = _plan(cuda)
-        fixtures = root / "fixtures" / cuda
+    # The second CUDA 8.0 cell (Python 3.7, another source time) publishes cuda80-1.0-0 again: the same file, or the
+    # channel would refuse it under its published name.
+    for cuda, python, epoch in (("cpu", PYTHON, 0), ("8.0", PYTHON, 0), ("9.0", PYTHON, 0), ("8.0", "3.7", 86400)):
+        plan = torch_plan(platform="win-64", cuda=cuda, python=python, torch=TORCH)
+        fixtures = root / "fixtures" / f"{cuda}-{python}"
         wheel = tiny_torch_wheel(fixtures, plan)  # FIXTURE torch wheel
         vision = _fixture_torchvision(fixtures / "vision", plan)
         inputs = {
             "repaired_wheel": Artifact.of(wheel),
-            "source_info": source_info(fixtures / "source", wheel),
+            "source_info": source_info(fixtures / "source", wheel, epoch=1_700_000_000 + epoch),
             companion_artifact("repaired_wheel", "torchvision"): Artifact.of(vision),
         }
         made = conda.run(Context(plan=plan, root=root, options=options, inputs=inputs)).outputs
-        publish_stage.run(Context(plan=plan, root=root, options=options, inputs={**inputs, **made}))
+        said = publish_stage.run(Context(plan=plan, root=root, options=options, inputs={**inputs, **made})).message
+        if python != PYTHON:
+            assert "win-64/cuda80-1.0-0.conda (unchanged)" in said, said
     channel = root / plan.channel
     stripped = root / "solvable"
     for subdir in ("win-64", "noarch"):

@@ -74,6 +74,7 @@ def test_selectors_have_the_shape_of_the_real_metapackages() -> None:
         assert (record["version"], record["depends"], record["track_features"]) == (
             table.selector_version, [], era_names.selector_name(cuda)
         )  # fmt: skip
+    assert real["cuda80"]["timestamp"] // 1000 == table.selector_timestamp
 
 
 def test_plan_of_a_featured_cell_ranks_below_the_default_and_forbids_other_selectors() -> None:
@@ -113,7 +114,7 @@ def test_renamed_packages_keep_everything_but_the_name_and_the_pin() -> None:
         ({"source": "x", "cpu": {"torch": ">=0.3"}}, "torchbuild/data/era_names.yaml: missing or malformed field"),
         (
             {"source": "x", "cpu": {"torch": "0.3 to 1.1", "package": "p"}, "selectors": [],
-             "selector_package": {"version": "1.0", "build": "0"}, "featured_build_number_offset": -1},
+             "selector_package": {"version": "1.0", "build": "0", "timestamp": 0}, "featured_build_number_offset": -1},
             "cpu.torch '0.3 to 1.1' is not a version specifier",
         ),
     ],

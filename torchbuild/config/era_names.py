@@ -44,6 +44,7 @@ class EraTable:
     selectors: tuple[SelectorRule, ...]
     selector_version: str
     selector_build: str
+    selector_timestamp: int  # seconds since the epoch: the same file from every cell
     featured_offset: int  # added to the build number of a build with a feature
 
 
@@ -54,6 +55,7 @@ class Selector:
     name: str
     version: str
     build: str
+    timestamp: int  # seconds since the epoch, the same for every cell: one file under one name
 
     @property
     def stem(self) -> str:
@@ -104,6 +106,7 @@ def parse(raw: Any) -> EraTable:
             selectors=rules,
             selector_version=str(package["version"]),
             selector_build=str(package["build"]),
+            selector_timestamp=int(package["timestamp"]),
             featured_offset=int(raw["featured_build_number_offset"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
@@ -136,6 +139,8 @@ def for_cell(torch: str, cuda: str, release_cudas: Sequence[str], table: EraTabl
     return EraNames(
         features=(name,) if featured else (),
         build_number_offset=table.featured_offset if featured else 0,
-        selector=Selector(name=name, version=table.selector_version, build=table.selector_build),
+        selector=Selector(
+            name=name, version=table.selector_version, build=table.selector_build, timestamp=table.selector_timestamp
+        ),
         constrains=forbidden,
     )

@@ -13,14 +13,13 @@ Written as ``conda_package[era:pytorch]``, ``conda_package[era:selector]``, ``co
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from torchbuild.conda import info_files
-from torchbuild.conda.assembly import assemble
+from torchbuild.conda.assembly import assemble, build_timestamp
 from torchbuild.config.options import RunOptions
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, StageResult
@@ -47,8 +46,9 @@ def alias_depends(depends: Sequence[str], torch_pin: str, cpu_package: str) -> l
     return [cpu_package + spec.removeprefix("pytorch") if spec == torch_pin else spec for spec in depends]
 
 
-def selector_package(plan: Plan, out_dir: Path, options: RunOptions, timestamp: datetime.datetime) -> Path | None:
-    """The cell's ``cudaXY`` metapackage in ``out_dir``, or None where its era has none."""
+def selector_package(plan: Plan, out_dir: Path, options: RunOptions) -> Path | None:
+    """The cell's ``cudaXY`` metapackage in ``out_dir``, or None where its era has none: the same bytes from every
+    cell of its CUDA version and platform (its time is the data's, its text names no Python)."""
     selector = plan.conda.era.selector
     if selector is None:
         return None
@@ -66,7 +66,7 @@ def selector_package(plan: Plan, out_dir: Path, options: RunOptions, timestamp: 
     }
     with tempfile.TemporaryDirectory(prefix="torchbuild-selector-", dir=out_dir) as empty:
         path = assemble(meta, subdir=plan.conda.subdir, payload_dir=Path(empty), out_dir=out_dir / "era",
-                        options=options, timestamp=timestamp)  # fmt: skip
+                        options=options, timestamp=build_timestamp(selector.timestamp))  # fmt: skip
     info_files.add(path, {}, level=options.compression_level, index={"track_features": selector.name})
     return path
 

@@ -141,7 +141,7 @@ def _package(ctx: Context) -> StageResult:
         assembled = time.perf_counter() - started
     info_sbom.unlink()
     shutil.rmtree(moved.root)
-    if (selector := era.selector_package(plan, out_dir, ctx.options, build_timestamp(source.epoch))) is not None:
+    if (selector := era.selector_package(plan, out_dir, ctx.options)) is not None:
         made[ERA_SELECTOR] = selector
     if path.name != name:
         raise StageFailed(NAME, f"assembled {path} but the Plan names the package {name}")
