@@ -169,3 +169,16 @@ def test_the_channel_holds_each_name_and_only_the_stored_subsets_gaps_were_left_
     wanted = {d.split()[0] for r in records for d in r["depends"]}  # type: ignore[attr-defined]
     unserved = sorted(n for n in wanted - main_names - ours if not n.startswith("__"))
     assert unserved == sorted(ABSENT)
+
+
+def test_tar_bz2_packages_carry_the_feature_and_the_tracked_feature(tmp_path: Path) -> None:
+    """The same fields where the package is a .tar.bz2 (index.json inside the one bzip2 stream)."""
+    plan = torch_plan(platform="win-64", cuda="8.0", python=PYTHON, torch=TORCH)
+    wheel = tiny_torch_wheel(tmp_path / "fixture", plan)  # FIXTURE torch wheel
+    options = RunOptions(repodata=REPODATA, compression_level=3, conda_format="tar.bz2")
+    inputs = {"repaired_wheel": Artifact.of(wheel), "source_info": source_info(tmp_path / "source", wheel)}
+    made = conda.run(Context(plan=plan, root=tmp_path, options=options, inputs=inputs)).outputs
+    torch_index = read_package(made["conda_package"].path).index
+    selector = made[companion_artifact("conda_package", "era:selector")].path
+    assert (selector.name, read_package(selector).index["track_features"]) == ("cuda80-1.0-0.tar.bz2", "cuda80")
+    assert (torch_index["features"], torch_index["build_number"]) == ("cuda80", 99)

@@ -12,6 +12,9 @@ intel-openmp, the CUDA libraries from their packages), so that each is loaded on
 least as new as the floor the repair read from the binaries (``repair_report``). The wheel keeps its copies: pip has
 no such packages.
 
+A cell of the 2018 era also gets that era's names (stages/conda/era.py): ``pytorch-cpu`` assembled from the same
+staged payload, the ``cudaXY`` selector metapackage, and ``features: cudaXY`` in its ``pytorch``'s index.json.
+
 The wheel's license files go to ``info/licenses/`` with their relative paths, as conda-build puts them
 (conda/licenses.py): a PEP 639 tree in the installed ``.dist-info`` passes MAX_PATH in conda's package cache.
 """
