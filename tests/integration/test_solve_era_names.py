@@ -27,11 +27,13 @@ from torchbuild.results import Artifact
 from torchbuild.stages import Context, companion_artifact
 from torchbuild.stages import publish as publish_stage
 from torchbuild.stages.conda import stage as conda
+from torchbuild.stages.verify import stage as verify
 
 MAIN = REPODATA / "main"
 PYTORCH_2018 = REPODATA / "pytorch" / "linux-64" / "repodata.json"
 TORCH, PYTHON = "1.0.0", "3.6"
-# What the stored 2018 win-64 `main` has no record of (its README), of our packages' run dependencies
+# What the stored 2018 win-64 `main` has no record of (its README), of our packages' run dependencies: the cells'
+# plan.solve.absent (packaging.yaml)
 ABSENT = ("numpy", "mkl", "intel-openmp", "cudatoolkit", "pillow")
 pytestmark = [
     pytest.mark.slow,
@@ -182,3 +184,24 @@ def test_tar_bz2_packages_carry_the_feature_and_the_tracked_feature(tmp_path: Pa
     selector = made[companion_artifact("conda_package", "era:selector")].path
     assert (selector.name, read_package(selector).index["track_features"]) == ("cuda80-1.0-0.tar.bz2", "cuda80")
     assert (torch_index["features"], torch_index["build_number"]) == ("cuda80", 99)
+
+
+def test_verify_solves_an_era_cell_with_its_torchvision(tmp_path: Path) -> None:
+    """TB302 for a 2018-era cell: `pytorch torchvision` against `main` of 2018, with torchvision's numpy and pillow
+    left out as the stored subset has no record of them (packaging.yaml's absent), and said so."""
+    plan = torch_plan(platform="win-64", cuda="cpu", python=PYTHON, torch=TORCH)
+    assert set(plan.solve.absent) == set(ABSENT)
+    wheel = tiny_torch_wheel(tmp_path / "fixture", plan)  # FIXTURE torch wheel
+    vision = _fixture_torchvision(tmp_path / "fixture" / "vision", plan)  # FIXTURE torchvision wheel
+    options = RunOptions(repodata=REPODATA, compression_level=3)
+    inputs = {
+        "repaired_wheel": Artifact.of(wheel),
+        "source_info": source_info(tmp_path / "source", wheel),
+        companion_artifact("repaired_wheel", "torchvision"): Artifact.of(vision),
+    }
+    made = conda.run(Context(plan=plan, root=tmp_path, options=options, inputs=inputs)).outputs
+    companions = {"torchvision": made[companion_artifact("conda_package", "torchvision")].path}
+    check = verify.solve_check(made["conda_package"].path, plan, REPODATA, tmp_path, companions)
+    assert (check.code, check.status) == ("TB302", "passed"), check.message
+    left_out = check.message.split("left out, no record in the stored main data: ")[1].split("; ")[0]
+    assert sorted(left_out.split(", ")) == ["intel-openmp", "mkl >=2018", "numpy", "numpy >=1.11", "pillow >=4.1.1"]
