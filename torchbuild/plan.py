@@ -14,7 +14,7 @@ from typing import Any
 from torchbuild.conda import solve
 from torchbuild.conda.requirements import Conversion
 from torchbuild.conda.selectors import conda_selectors
-from torchbuild.config import build_deps, cuda_wheels, dll_providers, pairing, pypi_to_conda, smoke_envs
+from torchbuild.config import build_deps, cuda_wheels, dll_providers, era_names, pairing, pypi_to_conda, smoke_envs
 from torchbuild.config.build_deps import Dependency
 from torchbuild.config.compat import (
     CPU,
@@ -67,6 +67,8 @@ class CondaPackage:
     vc_runtime: VcRuntimeRule | None = None
     # DLL pattern -> the run dependency that installs it into the environment: the package leaves its copy out.
     provided_dlls: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # The 2018 channel's names a cell of that era also publishes (pytorch-cpu, cudaXY) and this build's features
+    era: era_names.EraNames = dataclasses.field(default_factory=era_names.EraNames)
 
     @property
     def requirements(self) -> Conversion:
@@ -306,6 +308,9 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         build_string = f"py{cell.python}_cuda{cuda.version}_cudnn{cudnn}_{matrix.build_number}"
         conda_build_number = matrix.build_number + pkg.cuda_build_number_offset
         constrains = pkg.cuda_run_constrained
+    old_names = era_names.for_cell(release.version, cell.cuda, release.platforms[cell.platform].cuda)
+    constrains = (*constrains, *old_names.constrains)
+    conda_build_number += old_names.build_number_offset
     site_packages = platform.site_packages(cell.python)
     stem = f"pytorch-{release.version}-{build_string}"
     markers = pypi_to_conda.marker_environment(cell.platform, cell.python)
@@ -332,6 +337,7 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         pypi_names=names,
         vc_runtime=vc_runtime,
         provided_dlls=dll_providers.conda_provided(installed_by) if cell.platform == "win-64" else {},
+        era=old_names,
     )
 
     wheel_tags = _wheel_tags(cell, release, compat, platform)

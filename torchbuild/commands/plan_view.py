@@ -32,6 +32,7 @@ def print_plan(plan: Plan) -> None:
         ("depends", ", ".join(plan.conda.depends)),
         ("vc runtime", _vc_runtime_line(plan)),
         ("constrains", ", ".join(plan.conda.constrains) or "-"),
+        *((("2018 names", _era_line(plan)),) if not plan.conda.era.empty else ()),
         ("channel", plan.channel),
         ("work dir", plan.work_dir),
         *((f"env {k}", v) for k, v in plan.env.items()),
@@ -43,6 +44,19 @@ def print_plan(plan: Plan) -> None:
     for key, value in rows:
         out.print(f"  {key:<{width}}  {escape(value)}")  # values are text, never Rich markup
     out.print()
+
+
+def _era_line(plan: Plan) -> str:
+    """What a cell of the 2018 era publishes besides pytorch (era_names.yaml)."""
+    era = plan.conda.era
+    said = [f"{era.cpu_package} (this package renamed)"] if era.cpu_package else []
+    built = {c.name for c in plan.companions if c.built}
+    said += [f"{alias} (its {name})" for name, alias in era.companions.items() if name in built]
+    if era.selector:
+        said.append(f"{era.selector.stem} (track_features {era.selector.name})")
+    if era.features:
+        said.append(f"this build has features {' '.join(era.features)}")
+    return "; ".join(said) or "none; forbids the selectors " + ", ".join(c.split()[0] for c in era.constrains)
 
 
 def _vc_runtime_line(plan: Plan) -> str:

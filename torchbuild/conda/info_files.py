@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bz2
 import io
+import json
 import os
 import shutil
 import sys
@@ -24,7 +25,7 @@ import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from torchbuild.errors import UserError
 
@@ -66,13 +67,26 @@ def _replacing(package: Path) -> Iterator[Path]:
         temporary.unlink(missing_ok=True)
 
 
-def _info_tar(raw: bytes, files: Mapping[str, Path]) -> bytes:
-    """The info tar of a .conda with ``files`` (relative to info/) added, every member in name order."""
+def _updated_index(data: bytes, member: tarfile.TarInfo, fields: Mapping[str, Any]) -> bytes:
+    """info/index.json with ``fields`` set (conda's legacy ``features`` / ``track_features``, which py-rattler-build's
+    assembly does not write); ``member``'s size follows."""
+    index = {**json.loads(data), **fields}
+    new = (json.dumps(index, indent=2, sort_keys=True) + "\n").encode()
+    member.size = len(new)
+    return new
+
+
+def _info_tar(raw: bytes, files: Mapping[str, Path], index: Mapping[str, Any]) -> bytes:
+    """The info tar of a .conda with ``files`` (relative to info/) added and ``index`` merged into info/index.json,
+    every member in name order."""
     members: list[tuple[tarfile.TarInfo, bytes | None]] = []
     with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as old:
         for member in old.getmembers():
             handle = old.extractfile(member) if member.isfile() else None
-            members.append((member, handle.read() if handle is not None else None))
+            data = handle.read() if handle is not None else None
+            if index and member.name == "info/index.json" and data is not None:
+                data = _updated_index(data, member, index)
+            members.append((member, data))
     if not members:
         raise UserError("the package's info tar is empty")
     like = next((m for m, _ in members if m.name == "info/index.json"), members[0][0])
@@ -85,14 +99,14 @@ def _info_tar(raw: bytes, files: Mapping[str, Path]) -> bytes:
     return out.getvalue()
 
 
-def _add_to_conda(package: Path, files: Mapping[str, Path], level: int) -> None:
+def _add_to_conda(package: Path, files: Mapping[str, Path], level: int, index: Mapping[str, Any]) -> None:
     stem = package.name.removesuffix(".conda")
     info_name = f"info-{stem}.tar.zst"
     with zipfile.ZipFile(package) as old, _replacing(package) as temporary:
         if info_name not in old.namelist():
             raise UserError(f"{package} has no {info_name}: not a .conda package")
         raw = zstd.decompress(old.read(info_name))
-        info = zstd.compress(_info_tar(raw, files), level=level)
+        info = zstd.compress(_info_tar(raw, files, index), level=level)
         with zipfile.ZipFile(temporary, "w", compression=zipfile.ZIP_STORED) as new:
             for entry in old.infolist():
                 copy = zipfile.ZipInfo(entry.filename, entry.date_time)
@@ -105,7 +119,7 @@ def _add_to_conda(package: Path, files: Mapping[str, Path], level: int) -> None:
                     shutil.copyfileobj(src, dst, COPY_CHUNK)
 
 
-def _add_to_tar_bz2(package: Path, files: Mapping[str, Path], level: int) -> None:
+def _add_to_tar_bz2(package: Path, files: Mapping[str, Path], level: int, index: Mapping[str, Any]) -> None:
     with _replacing(package) as temporary:
         like: tarfile.TarInfo | None = None
         names: set[str] = set()
@@ -117,9 +131,11 @@ def _add_to_tar_bz2(package: Path, files: Mapping[str, Path], level: int) -> Non
         ):
             for member in old:
                 names.add(member.name)
+                data: IO[bytes] | None = old.extractfile(member) if member.isfile() else None
                 if member.name == "info/index.json":
                     like = member
-                data: IO[bytes] | None = old.extractfile(member) if member.isfile() else None
+                    if index and data is not None:
+                        data = io.BytesIO(_updated_index(data.read(), member, index))
                 new.addfile(member, data)
             if like is None:
                 raise UserError(f"{package} has no info/index.json: not a conda package")
@@ -128,17 +144,17 @@ def _add_to_tar_bz2(package: Path, files: Mapping[str, Path], level: int) -> Non
                     new.addfile(_new_member(name, source, like), handle)
 
 
-def add(package: Path, files: Mapping[str, Path], *, level: int) -> None:
-    """Add ``files`` (name relative to ``info/`` -> the file on disk) to the package at ``package``, in place;
-    ``level`` is the archive's compression level (zstd for .conda, bzip2 for .tar.bz2). Raises UserError when the
-    file is not a conda package or already has one of the names."""
-    if not files:
+def add(package: Path, files: Mapping[str, Path], *, level: int, index: Mapping[str, Any] | None = None) -> None:
+    """Add ``files`` (name relative to ``info/`` -> the file on disk) to the package at ``package``, in place, and
+    set ``index``'s fields in its info/index.json; ``level`` is the archive's compression level (zstd for .conda,
+    bzip2 for .tar.bz2). Raises UserError when the file is not a conda package or already has one of the names."""
+    if not files and not index:
         return
     try:
         if package.name.endswith(".conda"):
-            _add_to_conda(package, files, level)
+            _add_to_conda(package, files, level, index or {})
         elif package.name.endswith(".tar.bz2"):
-            _add_to_tar_bz2(package, files, min(max(level, 1), 9))
+            _add_to_tar_bz2(package, files, min(max(level, 1), 9), index or {})
         else:
             raise UserError(f"{package} is neither a .conda nor a .tar.bz2 package")
     except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError, zstd.ZstdError) as exc:

@@ -7,7 +7,9 @@ options and the artifacts it declared it reads; a stage reads nothing else, and 
 
 A companion the Plan builds (``Companion.built``: win-64 torchvision) goes through the same stages under artifact
 names of its own, ``<torch's artifact>[<companion>]``: ``source_wheel[torchvision]``, ``repaired_wheel[torchvision]``,
-``repair_report[torchvision]``, ``conda_package[torchvision]``.
+``repair_report[torchvision]``, ``conda_package[torchvision]``. The 2018 channel's names a cell of that era adds
+(stages/conda/era.py) are ``conda_package[era:pytorch]`` (pytorch-cpu), ``conda_package[era:selector]`` (cudaXY) and
+``conda_package[era:<companion>]`` (torchvision-cpu).
 """
 
 from __future__ import annotations
@@ -65,3 +67,17 @@ def companion_artifact(kind: str, name: str) -> str:
 def companion_artifacts(*kinds: str) -> tuple[str, ...]:
     """Every companion's artifact name of each of ``kinds``, for a stage's declaration."""
     return tuple(companion_artifact(kind, name) for kind in kinds for name in COMPANIONS)
+
+
+ERA_PYTORCH, ERA_SELECTOR = "era:pytorch", "era:selector"
+
+
+def era_kind(companion: str) -> str:
+    """The era artifact of a companion under its 2018 name: ``era:torchvision`` (torchvision-cpu)."""
+    return f"era:{companion}"
+
+
+def era_artifacts(kind: str) -> tuple[str, ...]:
+    """Every era artifact name of ``kind`` (conda_package, published_conda), for a stage's declaration."""
+    names = (ERA_PYTORCH, ERA_SELECTOR, *(era_kind(name) for name in COMPANIONS))
+    return tuple(companion_artifact(kind, name) for name in names)

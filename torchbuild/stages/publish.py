@@ -6,7 +6,7 @@ from __future__ import annotations
 from torchbuild.channels.backends import open_channel
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, Stage, companion_artifact, companion_artifacts
+from torchbuild.stages import Context, Stage, companion_artifact, companion_artifacts, era_artifacts
 
 NAME = "publish"
 
@@ -23,6 +23,8 @@ def run(ctx: Context) -> StageResult:
         for kind in ("conda_package", "repaired_wheel"):
             if (name := companion_artifact(kind, companion.name)) in ctx.inputs:
                 companions[name] = ctx.inputs[name]
+    # The 2018 channel's names a cell of that era adds (pytorch-cpu, torchvision-cpu, cudaXY): stages/conda/era.py
+    companions.update({name: ctx.inputs[name] for name in era_artifacts("conda_package") if name in ctx.inputs})
     condas = [a for name, a in companions.items() if name.startswith("conda_package")]
     wheels = [a for name, a in companions.items() if name.startswith("repaired_wheel")]
     input_of = {a.path: name for name, a in companions.items()}
@@ -54,7 +56,9 @@ def _published(kind: str, companion_input: str | None) -> str:
 STAGE = Stage(
     name=NAME,
     run=run,
-    reads=("repaired_wheel", "conda_package", *companion_artifacts("repaired_wheel", "conda_package")),
-    writes=("published_conda", "published_wheel", *companion_artifacts("published_conda", "published_wheel")),
+    reads=("repaired_wheel", "conda_package", *companion_artifacts("repaired_wheel", "conda_package"),
+           *era_artifacts("conda_package")),
+    writes=("published_conda", "published_wheel", *companion_artifacts("published_conda", "published_wheel"),
+            *era_artifacts("published_conda")),
     always_runs=lambda options: True,  # cheap when nothing changed, and the channel may have changed since
 )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import zipfile
+from pathlib import Path
 from typing import Any
 
 from torchbuild.conda import info_files, licenses
@@ -24,7 +25,8 @@ from torchbuild.config.pairing import Companion
 from torchbuild.host import scratch
 from torchbuild.platforms.windows import vc_runtime
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, companion_artifact
+from torchbuild.stages import Context, companion_artifact, era_kind
+from torchbuild.stages.conda import era
 from torchbuild.wheel import provenance, sbom, wheelfile
 from torchbuild.wheel.install import install_wheel
 from torchbuild.wheel.repair_report import RepairReport
@@ -38,12 +40,15 @@ def package_all(ctx: Context, result: StageResult) -> StageResult:
     built = [c for c in ctx.plan.companions if c.built and companion_artifact("repaired_wheel", c.name) in ctx.inputs]
     if not built:
         return result
-    outputs, said = dict(result.outputs), []
+    outputs, said, aliases = dict(result.outputs), [], {}
     for companion in built:
-        artifact, line = package(ctx, companion)
+        artifact, line, alias = package(ctx, companion)
         outputs[companion_artifact("conda_package", companion.name)] = artifact
         said.append(line)
-    return dataclasses.replace(result, outputs=outputs, message="; ".join([result.message, *said]))
+        if alias is not None:
+            aliases[era_kind(companion.name)] = alias
+    done = dataclasses.replace(result, outputs=outputs, message="; ".join([result.message, *said]))
+    return era.with_outputs(done, aliases)
 
 
 def depends_of(
@@ -63,7 +68,9 @@ def depends_of(
     return list(dict.fromkeys([*companion.depends, *wheel_requires(wheel, conversion), *vc]))
 
 
-def package(ctx: Context, companion: Companion) -> tuple[Artifact, str]:
+def package(ctx: Context, companion: Companion) -> tuple[Artifact, str, Path | None]:
+    """Its package, what the stage says of it, and its package under the 2018 channel's name (torchvision-cpu beside
+    a CPU cell of torch 0.3-1.1; None elsewhere), made from the same payload."""
     plan = ctx.plan
     wheel = wheelfile.read_wheel(ctx.inputs[companion_artifact("repaired_wheel", companion.name)].path, NAME)
     report_artifact = ctx.inputs.get(companion_artifact("repair_report", companion.name))
@@ -114,6 +121,20 @@ def package(ctx: Context, companion: Companion) -> tuple[Artifact, str]:
             timestamp=build_timestamp(source.epoch),
         )
         info_files.add(path, moved.nested(), level=ctx.options.compression_level)
+        alias = None
+        if alias_name := plan.conda.era.companions.get(companion.name):
+            pinned = era.alias_depends(depends, companion.depends[-1], plan.conda.era.cpu_package)
+            alias = assemble(
+                era.renamed(meta, alias_name, pinned),
+                subdir=plan.conda.subdir,
+                payload_dir=staging,
+                out_dir=out_dir,
+                options=ctx.options,
+                licenses=moved.top_level(),
+                info_files=[info_sbom],
+                timestamp=build_timestamp(source.epoch),
+            )
+            info_files.add(alias, moved.nested(), level=ctx.options.compression_level)
     info_sbom.unlink()
     shutil.rmtree(moved.root)
     artifact = Artifact.of(path)
@@ -121,5 +142,5 @@ def package(ctx: Context, companion: Companion) -> tuple[Artifact, str]:
         f"{path.name}: {artifact.size / 1e6:.1f} MB from {payload.files:,} files; depends on {', '.join(depends)}"
         + (f"; left out, provided by run dependencies: {', '.join(sorted(left_out))}" if left_out else "")
     )
-    return artifact, line
+    return artifact, line, alias
 

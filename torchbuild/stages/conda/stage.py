@@ -12,6 +12,9 @@ intel-openmp, the CUDA libraries from their packages), so that each is loaded on
 least as new as the floor the repair read from the binaries (``repair_report``). The wheel keeps its copies: pip has
 no such packages.
 
+A cell of the 2018 era also gets that era's names (stages/conda/era.py): ``pytorch-cpu`` assembled from the same
+staged payload, the ``cudaXY`` selector metapackage, and ``features: cudaXY`` in its ``pytorch``'s index.json.
+
 The wheel's license files go to ``info/licenses/`` with their relative paths, as conda-build puts them
 (conda/licenses.py): a PEP 639 tree in the installed ``.dist-info`` passes MAX_PATH in conda's package cache.
 """
@@ -34,8 +37,8 @@ from torchbuild.host.console import console
 from torchbuild.plan import Plan
 from torchbuild.platforms.windows import vc_runtime
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, Stage, companion_artifacts
-from torchbuild.stages.conda import companion, recipe
+from torchbuild.stages import ERA_PYTORCH, ERA_SELECTOR, Context, Stage, companion_artifacts, era_artifacts
+from torchbuild.stages.conda import companion, era, recipe
 from torchbuild.wheel import sbom, wheelfile
 from torchbuild.wheel.install import install_wheel
 from torchbuild.wheel.provenance import SourceInfo
@@ -96,6 +99,7 @@ def _package(ctx: Context) -> StageResult:
     info_sbom = out_dir / sbom.FILE_NAME
     info_sbom.write_text(document, encoding="utf-8")
     name = plan.conda.archives[ctx.options.conda_format]
+    made: dict[str, Path] = {}  # the 2018 channel's names (stages/conda/era.py)
     with scratch.directory(unpacked_size, out_dir, "torchbuild-conda-payload-") as staging:
         started = time.perf_counter()
         member = sbom.wheel_member(wheel.dist_info)
@@ -118,22 +122,30 @@ def _package(ctx: Context) -> StageResult:
         console.print(f"  {what} ...")
         started = time.perf_counter()
         with console.status(what + " ..."):
-            path = assemble(
-                rendered.meta,
-                subdir=plan.conda.subdir,
-                payload_dir=staging,
-                out_dir=out_dir,
-                options=ctx.options,
-                recipe_dir=rendered.directory,
-                licenses=moved.top_level(),
-                info_files=[info_sbom],
-                timestamp=build_timestamp(source.epoch),
-            )
-        # assemble puts each top-level license file at info/licenses/<file name>; the nested ones come here
-        info_files.add(path, moved.nested(), level=ctx.options.compression_level)
+            names = {plan.conda.name: rendered.meta}
+            if plan.conda.era.cpu_package:  # the same payload under the era's CPU name
+                names[ERA_PYTORCH] = era.renamed(rendered.meta, plan.conda.era.cpu_package)
+            for kind, meta in names.items():
+                made[kind] = assemble(
+                    meta,
+                    subdir=plan.conda.subdir,
+                    payload_dir=staging,
+                    out_dir=out_dir,
+                    options=ctx.options,
+                    recipe_dir=rendered.directory,
+                    licenses=moved.top_level(),
+                    info_files=[info_sbom],
+                    timestamp=build_timestamp(source.epoch),
+                )
+                # assemble puts each top-level license file at info/licenses/<file name>; the nested ones come here
+                index = era.index_fields(plan) if kind == plan.conda.name else {}
+                info_files.add(made[kind], moved.nested(), level=ctx.options.compression_level, index=index)
+        path = made.pop(plan.conda.name)
         assembled = time.perf_counter() - started
     info_sbom.unlink()
     shutil.rmtree(moved.root)
+    if (selector := era.selector_package(plan, out_dir, ctx.options)) is not None:
+        made[ERA_SELECTOR] = selector
     if path.name != name:
         raise StageFailed(NAME, f"assembled {path} but the Plan names the package {name}")
 
@@ -155,7 +167,7 @@ def _package(ctx: Context) -> StageResult:
         message += f"; left out, provided by run dependencies: {shown}"
     if payload.scripts:
         message += f"; scripts: {', '.join(payload.scripts)}"
-    return StageResult(outputs={"conda_package": artifact}, message=message)
+    return era.with_outputs(StageResult(outputs={"conda_package": artifact}, message=message), made)
 
 
 def package_sbom(
@@ -184,6 +196,6 @@ STAGE = Stage(
     name=NAME,
     run=run,
     reads=("repaired_wheel", "repair_report", "source_info", *companion_artifacts("repaired_wheel", "repair_report")),
-    writes=("conda_package", *companion_artifacts("conda_package")),
+    writes=("conda_package", *companion_artifacts("conda_package"), *era_artifacts("conda_package")),
     shaped_by=("conda_format", "compression_level", "compression_threads"),
 )

@@ -184,6 +184,8 @@ def solve_check(
         if plan.solve.absent:
             unservable = set(plan.solve.absent) - _names_in(real, plan.conda.subdir)
             dropped = _leave_out(local, plan.conda.subdir, package.name, unservable)
+            for other in companions.values():  # torchvision's numpy and pillow, in the 2018 subset's world
+                dropped += [d for d in _leave_out(local, plan.conda.subdir, other.name, unservable) if d not in dropped]
         # An exact pin of the wheel's that no stored record has (conda-forge never packaged it, or the subset lacks
         # it) is left out and said; everything else must solve.
         pinned = {rule.conda for rule in plan.conda.pypi_names.values() if rule.exact_as_prefix}
