@@ -7,7 +7,8 @@ build is ``<release>+<label>`` (``2.13.0+cpu``), or the plain ``<release>`` wher
 build unlabelled (win-64 CPU). uv's resolver answers for the cell's platform and Python, one release at a time
 (host/uv.py, with pip's configuration); the probes meant to fail say nothing (``-v``: what the resolver said).
 ``--wheel`` pins the release of the given wheel. Each cell says in one line which release it took and why; a cell
-for which no release is offered is a clear error naming what was looked for.
+for which no release is offered is a clear error naming what was looked for. The companions a cell builds are
+pinned the same way, to the torch release chosen (pin_companions.py).
 """
 
 from __future__ import annotations
@@ -238,8 +239,9 @@ def pin_all(
 
     def final(cell: Cell) -> Plan:
         release = choose(cell, releases[cell.id], options, compat)
-        torch = next(r for r in releases[cell.id] if release is None or r.version == release)
-        offered = pin_companions.offered(cell, torch, matrix, options, compat)
+        torch = next((r for r in releases[cell.id] if release is None or r.version == release), None)
+        torch = torch or compat.release(release or "")  # a --wheel of a release the cell would not choose
+        offered = pin_companions.offered(cell, torch, matrix, options, compat) if torch else {}
         return resolve(cell, matrix, compat, release, offered)
 
     return _each(cells, final)
