@@ -44,6 +44,7 @@ from torchbuild.wheel.wheelfile import Expected, WheelTags
 STAGES = ("source", "build", "repair", "conda", "verify", "smoke-wheel", "smoke-conda", "publish")
 SMOKE_STAGES = ("smoke-wheel", "smoke-conda")
 SOLVE_CHANNEL = "conda-forge"  # when packaging.yaml's solve_channels names none for the cell
+Offered = Mapping[str, pairing.Offered] | None  # companion -> the release the pin step took from the indexes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -276,8 +277,11 @@ def _companion_pins(platform: str, torch_package: str, depends: tuple[str, ...])
     return {"torch_package": torch_package, "build_string": torch_package.split()[-1], "python_spec": python}
 
 
-def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: str | None = None) -> Plan:
-    """Resolve ``cell``; ``pinned`` fixes the release of a ``latest`` cell without changing the cell's id."""
+def resolve(
+    cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: str | None = None, offered: Offered = None
+) -> Plan:
+    """Resolve ``cell``; ``pinned`` fixes the release of a ``latest`` cell without changing the cell's id;
+    ``offered``: the companions' releases the pin step took from the indexes (pairing.choose)."""
     compat = compat or load()
     platform = platform_module(cell.platform)
     check_python(compat, cell.python)
@@ -398,6 +402,7 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
             pairing.Target(platform=cell.platform, python=cell.python, torch_release=release.version,
                            torch_version=version, local_version=local,
                            **_companion_pins(cell.platform, f"pytorch {release.version} {build_string}", depends)),
+            offered=offered,
         ),
         declared_libraries=declared,
         **dll_providers.windows_facts(cell.platform, cell.cuda, cell.python),

@@ -110,7 +110,7 @@ def test_torchaudio_goes_through_every_stage_beside_torch_and_torchvision(tmp_pa
         "pytorch-2.11.0-py3.11_cpu_0 and torchaudio-2.11.0-py3.11_cpu_0 and torchvision-0.26.0-py3.11_cpu_0 from "
     )
 
-    # smoke: torchaudio's checks in both fresh environments under Wine
+    # smoke: torchaudio's and torchvision's checks in both fresh environments under Wine
     for kind in ("wheel", "conda"):
         smoke = {c["name"]: c for c in _checks(tmp_path, f"smoke-{kind}")}
         assert smoke[f"{kind}: torchaudio import"]["status"] == "passed", smoke[f"{kind}: torchaudio import"]
@@ -118,6 +118,19 @@ def test_torchaudio_goes_through_every_stage_beside_torch_and_torchvision(tmp_pa
         assert "its C++ extension loaded" in smoke[f"{kind}: torchaudio import"]["message"]
         assert "1000 Hz sine at 16000 Hz: peak at 1000 Hz" in smoke[f"{kind}: torchaudio spectrogram"]["message"]
         assert "resample 16000 -> 8000 Hz: 8000 samples" in smoke[f"{kind}: torchaudio resample"]["message"]
+        # torchvision's beside them (pillow, its requirement, installed too)
+        assert smoke[f"{kind}: torchvision import"]["message"].startswith("torchvision 0.26.0+cpu from ")
+        assert "(its C++ operators registered (torch.ops.torchvision.nms))" in smoke[f"{kind}: torchvision import"][
+            "message"
+        ]
+        assert smoke[f"{kind}: torchvision nms"]["message"] == (
+            "nms of 4 boxes: IoU 0.5: kept [0, 2]; IoU 0.75: kept [0, 1, 2]; IoU 0.95: kept [0, 1, 2, 3]; "
+            "roi_align over (0, 0)-(3, 3) of 4y + x: 7.5"
+        )
+        assert "PNG 113 bytes, decoded exactly; JPEG (quality 95)" in smoke[f"{kind}: torchvision image io"]["message"]
+        assert smoke[f"{kind}: torchvision transforms"]["message"].startswith("v1 and v2: CenterCrop(20), flip")
+        assert "output (1, 1000), finite, the same twice" in smoke[f"{kind}: torchvision model"]["message"]
+        assert all(c["status"] == "passed" for name, c in smoke.items() if "torchvision" in name), smoke
 
     # the one publish: all three in the channel; py-rattler solves and installs them together
     channel = tmp_path / "channel"

@@ -197,3 +197,77 @@ def test_dist_info_finds_license_files_where_the_metadata_version_puts_them(tmp_
     # PEP 639 (2.4, torch 2.13): under licenses/; one at the dist-info's top is not where the field says
     _dist_info(tmp_path / "new", "2.4", {"LICENSE": "licenses/LICENSE", "NOTICE": "NOTICE"})
     assert _check_dist_info(tmp_path / "new") == "failed: 1 License-File fields name no file in licenses/: NOTICE"
+
+
+VISION = [
+    "torchvision import", "torchvision nms", "torchvision image io", "torchvision transforms", "torchvision model",
+]  # fmt: skip
+
+
+def test_torchvisions_checks_run_only_where_it_is_installed_and_fail_without_it(tmp_path: Path) -> None:
+    """--expect-torchvision asks for torchvision's checks after torch's (its release is what the Plan says); the
+    host's torch has no torchvision beside it here, so each fails naming the missing module, none is skipped."""
+    assert smoke_checks.check_names(["torchvision"])[-len(VISION) :] == VISION
+    assert not set(VISION) & set(smoke_checks.check_names(["torchaudio"]))
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(bare)], check=True)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    only = [arg for name in VISION for arg in ("--only", name)]
+    proc = run_script(cwd, "--expect-torchvision", "0.28.0", *only, python=str(bare / "bin" / "python"))
+    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [(r["check"], r["status"]) for r in results] == [(name, "failed") for name in VISION]
+    assert {r["message"] for r in results} == {"ModuleNotFoundError: No module named 'torchvision'"}
+    assert proc.returncode == 1 and list(cwd.iterdir()) == []
+
+
+@pytest.mark.slow  # PyPI's torchvision 0.28.0 linux wheel (7.7 MB, kept in the cache), imported beside the host's torch
+def test_pypis_cuda_torchvision_beside_a_cpu_torch_fails_the_import_check_naming_the_operator(tmp_path: Path) -> None:
+    """The failure the companion pairing prevents, for real: PyPI's linux torchvision is a CUDA build; beside the
+    host's CPU torch (2.13.0+cpu) its C++ operators cannot load, and its import stops at the first operator it
+    registers. Every torchvision check fails with that message (the crash of the shared process reruns each alone)."""
+    import zipfile
+
+    from torchbuild.config.options import RunOptions
+    from torchbuild.host import pip
+
+    torch_version = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
+                                   capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    if not torch_version.endswith("+cpu"):
+        pytest.skip(f"skipped: needs a CPU torch on this host (it has torch {torch_version})")
+    dest = RunOptions().cache_dir / "wheels" / "companions"
+    target = pip.target_args("3.11", "cp311", ["manylinux_2_28_x86_64"])
+    (fetched,) = pip.download(["torchvision==0.28.0"], dest, log=tmp_path / "pip.log", target=target)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    with zipfile.ZipFile(fetched.path) as archive:
+        archive.extractall(purelib)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    only = [arg for name in VISION for arg in ("--only", name)]
+    proc = subprocess.run(
+        [python, str(SCRIPT), "--expect-version", torch_version, "--expect-cuda", "cpu", "--expect-torchvision",
+         "0.28.0", *only], cwd=cwd, env=smoke_checks.clean_env(), capture_output=True, text=True, timeout=600,
+        check=False,
+    )  # fmt: skip
+    by_name = {r["check"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    assert proc.returncode == 1
+    assert list(by_name) == VISION
+    for name in VISION:
+        assert by_name[name]["status"] == "failed"
+        assert by_name[name]["message"] == "RuntimeError: operator torchvision::nms does not exist"
+    assert "torchvision/_meta_registrations.py" in by_name["torchvision import"]["output"]
+
+
+def test_the_stage_tells_the_script_each_installed_companions_release_from_the_plan() -> None:
+    from torchbuild.config.matrix import Cell, Matrix
+    from torchbuild.plan import resolve
+    from torchbuild.stages.smoke.env import expect_args
+
+    plan = resolve(Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.5.1"), Matrix())
+    both = expect_args(plan, "C:\\torch\\__init__.py", ["torchvision", "torchaudio"])
+    assert both[6:10] == ["--expect-torchvision", "0.20.1", "--expect-torchaudio", "2.5.1"]
+    assert "--expect-torchvision" not in expect_args(plan, "C:\\torch\\__init__.py", ["torchaudio"])

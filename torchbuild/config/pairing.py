@@ -9,8 +9,10 @@ cannot ship says why in one line; named in ``packages`` (or ``--packages``), it 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from packaging.version import Version
 
 from torchbuild.config.companions import (
     COMPANIONS,
@@ -53,6 +55,9 @@ class Companion:
     # What its extension modules import that it loads only where installed (FFmpeg's DLLs for torchaudio's torio
     # extensions), by library, from companions.yaml: the closure checks accept exactly these and name them
     on_demand: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # What the pin step found the configured package indexes offer where it is not the release that pairs ("0.29.2
+    # pairs; the indexes offer up to 0.29.1: taken"), or that they offer none of its series; "" where they offer it
+    offered: str = ""
 
     @property
     def on_demand_dlls(self) -> dict[str, str]:
@@ -70,7 +75,8 @@ class Companion:
             return f"not shipped: {self.reason}"
         requires = f"requires torch{self.requires_torch}" if self.requires_torch else "declares no torch requirement"
         yanked = f", yanked there: {self.yanked}" if self.yanked else ""
-        paired = f"{self.release}: paired ({requires}; PyPI's {self.wheel}{yanked})"
+        offered = f"; {self.offered}" if self.offered else ""
+        paired = f"{self.release}: paired ({requires}; PyPI's {self.wheel}{yanked}{offered})"
         if self.built:
             return f"{paired}, the stages build {self.package}.conda, which requires {self.depends[-1]}"
         return f"{paired}, " + (f"not built yet: {self.not_built}" if self.not_built else NOT_BUILT)
@@ -95,6 +101,15 @@ class Target:
     torch_package: str = ""
     build_string: str = ""
     python_spec: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Offered:
+    """What the pin step found the configured package indexes offer of a companion's candidates (``candidates``):
+    the newest offered (None: none), and what the plan says of it."""
+
+    release: str | None
+    note: str
 
 
 def _compile_hint(name: str, release: str) -> str:
@@ -157,9 +172,30 @@ def _ship(release: Release, target: Target) -> tuple[Build | None, str]:
     return build, ""
 
 
-def _choose(table: Table, name: str, pinned: str | None, target: Target, requested: bool) -> Companion:
+def candidates(name: str, target: Target, table: Table | None = None) -> tuple[str, ...]:
+    """The releases of ``name`` that can ship with the cell, newest first: the one the data pairs with the cell's
+    torch, then the older releases of its series (0.29.x) whose wheel ships with the cell too (its torch requirement
+    admits the cell's torch: 0.29.1's ``>=2.14.0`` does, 0.29.0's ``==2.14.0`` not for 2.14.1); none where no release
+    pairs or the paired one cannot ship (``choose`` says why)."""
+    table = table or load()
+    paired = table.pair(name, target.torch_release).release
+    if paired is None or _ship(table.release(name, paired), target)[0] is None:
+        return ()
+    series = Version(paired).release[:2]
+    older = [v for v in table.releases[name] if Version(v).release[:2] == series and Version(v) < Version(paired)]
+    older.sort(key=Version, reverse=True)
+    return (paired, *(v for v in older if _ship(table.release(name, v), target)[0] is not None))
+
+
+def _choose(
+    table: Table, name: str, pinned: str | None, target: Target, requested: bool, taken: Offered | None
+) -> Companion:
     pair = table.pair(name, target.torch_release)
-    version = pinned or pair.release
+    if taken is not None and taken.release is None:
+        return Companion(
+            name=name, release=None, requested=requested, paired=pair.release, reason=taken.note, offered=taken.note
+        )
+    version = pinned or (taken.release if taken is not None else pair.release)
     if version is None:
         return Companion(name=name, release=None, requested=requested, reason=pair.none)
     release = table.release(name, version)
@@ -186,20 +222,29 @@ def _choose(table: Table, name: str, pinned: str | None, target: Target, request
         paired_by=f"named in packages; {WHERE} pairs {pair.release}" if pinned else pair.by,
         yanked=build.yanked,
         on_demand=tuple((library, tuple(dlls)) for library, dlls in build.on_demand.items()) if built else (),
+        offered=taken.note if taken is not None else "",
     )
 
 
-def choose(packages: Sequence[str] | None, target: Target, table: Table | None = None) -> tuple[Companion, ...]:
+def choose(
+    packages: Sequence[str] | None,
+    target: Target,
+    table: Table | None = None,
+    offered: Mapping[str, Offered] | None = None,
+) -> tuple[Companion, ...]:
     """Each companion of the cell: those ``packages`` names (None: every companion, shipped where it can be).
-    A named companion that cannot ship is refused (UserError) with its reason."""
+    ``offered``: what the pin step found the indexes offer of a companion (not named with a release) where that is
+    not the release that pairs. A named companion that cannot ship is refused (UserError) with its reason."""
     table = table or load()
+    offered = offered or {}
     named = dict(parse_package(text) for text in packages) if packages is not None else None
     chosen = []
     for name in COMPANIONS:
         if named is not None and name not in named:
             continue
         requested = named is not None
-        companion = _choose(table, name, named.get(name) if named else None, target, requested)
+        pinned = named.get(name) if named else None
+        companion = _choose(table, name, pinned, target, requested, None if pinned else offered.get(name))
         if requested and companion.release is None:
             raise UserError(
                 f"{name} cannot ship with torch {target.torch_version} ({target.platform}, Python {target.python}): "

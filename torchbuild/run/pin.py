@@ -7,7 +7,8 @@ build is ``<release>+<label>`` (``2.13.0+cpu``), or the plain ``<release>`` wher
 build unlabelled (win-64 CPU). uv's resolver answers for the cell's platform and Python, one release at a time
 (host/uv.py, with pip's configuration); the probes meant to fail say nothing (``-v``: what the resolver said).
 ``--wheel`` pins the release of the given wheel. Each cell says in one line which release it took and why; a cell
-for which no release is offered is a clear error naming what was looked for.
+for which no release is offered is a clear error naming what was looked for. The companions a cell builds are
+pinned the same way, to the torch release chosen (pin_companions.py).
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ from torchbuild.config.compat import CPU, Compat, TorchRelease, load
 from torchbuild.config.matrix import LATEST, Cell, Matrix
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError, one_of
-from torchbuild.host import pip_config, uv
+from torchbuild.host import uv
 from torchbuild.host.console import console
 from torchbuild.plan import Plan, check_cell, probe, resolve, unlabelled_build, work_dir_of
-from torchbuild.run import index_memo, state
+from torchbuild.run import index_memo, index_probe, pin_companions, state
 
 MEMO = "index-answers.json"  # in the cache directory (index_memo.py)
 T = TypeVar("T")
@@ -39,25 +40,9 @@ T = TypeVar("T")
 PROBES_AT_ONCE = 4  # uv processes asking about successive releases side by side
 
 
-def _probe(spec: str, target: uv.Target, log: Path, verbose: bool = False, deps: bool = False) -> Version | None:
-    """The version of the wheel the configured indexes offer for ``spec`` (``torch==2.13.0+cpu``,
-    ``torch===2.14.1``) on the target (``deps``: with every requirement it declares there, such as a CUDA build's
-    nvidia-* pins); None where they offer none (the expected answer of most probes: uv's words go to ``log``, and
-    with ``verbose`` to the terminal)."""
-    try:
-        chosen = uv.lock([spec], target, log=log, deps=deps)
-    except uv.UvError as exc:
-        if exc.no_match:
-            if verbose:
-                console.print(f"pin: {spec} ({target.platform}, Python {target.python}): {exc.detail}", highlight=False)
-            return None
-        raise UserError(f"asking the configured package indexes for {spec}: {exc.detail} (log: {log})") from None
-    return Version(next(c.version for c in chosen if c.name == "torch"))
-
-
 def _first(names: Sequence[str], target: uv.Target, log: Path, verbose: bool, deps: bool) -> Version | None:
     for spec in names:
-        if (found := _probe(spec, target, log, verbose, deps)) is not None:
+        if (found := index_probe.offered_version(spec, target, log, verbose, deps)) is not None:
             return found
     return None
 
@@ -71,14 +56,8 @@ def _ask(
     what the resolver said to the last question only."""
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("", encoding="utf-8")
-    configured = pip_config.settings()
-    locations = [u for name in index_memo.LOCATION_SETTINGS for u in configured.get(name, [])]
-    paths = [
-        *pip_config.config_files(),
-        *map(str, pip_config.constraint_files(configured)),
-        *index_memo.local_directories(locations, "torch"),
-    ]
-    newest = _probe("torch", target, log, verbose)
+    paths = index_probe.answer_depends_on("torch")
+    newest = index_probe.offered_version("torch", target, log, verbose)
     asked = [names for names in specs if newest is not None and _public(names[0]) <= Version(newest.public)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=PROBES_AT_ONCE) as pool:
         pending = [pool.submit(_first, names, target, log, verbose, deps) for names in asked]
@@ -257,11 +236,21 @@ def pin_all(
     """The final Plan of every cell: its release chosen first, then resolved once."""
     compat = load()
     releases = dict(zip((c.id for c in cells), candidates, strict=True))
-    return _each(cells, lambda cell: resolve(cell, matrix, compat, choose(cell, releases[cell.id], options, compat)))
+
+    def final(cell: Cell) -> Plan:
+        release = choose(cell, releases[cell.id], options, compat)
+        torch = next((r for r in releases[cell.id] if release is None or r.version == release), None)
+        torch = torch or compat.release(release or "")  # a --wheel of a release the cell would not choose
+        offered = pin_companions.offered(cell, torch, matrix, options, compat) if torch else {}
+        return resolve(cell, matrix, compat, release, offered)
+
+    return _each(cells, final)
 
 
 def pin_to_record(cell: Cell, matrix: Matrix, root: Path) -> Plan:
     """The Plan of a cell as the build job that recorded ``build/<cell-id>/state.json`` resolved it (the smoke
     command runs on another machine, whose indexes may offer other releases)."""
-    recorded = state.recorded_release(state.path_of(root, work_dir_of(cell)))
-    return resolve(cell, matrix, pinned=recorded if cell.torch == LATEST else None)
+    path = state.path_of(root, work_dir_of(cell))
+    recorded = state.recorded_release(path)
+    pinned = recorded if cell.torch == LATEST else None
+    return resolve(cell, matrix, pinned=pinned, offered=pin_companions.recorded(path))

@@ -63,6 +63,15 @@ def recorded_release(path: Path) -> str | None:
     return release if isinstance(release, str) else None
 
 
+def recorded_companions(path: Path) -> list[dict[str, object]]:
+    """The companions of the Plan recorded at ``path`` (as Plan.to_dict writes them); none where unreadable."""
+    try:
+        companions = read(path).plan.get("companions")
+    except UserError:
+        return []
+    return [c for c in companions if isinstance(c, dict)] if isinstance(companions, list) else []
+
+
 @dataclass
 class State:
     """The runner's view: the last result of each stage, written atomically after every stage."""

@@ -40,7 +40,7 @@ class Env:
     root: Path  # everything of this environment: the interpreter and packages, the empty working directory, ...
     artifact: Path  # the wheel or the .conda installed into it
     log: Path
-    # the companions installed beside torch, each by its artifact of the same kind (torchaudio's repaired wheel or
+    # the companions installed beside torch, each by its artifact of the same kind (torchvision's repaired wheel or
     # conda package), whose checks run too (smoke_checks.COMPANION_CHECKS)
     companions: Mapping[str, Path] = field(default_factory=dict)
 
@@ -93,8 +93,9 @@ def expect_args(plan: Plan, torch_file: str, companions: Sequence[str] = ()) -> 
     it, its release (their checks run then)."""
     args = ["--expect-version", plan.version, "--expect-cuda", plan.cuda, "--expect-torch-file", torch_file]
     releases = {c.name: c.release for c in plan.companions if c.name in companions and c.release}
-    if "torchaudio" in releases:
-        args += ["--expect-torchaudio", releases["torchaudio"]]
+    for name in smoke_checks.COMPANION_CHECKS:
+        if name in releases:
+            args += [f"--expect-{name}", releases[name]]
     if plan.is_cuda and plan.cudnn is not None:
         args += ["--expect-cudnn", str(plan.cudnn)]
     declared = plan.declared_libraries

@@ -22,6 +22,7 @@ the two workarounds in ``wine_fixes``.
 
 from __future__ import annotations
 
+import email.parser
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -126,14 +127,19 @@ class WineBackend:
             self._session.stop()
             self._session = None
 
-    def dependencies(self, log: Path) -> list[win_deps.Resolved]:
-        """The wheel's requirements for the Windows target and numpy (and what smoke_envs.yaml adds), once."""
+    def dependencies(
+        self, log: Path, companions: Mapping[str, Sequence[str]] | None = None
+    ) -> list[win_deps.Resolved]:
+        """The wheel's requirements for the Windows target and numpy (and what smoke_envs.yaml adds), and those of
+        the ``companions`` installed beside it (name -> its Requires-Dist: torchvision's pillow) but torch, once."""
         if self._deps is None:
             plan = self.plan
             markers = {**plan.conda.marker_environment, "python_full_version": self.embedded.pinned.cpython,
                        "implementation_version": self.embedded.pinned.cpython}  # fmt: skip
             roots = [(str(r), "torch") for r in win_deps.applicable(win_deps.metadata_requires(self.wheel), markers)]
             roots += [(w.requirement, "smoke_envs.yaml") for w in plan.smoke_extras_wine]
+            for name, requires in (companions or {}).items():
+                roots += [(str(r), name) for r in win_deps.applicable(requires, markers) if r.name != "torch"]
             dest = self.cache_dir / "win-wheels" / f"py{plan.python}"
             python = self.embedded.pinned.cpython  # the exact release: python_full_version markers hold as they will
             self._deps = win_deps.resolve(roots, python=python, dest=dest, log=log, skip=["torch"])
@@ -144,7 +150,6 @@ class WineBackend:
         root = prefix(env)
         win_env.python_env(self.embedded, root)
         scheme = self.plan.conda.install_scheme
-        deps = self.dependencies(env.log)
         what = [self.embedded.pinned.label]
         if env.kind == "wheel":
             win_deps.install(env.artifact, root, scheme)
@@ -167,6 +172,7 @@ class WineBackend:
             else:
                 extract.extract_package(artifact, root)
             what.append(f"beside it {name}'s {artifact.name}")
+        deps = self.dependencies(env.log, {name: installed_requires(root, name) for name in env.companions})
         for dep in deps:
             win_deps.install(dep.wheel, root, scheme)
         what.append(f"{len(deps)} win_amd64 wheels: {', '.join(f'{d.name} {d.version}' for d in deps)}")
@@ -191,6 +197,16 @@ class WineBackend:
 
 def prefix(env: Env) -> Path:
     return env.root / "env"
+
+
+def installed_requires(root: Path, name: str) -> list[str]:
+    """The Requires-Dist of ``name`` as installed under ``root`` (its dist-info's METADATA, which the wheel and the
+    conda package both carry); none where it has no dist-info."""
+    for metadata in sorted((root / win_env.SITE_PACKAGES).glob(f"{name}-*.dist-info/METADATA")):
+        text = metadata.read_text(encoding="utf-8", errors="replace")
+        parsed = email.parser.Parser().parsestr(text, headersonly=True)
+        return [str(line) for line in parsed.get_all("Requires-Dist") or []]
+    return []
 
 
 def script_check(env: Env, session: wine.Session) -> Check:

@@ -41,6 +41,7 @@ class Expect:
     # file names of the libraries the wheel's declared requirements install: each one loaded must be the environment's
     from_environment: tuple[str, ...] = ()
     torchaudio: str | None = None  # the release of torchaudio installed beside torch (its checks run only then)
+    torchvision: str | None = None  # the release of torchvision installed beside torch (its checks run only then)
 
 
 @dataclass(frozen=True)
