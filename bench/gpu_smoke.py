@@ -55,8 +55,9 @@ def expectations(dist: metadata.Distribution) -> list[str]:
     libraries = sorted({Path(str(f)).name for name in names for f in _files(name) if ".so" in Path(str(f)).name})
     if libraries:
         args += ["--expect-from-environment", ",".join(libraries)]
-    if "torchaudio" in everything:  # its checks run where it is installed beside torch
-        args += ["--expect-torchaudio", metadata.version("torchaudio").split("+")[0]]
+    for companion in ("torchvision", "torchaudio"):  # their checks run where they are installed beside torch
+        if companion in everything:
+            args += [f"--expect-{companion}", metadata.version(companion).split("+")[0]]
     return args
 
 
