@@ -26,7 +26,9 @@ from torchbuild.errors import UserError, one_of
 
 NOT_BUILT = "not built yet (the stages ship torch only)"
 # What the stages build from PyPI's wheel beside torch, by platform; the others stay NOT_BUILT, with the reason.
-BUILT: dict[str, tuple[str, ...]] = {"win-64": ("torchvision", "torchaudio")}
+# linux-64: PyPI's linux companions are CUDA builds, so only a CUDA cell whose CUDA they were built for ships them
+# (a CPU cell says why not, _mismatch).
+BUILT: dict[str, tuple[str, ...]] = {"win-64": ("torchvision", "torchaudio"), "linux-64": ("torchvision", "torchaudio")}
 NOT_BUILT_WHY: dict[str, str] = {}
 
 
@@ -125,9 +127,12 @@ def _mismatch(release: Release, build: Build, target: Target) -> str | None:
             f"does not have (it fails at import), and PyPI has no CPU build of it; {_compile_hint(name, version)}"
         )
     if build.label.startswith("cu") or cuda:
+        runtime = [n for n in build.links or () if n.startswith("libcudart.so")]
+        linking = f" linking {', '.join(runtime)}" if runtime else ""
         return (
-            f"PyPI's {platform} wheel of {name} {version} is {_kind(build)}; this cell's torch is "
-            f"+{target.local_version} (its CUDA runtime must be the cell's); {_compile_hint(name, version)}"
+            f"PyPI's {platform} wheel of {name} {version} is {_kind(build)}{linking}; this cell's torch is "
+            f"+{target.local_version} (its CUDA runtime must be the cell's, two CUDA runtimes cannot serve one "
+            f"process); {_compile_hint(name, version)}"
         )
     return (
         f"PyPI's {platform} wheel of {name} {version} is {_kind(build)}: beside this cell's CUDA torch its CUDA "
