@@ -154,7 +154,7 @@ def test_a_linux_cuda_plan_builds_pypis_cuda_companions_pinned_to_its_exact_pyto
     assert vision.wheel == "torchvision-0.25.0-cp311-cp311-manylinux_2_28_x86_64.whl"
     assert vision.depends == ("python >=3.11,<3.12.0a0", pin) and audio.depends == vision.depends
     assert audio.built and audio.package == "torchaudio-2.10.0-py3.11_cuda12.8_cudnn9_0"
-    assert audio.line.endswith(f"builds torchaudio-2.10.0-py3.11_cuda12.8_cudnn9_0.conda, which requires {pin}")
+    assert audio.line.endswith(f"build torchaudio-2.10.0-py3.11_cuda12.8_cudnn9_0.conda, which requires {pin}")
 
 
 @pytest.mark.parametrize(
