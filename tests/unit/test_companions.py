@@ -256,3 +256,17 @@ def test_a_built_companion_without_its_package_is_reported_not_built_in_this_run
     package = tmp_path / "torchvision-0.20.1-py3.11_cpu_0.conda"
     package.write_bytes(b"x")
     assert companion_line(vision, {"conda_package[torchvision]": Artifact.of(package)}) == ("built", vision.line)
+
+
+def test_a_linux_cpu_plan_builds_no_companion_and_says_why_in_one_line_each() -> None:
+    """Latest (no CUDA build of a companion fits a CPU torch) and torch 1.7.0, whose torchaudio 0.7.0 is a CPU build
+    on PyPI: paired, but the stages build linux-64 companions for CUDA cells only, and say so."""
+    latest = resolve(Cell(platform="linux-64", cuda="cpu", python="3.11", torch="2.13.0"), Matrix())
+    assert [c.built for c in latest.companions] == [False, False]
+    assert all(c.line.count("\n") == 0 and "not shipped" in c.line for c in latest.companions)
+    old = resolve(Cell(platform="linux-64", cuda="cpu", python="3.8", torch="1.7.0"), Matrix())
+    audio = next(c for c in old.companions if c.name == "torchaudio")
+    assert not audio.built and audio.line.endswith(
+        "not built yet: the stages build linux-64 companions for CUDA cells only (PyPI's CPU builds are of old "
+        "releases)"
+    )

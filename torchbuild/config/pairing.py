@@ -30,6 +30,7 @@ NOT_BUILT = "not built yet (the stages ship torch only)"
 # (a CPU cell says why not, _mismatch).
 BUILT: dict[str, tuple[str, ...]] = {"win-64": ("torchvision", "torchaudio"), "linux-64": ("torchvision", "torchaudio")}
 NOT_BUILT_WHY: dict[str, str] = {}
+LINUX_CPU_WHY = "the stages build linux-64 companions for CUDA cells only (PyPI's CPU builds are of old releases)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,11 +176,14 @@ def _choose(table: Table, name: str, pinned: str | None, target: Target, request
         return Companion(name=name, release=None, requested=requested, paired=version, reason=why)
     wheel = build.wheel_for(target.python)
     assert wheel is not None  # _ship checked it
-    built = bool(target.torch_package) and name in BUILT.get(target.platform, ())
+    # linux-64 CPU cells: only old releases have a CPU companion on PyPI (torchaudio 0.7.0); not wired yet
+    cpu_on_linux = target.platform == "linux-64" and target.local_version == "cpu"
+    built = bool(target.torch_package) and name in BUILT.get(target.platform, ()) and not cpu_on_linux
     return Companion(
         package=f"{name}-{version}-{target.build_string}" if built else "",
         depends=tuple(d for d in (target.python_spec, target.torch_package) if d) if built else (),
-        not_built=NOT_BUILT_WHY.get(name, "") if target.torch_package and not built else "",
+        not_built=(LINUX_CPU_WHY if cpu_on_linux else NOT_BUILT_WHY.get(name, "")) if target.torch_package and not built
+        else "",
         name=name,
         release=version,
         requested=requested,

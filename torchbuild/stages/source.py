@@ -21,8 +21,9 @@ Compile mode (``--source-dir`` or ``--git-ref``): the checkout, given or cloned,
 Beside torch, PyPI's wheel of each companion the Plan builds (win-64 torchvision), fetched by the sha256
 companions.yaml pins (host/downloads.py ``pinned_wheel``: uv chooses, pip fetches, the same cache): written as
 ``source_wheel[<name>]``, in every mode. On a CUDA cell an unlabelled companion wheel (PyPI's linux ones) is given the
-cell's label as torch's is (0.25.0 -> 0.25.0+cu128), once its own ``<name>/version.py`` says it is that build. One that cannot be had fails the stage where ``packages`` names it; asked
-for by default, it is left out, said in the stage's message and the report (the later stages build what they get).
+cell's label as torch's is (0.25.0 -> 0.25.0+cu128), once its own ``<name>/version.py`` says it is that build. One
+that cannot be had fails the stage where ``packages`` names it; asked for by default, it is left out, said in the
+stage's message and the report (the later stages build what they get).
 
 Writes ``source_wheel`` or ``checkout``, and ``source_info`` (source.json, torchbuild/wheel/provenance.py: the origin,
 its sha256 or commit, and the time the cell's archives carry).
