@@ -96,8 +96,8 @@ def test_linux_cuda_cell_ships_torchvision_and_torchaudio_from_one_channel(tmp_p
     requirements.write_text("torch\ntorchvision\ntorchaudio\n")
     compiled = subprocess.run(
         ["uv", "pip", "compile", str(requirements), "--no-config", "--no-header", "--emit-index-annotation",
-         "--index", simple.as_uri(), "--extra-index-url", "https://pypi.org/simple", "--index-strategy",
-         "first-index", "--python-platform", "x86_64-manylinux_2_28", "--python-version", "3.11"],
+         "--index", simple.as_uri(), "--default-index", "https://pypi.org/simple", "--python-platform",
+         "x86_64-manylinux_2_28", "--python-version", "3.11"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert compiled.returncode == 0, compiled.stderr

@@ -291,6 +291,13 @@ def _run(argv: list[str], cwd: Path, what: str, env: dict[str, str] | None = Non
     return proc.stdout
 
 
+def _cuda_toolkit_missing() -> str:
+    """What of a CUDA toolkit (CUDA_HOME, else /usr/local/cuda) a consumer of a CUDA torch lacks here; "" if none."""
+    root = Path(os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda")
+    header = root / "include" / "cuda_runtime.h"
+    return "" if header.is_file() else str(header)
+
+
 def check_cpp_consumer(expect: Expect) -> Outcome:
     folder = _torch_folder()
     if sys.platform == "win32" and not shutil.which("cl"):
@@ -301,6 +308,11 @@ def check_cpp_consumer(expect: Expect) -> Outcome:
     cmake = shutil.which("cmake")
     if cmake is None:
         return Outcome("skipped", "skipped (no cmake on PATH)")
+    if sys.platform != "win32" and expect.cuda != "cpu" and (missing := _cuda_toolkit_missing()):
+        # TorchConfig.cmake of a CUDA build finds the CUDA toolkit (Caffe2's cuda.cmake) or stops with "Your
+        # installed Caffe2 version uses CUDA but I cannot find the CUDA libraries"
+        return Outcome("skipped", f"skipped (a CUDA torch's find_package(Torch) needs the CUDA toolkit's headers and "
+                       f"cudart; this host has no {missing})")  # fmt: skip
     config = folder / "share" / "cmake"
     if not (config / "Torch" / "TorchConfig.cmake").is_file():
         raise CheckFailed(f"{config / 'Torch' / 'TorchConfig.cmake'} is missing: find_package(Torch) cannot work")
