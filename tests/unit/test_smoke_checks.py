@@ -199,23 +199,26 @@ def test_dist_info_finds_license_files_where_the_metadata_version_puts_them(tmp_
     assert _check_dist_info(tmp_path / "new") == "failed: 1 License-File fields name no file in licenses/: NOTICE"
 
 
-def test_the_cpp_consumer_of_a_cuda_torch_without_a_cuda_toolkit_says_skipped(
+def test_the_cpp_consumer_of_a_cuda_torch_without_its_cuda_toolkit_says_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A CUDA torch's TorchConfig.cmake stops without the toolkit's headers: the check says why it did not run."""
+    """A CUDA torch's TorchConfig.cmake stops without a toolkit of its CUDA: the check says why it did not run."""
     from torchbuild.stages.smoke.resources import checks_more, smoke_base
 
-    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-toolkit"))
-    assert checks_more._cuda_toolkit_missing() == str(tmp_path / "no-toolkit" / "include" / "cuda_runtime.h")
-    (tmp_path / "toolkit" / "include").mkdir(parents=True)
-    (tmp_path / "toolkit" / "include" / "cuda_runtime.h").write_text("")
-    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "toolkit"))
-    assert checks_more._cuda_toolkit_missing() == ""
-    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-toolkit"))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "none"))
+    assert checks_more._cuda_toolkit_missing("12.8") == f"no {tmp_path / 'none' / 'include' / 'cuda_runtime_api.h'}"
+    (tmp_path / "cu13" / "include").mkdir(parents=True)
+    (tmp_path / "cu13" / "include" / "cuda_runtime_api.h").write_text("#define CUDART_VERSION  13000\n")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cu13"))
+    assert checks_more._cuda_toolkit_missing("12.8") == f"CUDA toolkit 13.0 at {tmp_path / 'cu13'}, not CUDA 12.x"
+    assert checks_more._cuda_toolkit_missing("13.0") == ""
     monkeypatch.setattr(checks_more, "_torch_folder", lambda: tmp_path)
     fields = {f: None for f in smoke_base.Expect.__dataclass_fields__} | {"version": "2.10.0+cu128", "cuda": "12.8"}
     if sys.platform == "win32" or checks_more._compiler() is None or checks_more.shutil.which("cmake") is None:
         pytest.skip("skipped: needs a C++ compiler and cmake (the check says so before the toolkit)")
     outcome = checks_more.check_cpp_consumer(smoke_base.Expect(**fields))
     assert outcome.status == "skipped"
-    assert "a CUDA torch's find_package(Torch) needs the CUDA toolkit's headers and cudart" in outcome.message
+    assert outcome.message == (
+        "skipped (a CUDA torch's find_package(Torch) needs the CUDA toolkit's headers and cudart of its CUDA 12.8: "
+        f"this host has CUDA toolkit 13.0 at {tmp_path / 'cu13'}, not CUDA 12.x)"
+    )
