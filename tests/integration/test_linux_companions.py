@@ -103,5 +103,6 @@ def test_linux_cuda_cell_ships_torchvision_and_torchaudio_from_one_channel(tmp_p
     assert compiled.returncode == 0, compiled.stderr
     lines = compiled.stdout.splitlines()
     for pinned in ("torch==2.10.0+cu128", "torchvision==0.25.0+cu128", "torchaudio==2.10.0+cu128"):
-        assert lines[lines.index(pinned) + 1 :][0:3].count(f"    # from {simple.as_uri()}") == 1, compiled.stdout
+        index = next(line for line in lines[lines.index(pinned) + 1 :] if line.startswith("    # from "))
+        assert index == f"    # from {simple.as_uri()}", compiled.stdout
     assert "nvidia-cuda-runtime-cu12==12.8.90" in lines
