@@ -93,7 +93,8 @@ def test_win_cpu_and_linux_cuda_cells_pair_pypis_wheel_and_say_it_is_not_built()
 @pytest.mark.parametrize(
     ("t", "expected"),
     [
-        (target("linux-64", "2.13.0", "cu128"), "is a CUDA 13.0 build (+cu130); this cell's torch is +cu128"),
+        (target("linux-64", "2.13.0", "cu128"), "is a CUDA 13.0 build (+cu130) linking libcudart.so.13; this cell's "
+         "torch is +cu128 (its CUDA runtime must be the cell's"),
         (target("win-64", "2.9.1", "cu126"), "is a CPU build (+cpu): beside this cell's CUDA torch its CUDA operators"),
         (target("win-64", "2.13.0", "cpu", python="3.9"), "PyPI has no Python 3.9 wheel of torchvision 0.28.0 for "
          "win-64 (it has 3.10, 3.11, 3.12, 3.13, 3.14 or 3.14t)"),
@@ -130,7 +131,7 @@ def test_the_plan_carries_the_companions() -> None:
 
 def test_a_win_64_plan_builds_torchvision_pinned_to_its_exact_pytorch_build() -> None:
     """win-64: torchvision and torchaudio are built from PyPI's wheels beside torch, each conda package requiring the
-    cell's pytorch version AND build string. linux-64 keeps NOT_BUILT (issue 28)."""
+    cell's pytorch version AND build string (linux-64 CUDA cells: the next test)."""
     plan = resolve(Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.5.1"), Matrix())
     vision, audio = plan.companions
     assert vision.built and vision.package == "torchvision-0.20.1-py3.11_cpu_0"
@@ -140,8 +141,47 @@ def test_a_win_64_plan_builds_torchvision_pinned_to_its_exact_pytorch_build() ->
         "the stages build torchvision-0.20.1-py3.11_cpu_0.conda, which requires pytorch 2.5.1 py3.11_cpu_0"
     )
     assert audio.built and audio.package == "torchaudio-2.5.1-py3.11_cpu_0" and audio.depends == vision.depends
-    linux = resolve(Cell(platform="linux-64", cuda="12.8", python="3.11", torch="2.10.0"), Matrix())
-    assert all(not c.built and (c.release is None or c.line.endswith(NOT_BUILT)) for c in linux.companions)
+
+
+def test_a_linux_cuda_plan_builds_pypis_cuda_companions_pinned_to_its_exact_pytorch_build() -> None:
+    """linux-64 CUDA 12.8, torch 2.10.0: PyPI's linux torchvision 0.25.0 and torchaudio 2.10.0 are its CUDA 12.8
+    builds (+cu128, linking libcudart.so.12): both built, each pinning the cell's exact pytorch cuda build."""
+    plan = resolve(Cell(platform="linux-64", cuda="12.8", python="3.11", torch="2.10.0"), Matrix())
+    vision, audio = plan.companions
+    pin = "pytorch 2.10.0 py3.11_cuda12.8_cudnn9_0"
+    assert (vision.release, vision.build) == ("0.25.0", "cu128")
+    assert vision.package == "torchvision-0.25.0-py3.11_cuda12.8_cudnn9_0"
+    assert vision.wheel == "torchvision-0.25.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    assert vision.depends == ("python >=3.11,<3.12.0a0", pin) and audio.depends == vision.depends
+    assert audio.built and audio.package == "torchaudio-2.10.0-py3.11_cuda12.8_cudnn9_0"
+    assert audio.line.endswith(f"build torchaudio-2.10.0-py3.11_cuda12.8_cudnn9_0.conda, which requires {pin}")
+
+
+@pytest.mark.parametrize(
+    ("cuda", "local", "message"),
+    [
+        ("13.0", "cu130", "torchvision 0.25.0 is a CUDA 12.8 build (+cu128) linking libcudart.so.12; this cell's torch "
+         "is +cu130 (its CUDA runtime must be the cell's, two CUDA runtimes cannot serve one process)"),
+        ("cpu", "cpu", "torchvision 0.25.0 is a CUDA 12.8 build (+cu128) linking libc10_cuda.so, libcudart.so.12, "
+         "libtorch_cuda.so, which this cell's CPU torch does not have"),
+    ],
+)  # fmt: skip
+def test_a_linux_companion_of_another_cuda_is_refused_naming_its_cuda_runtime(
+    cuda: str, local: str, message: str
+) -> None:
+    with pytest.raises(UserError) as refused:
+        choose(("torch", "torchvision"), target("linux-64", "2.10.0", local))
+    assert message in str(refused.value), cuda
+    assert "Leave torchvision out of packages" in str(refused.value)
+    asked_by_default = by_name(choose(None, target("linux-64", "2.10.0", local)))
+    assert all(c.release is None and "PyPI's linux-64 wheel" in c.reason for c in asked_by_default.values())  # type: ignore[attr-defined]
+
+
+def test_a_linux_companion_whose_pin_is_not_the_cells_torch_is_refused_naming_both_versions() -> None:
+    with pytest.raises(UserError) as refused:
+        choose(("torch", "torchaudio==2.9.1"), target("linux-64", "2.10.0", "cu128"))
+    assert ("torchaudio 2.9.1 requires torch==2.9.1 (its wheels' Requires-Dist); this cell's torch is 2.10.0+cu128; "
+            "torchaudio 2.10.0 is the release that pairs with torch 2.10.0") in str(refused.value)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -216,3 +256,17 @@ def test_a_built_companion_without_its_package_is_reported_not_built_in_this_run
     package = tmp_path / "torchvision-0.20.1-py3.11_cpu_0.conda"
     package.write_bytes(b"x")
     assert companion_line(vision, {"conda_package[torchvision]": Artifact.of(package)}) == ("built", vision.line)
+
+
+def test_a_linux_cpu_plan_builds_no_companion_and_says_why_in_one_line_each() -> None:
+    """Latest (no CUDA build of a companion fits a CPU torch) and torch 1.7.0, whose torchaudio 0.7.0 is a CPU build
+    on PyPI: paired, but the stages build linux-64 companions for CUDA cells only, and say so."""
+    latest = resolve(Cell(platform="linux-64", cuda="cpu", python="3.11", torch="2.13.0"), Matrix())
+    assert [c.built for c in latest.companions] == [False, False]
+    assert all(c.line.count("\n") == 0 and "not shipped" in c.line for c in latest.companions)
+    old = resolve(Cell(platform="linux-64", cuda="cpu", python="3.8", torch="1.7.0"), Matrix())
+    audio = next(c for c in old.companions if c.name == "torchaudio")
+    assert not audio.built and audio.line.endswith(
+        "not built yet: the stages build linux-64 companions for CUDA cells only (PyPI's CPU builds are of old "
+        "releases)"
+    )

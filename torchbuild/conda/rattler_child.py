@@ -129,12 +129,17 @@ async def _package_subdir(path: str) -> str:
     return str(record.subdir)
 
 
-async def _install_archive(archive: str, prefix: str, cache_dir: str) -> dict[str, Any]:
-    """Link one package file into ``prefix`` (no solve): what smoke-conda's environment needs."""
+async def _install_archive(
+    archive: str, prefix: str, cache_dir: str, beside: list[str] | None = None
+) -> dict[str, Any]:
+    """Link one package file, and those ``beside`` it, into ``prefix`` in one transaction (no solve): what
+    smoke-conda's environment needs. One transaction: rattler's install leaves the prefix holding exactly the
+    records it is given, so a second install of a companion alone would unlink torch's package."""
     from rattler import RepoDataRecord, install
 
     record = await RepoDataRecord.from_package_archive(Path(archive))
-    await install([record], target_prefix=Path(prefix), cache_dir=Path(cache_dir), show_progress=False)
+    others = [await RepoDataRecord.from_package_archive(Path(path)) for path in beside or []]
+    await install([record, *others], target_prefix=Path(prefix), cache_dir=Path(cache_dir), show_progress=False)
     return {"record": str(record), "depends": [str(d) for d in record.depends]}
 
 

@@ -28,8 +28,11 @@ from torchbuild.errors import UserError, one_of
 
 NOT_BUILT = "not built yet (the stages ship torch only)"
 # What the stages build from PyPI's wheel beside torch, by platform; the others stay NOT_BUILT, with the reason.
-BUILT: dict[str, tuple[str, ...]] = {"win-64": ("torchvision", "torchaudio")}
+# linux-64: PyPI's linux companions are CUDA builds, so only a CUDA cell whose CUDA they were built for ships them
+# (a CPU cell says why not, _mismatch).
+BUILT: dict[str, tuple[str, ...]] = {"win-64": ("torchvision", "torchaudio"), "linux-64": ("torchvision", "torchaudio")}
 NOT_BUILT_WHY: dict[str, str] = {}
+LINUX_CPU_WHY = "the stages build linux-64 companions for CUDA cells only (PyPI's CPU builds are of old releases)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,9 +143,12 @@ def _mismatch(release: Release, build: Build, target: Target) -> str | None:
             f"does not have (it fails at import), and PyPI has no CPU build of it; {_compile_hint(name, version)}"
         )
     if build.label.startswith("cu") or cuda:
+        runtime = [n for n in build.links or () if n.startswith("libcudart.so")]
+        linking = f" linking {', '.join(runtime)}" if runtime else ""
         return (
-            f"PyPI's {platform} wheel of {name} {version} is {_kind(build)}; this cell's torch is "
-            f"+{target.local_version} (its CUDA runtime must be the cell's); {_compile_hint(name, version)}"
+            f"PyPI's {platform} wheel of {name} {version} is {_kind(build)}{linking}; this cell's torch is "
+            f"+{target.local_version} (its CUDA runtime must be the cell's, two CUDA runtimes cannot serve one "
+            f"process); {_compile_hint(name, version)}"
         )
     return (
         f"PyPI's {platform} wheel of {name} {version} is {_kind(build)}: beside this cell's CUDA torch its CUDA "
@@ -206,11 +212,14 @@ def _choose(
         return Companion(name=name, release=None, requested=requested, paired=version, reason=why)
     wheel = build.wheel_for(target.python)
     assert wheel is not None  # _ship checked it
-    built = bool(target.torch_package) and name in BUILT.get(target.platform, ())
+    # linux-64 CPU cells: only old releases have a CPU companion on PyPI (torchaudio 0.7.0); not wired yet
+    cpu_on_linux = target.platform == "linux-64" and target.local_version == "cpu"
+    built = bool(target.torch_package) and name in BUILT.get(target.platform, ()) and not cpu_on_linux
     return Companion(
         package=f"{name}-{version}-{target.build_string}" if built else "",
         depends=tuple(d for d in (target.python_spec, target.torch_package) if d) if built else (),
-        not_built=NOT_BUILT_WHY.get(name, "") if target.torch_package and not built else "",
+        not_built=(LINUX_CPU_WHY if cpu_on_linux else NOT_BUILT_WHY.get(name, "")) if target.torch_package and not built
+        else "",
         name=name,
         release=version,
         requested=requested,

@@ -20,8 +20,10 @@ Compile mode (``--source-dir`` or ``--git-ref``): the checkout, given or cloned,
 
 Beside torch, PyPI's wheel of each companion the Plan builds (win-64 torchvision), fetched by the sha256
 companions.yaml pins (host/downloads.py ``pinned_wheel``: uv chooses, pip fetches, the same cache): written as
-``source_wheel[<name>]``, in every mode. One that cannot be had fails the stage where ``packages`` names it; asked
-for by default, it is left out, said in the stage's message and the report (the later stages build what they get).
+``source_wheel[<name>]``, in every mode. On a CUDA cell an unlabelled companion wheel (PyPI's linux ones) is given the
+cell's label as torch's is (0.25.0 -> 0.25.0+cu128), once its own ``<name>/version.py`` says it is that build. One
+that cannot be had fails the stage where ``packages`` names it; asked for by default, it is left out, said in the
+stage's message and the report (the later stages build what they get).
 
 Writes ``source_wheel`` or ``checkout``, and ``source_info`` (source.json, torchbuild/wheel/provenance.py: the origin,
 its sha256 or commit, and the time the cell's archives carry).
@@ -86,10 +88,44 @@ def _with_companions(ctx: Context, result: StageResult) -> StageResult:
             # Asked for by default only: the cell ships torch without it, and says so.
             said.append(f"{companion.name} {companion.release} not built: {exc}")
             continue
-        artifact = link_atomic(entry, ctx.stage_dir(NAME) / entry.name)
+        if ctx.plan.is_cuda and wheelfile.parse_name(entry).version.local is None:
+            artifact, note = _relabel_companion(entry, companion.name, ctx.plan, ctx.stage_dir(NAME))
+        else:
+            artifact, note = link_atomic(entry, ctx.stage_dir(NAME) / entry.name), ""
         outputs[companion_artifact("source_wheel", companion.name)] = artifact
-        said.append(f"{entry.name} ({_mb(artifact.size)}, sha256 as {WHERE} pins)")
+        said.append(f"{entry.name} ({_mb(artifact.size)}, sha256 as {WHERE} pins{note})")
     return dataclasses.replace(result, outputs=outputs, message=f"{result.message}; beside it {', '.join(said)}")
+
+
+_VERSION_PY_VERSION = re.compile(r"^__version__\s*=\s*'([^']*)'", re.MULTILINE)
+
+
+def _relabel_companion(path: Path, name: str, plan: Plan, out_dir: Path) -> tuple[Artifact, str]:
+    """PyPI's unlabelled companion wheel of a CUDA cell, given the cell's label as torch's is (0.25.0 ->
+    0.25.0+cu128), once its own <name>/version.py proves it is that build (``__version__ = '0.25.0+cu128'``)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            text = archive.read(f"{name}/version.py").decode("utf-8", "replace")
+    except (KeyError, OSError, zipfile.BadZipFile) as exc:
+        raise StageFailed(NAME, f"cannot read {name}/version.py of {path.name}: {exc}") from None
+    found = _VERSION_PY_VERSION.search(text)
+    declared = found[1] if found else None
+    version = f"{wheelfile.parse_name(path).version}+{plan.local_version}"
+    if declared != version:
+        raise StageFailed(
+            NAME,
+            f"{path.name} is not the {plan.local_version} build this cell's torch needs: its {name}/version.py says "
+            f"__version__ = {declared!r}, not {version!r}",
+        )
+    dest = out_dir / name
+    dest.mkdir(parents=True, exist_ok=True)
+    for stale in dest.glob("*.whl"):
+        stale.unlink()
+    try:
+        made = wheel_version.set_version(path, dest, version)
+    except (wheel_version.VersionError, OSError, zipfile.BadZipFile) as exc:
+        raise StageFailed(NAME, f"cannot give {path.name} the version {version}: {exc}") from None
+    return Artifact.of(made), f"; unlabelled, its {name}/version.py says '{declared}': re-versioned to {version}"
 
 
 # --- compile mode ----------------------------------------------------------------------------------------

@@ -84,6 +84,7 @@ def _elf_summary(report: ClosureReport[ElfInfo]) -> str:
         f"{len(report.files)} ELF files ({shared} shared objects), {needed} DT_NEEDED entries: "
         f"{count('wheel')} in the wheel via RUNPATH, {count('same-dir')} in the same directory, "
         + (f"{count('dependency')} from declared requirements, " if count("dependency") else "")
+        + (f"{count('loaded')} loaded first by the package it extends, " if count("loaded") else "")
         + f"{count('system')} allowed by {report.scope}, {count('loader')} dynamic loader, "
         f"{count('excluded')} driver excludes, {len(report.missing)} missing"
     )
@@ -185,11 +186,16 @@ def resolve(
     machine: str | None = None,
     bad: Iterable[Unusable] = (),
     provided: Mapping[str, str] | None = None,
+    loaded: Mapping[str, str] | None = None,
 ) -> ClosureReport[ElfInfo]:
     """Resolve every DT_NEEDED of ``elves`` against the wheel's ``files`` and the allowed system libraries;
     ``provided``: files other wheels install beside it (site-packages paths: the wheel's declared requirements'
-    libraries, nvidia/cublas/lib/libcublas.so.12), by who installs them, found on the same search path."""
+    libraries, nvidia/cublas/lib/libcublas.so.12), by who installs them, found on the same search path;
+    ``loaded``: library names already in the process before the wheel's own load, by where they come from (a
+    companion's extensions need libtorch.so, which ``import torch`` loaded first: ld.so reuses a loaded library of
+    that SONAME whatever the search path)."""
     provided = provided or {}
+    loaded = loaded or {}
     elves = tuple(sorted(elves, key=lambda e: e.path))
     present = set(files)
     by_name: dict[str, list[str]] = {}
@@ -216,6 +222,8 @@ def resolve(
                 resolved.append(Resolved(elf.path, needed, "dependency", f"{beside}, installed by {provided[beside]}"))
             elif _join(origin, needed) in present:
                 resolved.append(Resolved(elf.path, needed, "same-dir", _join(origin, needed)))
+            elif needed in loaded:
+                resolved.append(Resolved(elf.path, needed, "loaded", loaded[needed]))
             elif needed in system:
                 resolved.append(Resolved(elf.path, needed, "system", policy))
             elif LOADER.match(needed):
@@ -271,6 +279,7 @@ def check_tree(
     *,
     excludes: Mapping[str, str] = DRIVER_LIBRARIES,
     provided: Mapping[str, str] | None = None,
+    loaded: Mapping[str, str] | None = None,
 ) -> ClosureReport[ElfInfo]:
     """The closure of an unpacked wheel (or any tree laid out as it will be installed)."""
     name, system, machine = policy_for(platform_tag)
@@ -289,7 +298,7 @@ def check_tree(
             bad.append(Unusable(rel, f"{rel} is not a readable ELF file: {exc}"))
     return resolve(
         elves, files, policy=name, system=system, excludes=excludes, machine=machine or None, bad=bad,
-        provided=provided,
+        provided=provided, loaded=loaded,
     )  # fmt: skip
 
 
@@ -306,6 +315,7 @@ def check_wheel(
     scratch: Path | None = None,
     keep_in: Path | None = None,
     provided: Mapping[str, str] | None = None,
+    loaded: Mapping[str, str] | None = None,
 ) -> ClosureReport[ElfInfo]:
     """The closure of a wheel file. ELF members are copied out one at a time (the dynamic string table may sit at
     the end of a patchelf-edited file, so a prefix of the member is not enough); with ``keep_in``, each is kept
@@ -331,5 +341,5 @@ def check_wheel(
                 bad.append(Unusable(member.filename, f"{member.filename} is not a readable ELF file: {exc}"))
     return resolve(
         elves, files, policy=name, system=system, excludes=excludes, machine=machine or None, bad=bad,
-        provided=provided,
+        provided=provided, loaded=loaded,
     )  # fmt: skip

@@ -107,7 +107,8 @@ def package(ctx: Context, companion: Companion) -> tuple[Artifact, str, Path | N
     with scratch.directory(unpacked_size, out_dir, "torchbuild-conda-payload-") as staging:
         replace = {sbom.wheel_member(wheel.dist_info): document.encode("utf-8")}
         payload = install_wheel(
-            wheel.path, plan.conda.install_scheme, staging, windows=True, leave_out=left_out, replace=replace
+            wheel.path, plan.conda.install_scheme, staging, windows=plan.platform == "win-64", leave_out=left_out,
+            replace=replace,
         )
         moved = licenses.take(staging / plan.conda.site_packages, wheel.dist_info, out_dir / "info-licenses")
         path = assemble(

@@ -1,5 +1,5 @@
 """The repair of a companion the Plan builds (win-64 torchvision, torchaudio) from PyPI's wheel, beside torch's
-repaired wheel.
+repaired wheel (linux-64: linux_companion.py).
 
 - Its binaries import torch's own DLLs (c10.dll, torch_cpu.dll): they resolve against torch's repaired wheel, which
   is installed beside it, and are never vendored: delvewheel gets ``--exclude`` with every DLL name torch's wheel
@@ -23,12 +23,11 @@ import dataclasses
 import hashlib
 import tempfile
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from torchbuild.config import dll_providers
 from torchbuild.config.companions import WHERE
-from torchbuild.config.cuda_wheels import RequirementWheel
 from torchbuild.config.pairing import Companion
 from torchbuild.errors import StageFailed
 from torchbuild.host.proc import run_tool
@@ -36,30 +35,15 @@ from torchbuild.plan import Plan
 from torchbuild.platforms.windows import pe, vc_runtime
 from torchbuild.results import Artifact, Check, StageResult
 from torchbuild.stages import Context, companion_artifact
-from torchbuild.stages.repair import windows
-from torchbuild.wheel import provenance, sbom
+from torchbuild.stages.repair import linux_companion, windows
+from torchbuild.stages.repair.finish import finish_wheel
+from torchbuild.wheel import provenance
 from torchbuild.wheel.provenance import ENV as EPOCH_ENV
-from torchbuild.wheel.provenance import SourceInfo
 from torchbuild.wheel.repair_report import RepairReport, Vendored
-from torchbuild.wheel.rewrite import dist_info_of, rewrite
 
 NAME = "repair"
 TIMEOUT_S = 600
 BUNDLED_BY = "upstream wheel"  # Vendored.provider of a DLL the companion's own wheel ships
-
-
-def finish_wheel(
-    made: Path, target: Path, vendored: Sequence[Vendored], source: SourceInfo,
-    requirements: Sequence[RequirementWheel] = (),
-) -> None:  # fmt: skip
-    """``made`` as ``target``: its SBOM added (<dist-info>/sboms/, PEP 770), written in the deterministic form dated
-    ``source``'s epoch."""
-    name, version = target.name.split("-")[:2]
-    subject = sbom.Subject(artifact=target.name, name=name, version=version.replace("_", "-"), source=source)
-    with zipfile.ZipFile(made) as archive:
-        member = sbom.wheel_member(dist_info_of(archive))
-    document = sbom.build(subject, vendored, source.epoch, requirements=requirements)
-    rewrite(made, target, files={member: document.encode("utf-8")}, epoch=source.epoch)
 
 
 def torch_dlls(repaired_torch: Path) -> dict[str, str]:
@@ -79,11 +63,18 @@ def repair_all(ctx: Context, result: StageResult) -> StageResult:
     built = [c for c in ctx.plan.companions if c.built and companion_artifact("source_wheel", c.name) in ctx.inputs]
     if not built:
         return result
-    beside = torch_dlls(result.outputs["repaired_wheel"].path)
+    torch = result.outputs["repaired_wheel"].path
+    if ctx.plan.platform == "linux-64":
+        loaded = linux_companion.loaded_first(torch, ctx.plan.declared_libraries)
+    else:
+        beside = torch_dlls(torch)
     outputs, checks, said = dict(result.outputs), list(result.checks), []
     for companion in built:
         wheel = ctx.inputs[companion_artifact("source_wheel", companion.name)].path
-        made, more, line = repair(ctx, companion, wheel, beside)
+        if ctx.plan.platform == "linux-64":
+            made, more, line = linux_companion.repair(ctx, companion, wheel, loaded)
+        else:
+            made, more, line = repair(ctx, companion, wheel, beside)
         outputs.update(made)
         checks += more
         said.append(line)

@@ -26,24 +26,24 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import sys
 import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchbuild.config import cuda_wheels
 from torchbuild.errors import StageFailed
 from torchbuild.host.proc import run_tool
 from torchbuild.platforms.closure import left_to_dependencies, with_hints
-from torchbuild.platforms.linux import auditwheel_api, elf, manylinux
+from torchbuild.platforms.linux import elf, manylinux
 from torchbuild.platforms.windows import pe
 from torchbuild.results import Artifact, StageResult
 from torchbuild.stages import Context, Stage, companion_artifacts
 from torchbuild.stages.repair import companion, windows
+from torchbuild.stages.repair.auditwheel_run import Analysis, analyse, auditwheel_excludes, auditwheel_repair
+from torchbuild.stages.repair.finish import finish_wheel
 from torchbuild.wheel.provenance import ENV as EPOCH_ENV
 from torchbuild.wheel.provenance import SourceInfo
 from torchbuild.wheel.repair_report import Floor, RepairReport, Vendored
@@ -53,7 +53,6 @@ if TYPE_CHECKING:
 
 NAME = "repair"
 REPORT = "repair.json"
-AUDITWHEEL_TIMEOUT_S = 3600
 DELVEWHEEL_TIMEOUT_S = 3600
 
 
@@ -77,7 +76,7 @@ def source_of(ctx: Context) -> SourceInfo:
 def finish(ctx: Context, made: Path, target: Path, vendored: Sequence[Vendored]) -> None:
     """``made`` as ``target``: with the SBOM of what was vendored added (<dist-info>/sboms/, PEP 770), and in the
     deterministic form dated the cell's epoch, so that the same inputs give the same bytes."""
-    companion.finish_wheel(made, target, vendored, source_of(ctx), ctx.plan.declared_libraries)
+    finish_wheel(made, target, vendored, source_of(ctx), ctx.plan.declared_libraries)
 
 
 def tool_env(ctx: Context) -> dict[str, str]:
@@ -87,62 +86,6 @@ def tool_env(ctx: Context) -> dict[str, str]:
 
 
 # --- linux-64 --------------------------------------------------------------------------------------------
-
-
-def auditwheel_excludes(wheel: Path, declared: Mapping[str, str] | None = None) -> dict[str, str]:
-    """SONAME patterns auditwheel must not graft, with the reason.
-
-    - Driver libraries (libcuda.so*, libnvidia-ml.so*): they belong to the installed NVIDIA driver.
-    - Every shared library the wheel ships itself (torch/lib/libtorch_cpu.so, libc10.so, libgomp.so.1, ...): they
-      are found in the wheel through $ORIGIN at run time, which the closure check below verifies. Without the
-      exclude, auditwheel looks them up on the build machine for ELF files whose RUNPATH does not reach torch/lib
-      (torch 2.13's torch/bin/test_shim has only $ORIGIN) and either fails ("required library libtorch.so could
-      not be located") or grafts a second copy, e.g. the system's libgomp.so.1 beside torch/lib/libgomp.so.1:
-      two OpenMP runtimes in one process.
-    - The libraries the wheel's declared requirements install (``declared``: library file name -> requirement;
-      libcudart.so.12 from nvidia-cuda-runtime-cu12, ...): they stay dependencies, as upstream ships them, and the
-      wheel's RPATH finds them in site-packages/nvidia/*/lib.
-    """
-    excludes = dict(elf.DRIVER_LIBRARIES)
-    for name, who in (declared or {}).items():
-        excludes.setdefault(name, f"installed by the declared requirement {who}")
-    with zipfile.ZipFile(wheel) as archive:
-        for name in archive.namelist():
-            if elf.SHARED_OBJECT.search(name):
-                excludes.setdefault(Path(name).name, f"shipped in the wheel as {name}")
-    return excludes
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """What auditwheel's analysis says about a wheel for one target tag."""
-
-    graft: tuple[str, ...]  # libraries it would vendor for the target
-    found_at: Mapping[str, str]  # of those, where this machine has each
-    unlocated: tuple[str, ...]  # of those, the ones not found on this machine (nothing to vendor them from)
-    eligible: bool  # the wheel's symbols/ISA allow the target tag
-    consistent_with: str  # the best tag auditwheel finds the wheel consistent with
-
-
-def analyse(wheel: Path, platform_tag: str, excludes: Mapping[str, str]) -> Analysis:
-    """auditwheel's own analysis (the one `auditwheel show` and `auditwheel repair` run), for the target tag."""
-    auditwheel_api.clear_caches()
-    policies, wanted = elf.manylinux_policies(platform_tag)
-    base = platform_tag[: -len("_" + policies.architecture.value)]
-    try:
-        info: Any = auditwheel_api.analyze_wheel_abi(policies, wheel, frozenset(excludes), base)
-    except auditwheel_api.non_platform_error() as exc:
-        raise StageFailed(NAME, f"{wheel}: {getattr(exc, 'message', exc)}") from None
-    except (ValueError, RuntimeError, OSError) as exc:
-        raise StageFailed(NAME, f"auditwheel cannot analyse {wheel}: {exc}") from None
-    libs = info.external_refs[wanted.name].libs
-    return Analysis(
-        graft=tuple(sorted(libs)),
-        found_at={name: str(path) for name, path in libs.items() if path is not None},
-        unlocated=tuple(sorted(name for name, path in libs.items() if path is None)),
-        eligible=not wanted > info.overall_policy,
-        consistent_with=str(info.overall_policy.name),
-    )
 
 
 def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
@@ -224,7 +167,7 @@ def _auditwheel(
         how = f"auditwheel{why}: nothing to vendor, already {tag} ({analysed_s:.0f} s analysis)"
         how += "; copied through (SBOM added)"
         return how, analysis, wheel
-    _auditwheel_repair(ctx, wheel, tag, excludes, target)
+    auditwheel_repair(wheel, tag, excludes, target, ctx.stage_dir("logs") / f"{NAME}.log", tool_env(ctx))
     vendored = ", ".join(analysis.graft) or "nothing"
     how = f"auditwheel repair to {tag}{why}: vendored {vendored} ({time.monotonic() - started:.0f} s)"
     return how, analysis, target
@@ -253,27 +196,6 @@ def _grafted(wheel: Path, target: Path, analysis: Analysis) -> list[Vendored]:
                 )
             )
     return found
-
-
-def _auditwheel_repair(ctx: Context, wheel: Path, tag: str, excludes: Mapping[str, str], target: Path) -> None:
-    argv: list[str] = [sys.executable, "-m", "auditwheel", "repair", "--plat", tag, "--only-plat"]
-    for pattern in excludes:
-        argv += ["--exclude", pattern]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="auditwheel-", dir=target.parent) as tmp:
-        run_tool(
-            [*argv, "--wheel-dir", tmp, str(wheel)],
-            stage=NAME,
-            log=ctx.stage_dir("logs") / f"{NAME}.log",
-            env=tool_env(ctx),
-            timeout=AUDITWHEEL_TIMEOUT_S,
-            what="auditwheel repair",
-        )
-        made = sorted(Path(tmp).glob("*.whl"))
-        if [p.name for p in made] != [target.name]:
-            names = ", ".join(p.name for p in made) or "no wheel"
-            raise StageFailed(NAME, f"auditwheel repair of {wheel} made {names}; expected {target.name}")
-        shutil.move(str(made[0]), target)
 
 
 # --- win-64 ----------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,8 +85,9 @@ def wheel_requirements(wheel: Path) -> list[str]:
     return requirements
 
 
-def _rattler_install(env: Env, archive: Path) -> dict[str, Any]:
-    """One conda package linked into the environment's prefix by py-rattler (a child process)."""
+def _rattler_install(env: Env, archive: Path, beside: Sequence[Path] = ()) -> dict[str, Any]:
+    """One conda package, and the packages ``beside`` it, linked into the environment's prefix in one transaction
+    by py-rattler (a child process); what it returns describes ``archive``."""
     try:
         installed: dict[str, Any] = rattler_child.call(
             "install_archive",
@@ -93,6 +95,7 @@ def _rattler_install(env: Env, archive: Path) -> dict[str, Any]:
             archive=str(archive),
             prefix=str(prefix(env)),
             cache_dir=str(env.root / "pkgs"),
+            beside=[str(path) for path in beside],
         )
     except rattler_child.RattlerError as exc:
         raise BackendError(f"rattler install of {archive.name} into {env.root} failed: {exc}") from None
@@ -149,9 +152,8 @@ class VenvBackend:
             raise BackendError(f"the venv's site-packages is {_purelib(env)}, but {env.artifact.name} puts its "
                 f"files under {plan.conda.site_packages}: the package would not be importable",
             )
-        installed = _rattler_install(env, env.artifact)
-        for companion in env.companions.values():  # beside it, as conda links them into one prefix
-            _rattler_install(env, companion)
+        # the companions beside it, as conda links them into one prefix
+        installed = _rattler_install(env, env.artifact, list(env.companions.values()))
         # Only the pytorch package comes from a conda file: its dependencies (sympy, filelock, ...) have no
         # package files here (the repodata is metadata only), so the wheel's own requirements come from pip. pip
         # sees the conda-installed torch by its .dist-info and leaves it alone; conda_origin() proves that.

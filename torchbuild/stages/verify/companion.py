@@ -7,7 +7,9 @@ shares with torch's package:
 - TB112: every import of its DLLs and extensions resolves in a conda environment holding it and torch's package:
   inside itself (the importer's folder, ``<name>.libs``), in torch's package (torch/lib, torch.libs: the files its
   info/paths.json lists), to what a run dependency installs (Library/bin), or to Python's, Windows' or the driver's;
-  the DLLs companions.yaml says it loads on demand (torchaudio's FFmpeg DLLs) are accepted and named.
+  the DLLs companions.yaml says it loads on demand (torchaudio's FFmpeg DLLs) are accepted and named. On linux-64
+  the same for its ELF files' DT_NEEDED, unpacked as conda links them: inside the package, to torch's package's
+  libraries (loaded by ``import torch`` first) or to the libraries of torch's declared requirements.
 
 - TB114: ``import torch, <companions>`` loads one OpenMP runtime: the runtimes the packages' binaries import, torch's
   included, counted by name across them (each package's own P103 sees only itself).
@@ -17,20 +19,24 @@ The joint solve (TB302: ``pytorch <companions>`` picks these builds together) is
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from torchbuild.conda.archive import TB100, CondaArchive, PackageUnreadable, paths_json, read_package
 from torchbuild.conda.checks.package import run_checks
+from torchbuild.conda.extract import extract_package
+from torchbuild.config import cuda_wheels
 from torchbuild.config.pairing import Companion
 from torchbuild.plan import Plan
 from torchbuild.platforms.closure import OpenMpRuntime, joint_openmp
+from torchbuild.platforms.linux import elf
 from torchbuild.platforms.windows import pe
 from torchbuild.results import Artifact, Check, define, result, skipped
 from torchbuild.stages.verify.environment import LIBRARY_BIN, SEARCHED
 
 TB111 = define("TB111", "the companion's package is the Plan's and pins the cell's exact pytorch build")
-TB112 = define("TB112", "every DLL import of the companion's package resolves beside torch's package")
+TB112 = define("TB112", "every DLL (linux-64: DT_NEEDED) of the companion's package resolves beside torch's package")
 TB114 = define("TB114", "one OpenMP runtime in a process that imports torch and its companions")
 
 
@@ -63,11 +69,31 @@ def torch_files(torch_package: Path) -> list[str]:
     return [str(entry["_path"]) for entry in entries]
 
 
+def elf_closure_check(pkg: CondaArchive, plan: Plan, beside: Sequence[str]) -> tuple[Check, tuple[OpenMpRuntime, ...]]:
+    """TB112 on linux-64: the companion's ELF files, unpacked as conda links them, resolve inside the package, to
+    torch's package's libraries (``beside``: ``import torch`` loads them first) or to the libraries of torch's
+    declared requirements (its CUDA runtime: in a conda environment from the run dependencies that provide them)."""
+    loaded = {
+        PurePosixPath(path).name: f"{path}, installed by {who} (torch's declared requirement)"
+        for path, who in cuda_wheels.site_packages_libraries(plan.declared_libraries).items()
+    }
+    loaded.update({PurePosixPath(f).name: f"{f} in torch's package" for f in beside if elf.SHARED_OBJECT.search(f)})
+    with tempfile.TemporaryDirectory(prefix="tb112-") as tmp:
+        extract_package(pkg.path, Path(tmp))
+        closure = elf.check_tree(Path(tmp), plan.wheel_tags.platform, loaded=loaded)
+    gaps = [m.message.replace("in the wheel", "in the environment") for m in closure.missing]
+    from_torch = sorted({r.needed for r in closure.resolved if r.via == "loaded" and "torch's package" in r.target})
+    note = f"{closure.summary()}; from torch's package: {', '.join(from_torch) or 'nothing'}"
+    return result(TB112, pkg.path, gaps + [b.reason for b in closure.bad], note), closure.openmp_runtimes()
+
+
 def closure_check(
     pkg: CondaArchive, plan: Plan, companion: Companion, beside: Sequence[str]
 ) -> tuple[Check, tuple[OpenMpRuntime, ...]]:
     """TB112: the companion's PE files resolve with torch's package's files (``beside``) in the same prefix; and the
     OpenMP runtimes they import."""
+    if plan.platform == "linux-64":
+        return elf_closure_check(pkg, plan, beside)
     site = plan.conda.site_packages
     files = [m.name for m in pkg.files()]
     pes = [m.pe for m in pkg.files() if m.pe is not None]

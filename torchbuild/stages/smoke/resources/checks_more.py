@@ -13,6 +13,7 @@ import ctypes
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -291,6 +292,23 @@ def _run(argv: list[str], cwd: Path, what: str, env: dict[str, str] | None = Non
     return proc.stdout
 
 
+def _cuda_toolkit_missing(cuda: str) -> str:
+    """Why the CUDA toolkit here (CUDA_HOME, else /usr/local/cuda) cannot serve a consumer of a CUDA ``cuda`` torch
+    (its headers missing, or another CUDA major: CUDART_VERSION of cuda_runtime_api.h); "" where it can."""
+    root = Path(os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda")
+    header = root / "include" / "cuda_runtime_api.h"
+    if not header.is_file():
+        return f"no {header}"
+    found = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", header.read_text(encoding="utf-8", errors="replace"))
+    if found is None:
+        return f"no CUDART_VERSION in {header}"
+    version = int(found[1])
+    toolkit = f"{version // 1000}.{version % 1000 // 10}"
+    if toolkit.split(".")[0] != cuda.split(".")[0]:
+        return f"CUDA toolkit {toolkit} at {root}, not CUDA {cuda.split('.')[0]}.x"
+    return ""
+
+
 def check_cpp_consumer(expect: Expect) -> Outcome:
     folder = _torch_folder()
     if sys.platform == "win32" and not shutil.which("cl"):
@@ -301,6 +319,11 @@ def check_cpp_consumer(expect: Expect) -> Outcome:
     cmake = shutil.which("cmake")
     if cmake is None:
         return Outcome("skipped", "skipped (no cmake on PATH)")
+    if sys.platform != "win32" and expect.cuda != "cpu" and (missing := _cuda_toolkit_missing(expect.cuda)):
+        # TorchConfig.cmake of a CUDA build finds the CUDA toolkit (Caffe2's cuda.cmake) or stops with "Your
+        # installed Caffe2 version uses CUDA but I cannot find the CUDA libraries"
+        return Outcome("skipped", f"skipped (a CUDA torch's find_package(Torch) needs the CUDA toolkit's headers and "
+                       f"cudart of its CUDA {expect.cuda}: this host has {missing})")  # fmt: skip
     config = folder / "share" / "cmake"
     if not (config / "Torch" / "TorchConfig.cmake").is_file():
         raise CheckFailed(f"{config / 'Torch' / 'TorchConfig.cmake'} is missing: find_package(Torch) cannot work")

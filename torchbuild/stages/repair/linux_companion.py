@@ -1,0 +1,162 @@
+"""The repair of a companion the Plan builds on a linux-64 CUDA cell (torchvision, torchaudio) from PyPI's wheel,
+beside torch's repaired wheel.
+
+- Its extension modules need torch's own libraries (libc10.so, libtorch_cuda.so, libtorch_python.so) and the CUDA
+  runtime (libcudart.so.12) without a search path that reaches them: they load because ``import torch`` (which the
+  package does first) has loaded libraries of those SONAMEs already. The closure check resolves them exactly so:
+  torch's libraries against torch's repaired wheel, the CUDA libraries against the declared requirements of torch's
+  wheel (nvidia-cuda-runtime-cu12 ...). A library that neither the companion, torch, a declared requirement nor the
+  manylinux policy provides fails the stage, naming it and its importer.
+- auditwheel analyses it with all of those excluded, so that it never vendors torch's libraries or a second copy
+  of a declared requirement's; what auditwheel still grafts is vendored and listed. PyPI's wheels are already
+  manylinux_2_28 with nothing to graft: they are copied through (SBOM added), as torch's is.
+- The libraries its wheel bundles itself (torchvision.libs: libnvjpeg, libpng16, libjpeg, libwebp, libz, its own
+  libcudart copy) stay as they are and are listed: in the stage's message, the repair report and the SBOM.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+
+from torchbuild.config import cuda_wheels
+from torchbuild.config.companions import WHERE
+from torchbuild.config.pairing import Companion
+from torchbuild.errors import StageFailed
+from torchbuild.platforms.linux import elf
+from torchbuild.results import Artifact, Check
+from torchbuild.stages import Context, companion_artifact
+from torchbuild.stages.repair.auditwheel_run import analyse, auditwheel_repair
+from torchbuild.stages.repair.finish import finish_wheel
+from torchbuild.wheel import provenance
+from torchbuild.wheel.provenance import ENV as EPOCH_ENV
+from torchbuild.wheel.repair_report import RepairReport, Vendored
+
+NAME = "repair"
+BUNDLED_BY = "upstream wheel"  # Vendored.provider of a library the companion's own wheel ships
+
+
+def torch_libraries(repaired_torch: Path) -> dict[str, str]:
+    """Each shared library torch's repaired wheel holds (file name) -> where: what ``import torch`` puts in the
+    process before a companion's extensions load."""
+    with zipfile.ZipFile(repaired_torch) as archive:
+        names = [n for n in archive.namelist() if elf.SHARED_OBJECT.search(n)]
+    return {PurePosixPath(n).name: f"{n} in torch's {repaired_torch.name}" for n in names}
+
+
+def loaded_first(repaired_torch: Path, declared: tuple[cuda_wheels.RequirementWheel, ...]) -> dict[str, str]:
+    """What a companion's extensions find in the process once torch is imported: torch's libraries and those of
+    torch's declared requirements (found through torch's RPATH), by library name -> where it comes from."""
+    found = {
+        PurePosixPath(path).name: f"{path}, installed by {who} (torch's declared requirement)"
+        for path, who in cuda_wheels.site_packages_libraries(declared).items()
+    }
+    return {**found, **torch_libraries(repaired_torch)}
+
+
+def _bundled(wheel: Path, companion: Companion) -> list[Vendored]:
+    """The shared libraries the companion's own wheel ships in <name>.libs (auditwheel's grafts upstream)."""
+    rows = []
+    with zipfile.ZipFile(wheel) as archive:
+        for info in archive.infolist():
+            if not info.filename.startswith(f"{companion.name}.libs/") or not elf.SHARED_OBJECT.search(info.filename):
+                continue
+            data = archive.read(info)
+            rows.append(
+                Vendored(
+                    path=info.filename,
+                    sha256=hashlib.sha256(data).hexdigest(),
+                    size=len(data),
+                    version=None,
+                    provider=BUNDLED_BY,
+                    origin=companion.wheel,
+                    origin_sha256=companion.sha256,
+                    origin_name=companion.name,
+                    origin_version=companion.release or "",
+                )
+            )
+    return rows
+
+
+def _grafted(before: Path, after: Path, found_at: Mapping[str, str]) -> list[Vendored]:
+    with zipfile.ZipFile(before) as archive:
+        had = set(archive.namelist())
+    rows = []
+    with zipfile.ZipFile(after) as archive:
+        for info in archive.infolist():
+            if info.filename in had or not elf.SHARED_OBJECT.search(info.filename):
+                continue
+            data = archive.read(info)
+            stem = PurePosixPath(info.filename).name.split("-")[0]
+            origin = next((path for name, path in found_at.items() if name.split(".so")[0] == stem), stem)
+            rows.append(Vendored(path=info.filename, sha256=hashlib.sha256(data).hexdigest(), size=len(data),
+                                 version=None, provider="system", origin=origin))  # fmt: skip
+    return rows
+
+
+def repair(
+    ctx: Context, companion: Companion, wheel: Path, loaded: Mapping[str, str]
+) -> tuple[dict[str, Artifact], list[Check], str]:
+    """One companion wheel repaired beside torch's (``loaded``: ``loaded_first``): its outputs, checks and one line
+    for the stage's message."""
+    plan = ctx.plan
+    tag = plan.wheel_tags.platform
+    out_dir = ctx.stage_dir(NAME)
+    target = out_dir / wheel.name
+    log = ctx.stage_dir("logs") / f"{NAME}-{companion.name}.log"
+    source = provenance.source_info("wheel", f"PyPI {companion.wheel}", companion.sha256, "",
+                                    provenance.wheel_epoch(wheel))  # fmt: skip
+    before = elf.check_wheel(wheel, tag, scratch=out_dir, loaded=loaded)
+    if before.missing:
+        gaps = "; ".join(m.message for m in before.missing[:6])
+        raise StageFailed(
+            NAME,
+            f"{wheel.name} ({companion.name} {companion.release}) needs libraries that neither it, torch's repaired "
+            f"wheel nor torch's declared requirements provide: {gaps}. This cell's torch cannot serve it: pass the "
+            f"torch build it pairs with, or leave {companion.name} out (--packages torch)",
+        )
+    excludes = {**elf.DRIVER_LIBRARIES, **{name: f"loaded first: {where}" for name, where in loaded.items()}}
+    with zipfile.ZipFile(wheel) as archive:
+        for member in archive.namelist():
+            if elf.SHARED_OBJECT.search(member):
+                excludes.setdefault(PurePosixPath(member).name, f"shipped in the wheel as {member}")
+    analysis = analyse(wheel, tag, excludes)
+    if analysis.unlocated or not analysis.eligible:
+        why = (f"needs {', '.join(analysis.unlocated)}, which nothing provides" if analysis.unlocated
+               else f"is at best {analysis.consistent_with}")  # fmt: skip
+        raise StageFailed(NAME, f"{wheel.name} cannot be {tag}: auditwheel finds it {why}")
+    with tempfile.TemporaryDirectory(prefix="auditwheel-", dir=out_dir) as tmp:
+        if analysis.graft:
+            made = Path(tmp) / wheel.name
+            auditwheel_repair(wheel, tag, excludes, made, log, {EPOCH_ENV: str(source.epoch)})
+            grafted = _grafted(wheel, made, analysis.found_at)
+            how = f"auditwheel grafted {', '.join(analysis.graft)}"
+        else:
+            made, grafted = wheel, []
+            how = f"auditwheel: already {tag}, nothing to graft (copied through, SBOM added)"
+        bundled = _bundled(made, companion)
+        finish_wheel(made, target, [*grafted, *bundled], source)
+    report = elf.check_wheel(target, tag, scratch=out_dir, loaded=loaded)
+    checks = list(report.checks())
+    failed = [c for c in checks if c.status == "failed"]
+    if failed:
+        target.unlink()
+        problems = "; ".join(c.message for c in failed[:8])
+        raise StageFailed(NAME, f"the repaired {target.name} does not resolve beside torch: {problems}", checks)
+    report_path = out_dir / f"repair-{companion.name}.json"
+    RepairReport(wheel=target.name, platform=plan.platform, vendored=(*grafted, *bundled)).write(report_path)
+    from_torch = sorted({r.needed for r in report.resolved if r.via == "loaded" and "in torch's" in r.target})
+    from_requirements = sorted({r.needed for r in report.resolved if r.via == "loaded"} - set(from_torch))
+    line = (
+        f"{target.name}: {how}; left to torch: {', '.join(from_torch) or 'nothing'}; left to torch's declared "
+        f"requirements: {', '.join(from_requirements) or 'nothing'}; bundled by PyPI's wheel ({WHERE} pins its "
+        f"sha256): {', '.join(PurePosixPath(b.path).name for b in bundled) or 'none'}; closure: {report.summary()}"
+    )
+    outputs = {
+        companion_artifact("repaired_wheel", companion.name): Artifact.of(target),
+        companion_artifact("repair_report", companion.name): Artifact.of(report_path),
+    }
+    return outputs, checks, line
