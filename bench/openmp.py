@@ -17,6 +17,7 @@ are imported). A release whose wheel the indexes do not offer here says so. The 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import shutil
 import sys
@@ -27,9 +28,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import corpus  # noqa: E402
 
 from torchbuild.config import compat, matrix  # noqa: E402
 from torchbuild.errors import UserError  # noqa: E402
@@ -40,9 +38,23 @@ from torchbuild.platforms.windows import pe  # noqa: E402
 from torchbuild.stages.source import fetch  # noqa: E402
 
 
-def releases(only: Sequence[str]) -> list[corpus.Pair]:
-    """One pair per win-64 release of the corpus: its newest Python (the pairs are oldest Python first)."""
-    newest: dict[str, corpus.Pair] = {}
+def _corpus() -> Any:
+    """bench/corpus.py (the pairs, the pin step's question), loaded from its file: bench is no package."""
+    spec = importlib.util.spec_from_file_location("corpus", ROOT / "bench" / "corpus.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["corpus"] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+corpus = _corpus()
+
+
+def releases(only: Sequence[str]) -> list[Any]:
+    """One pair (corpus.Pair) per win-64 release of the corpus: its newest Python (the pairs are oldest Python
+    first)."""
+    newest: dict[str, Any] = {}
     for pair in corpus.pairs():
         if pair.platform == "win-64" and (not only or pair.torch in only):
             newest[pair.torch] = pair
@@ -56,15 +68,19 @@ def _runtimes(found: Sequence[OpenMpRuntime]) -> str:
 def scan(plan: Plan, cache: Path, log: Path) -> dict[str, Any]:
     """Each package's runtimes and the joint verdict for one release's cell."""
     wheels = {"torch": fetch(plan, cache, log, version=plan.torch).path}
+    unread = {}
     for companion in (c for c in plan.companions if c.release and c.wheel):
-        wheels[companion.name] = downloads.pinned_wheel(
-            f"{companion.name}=={companion.release}", companion.wheel, companion.sha256, plan.pip_target, cache, log,
-            "torchbuild/data/companions.yaml",
-        )  # fmt: skip
+        try:
+            wheels[companion.name] = downloads.pinned_wheel(
+                f"{companion.name}=={companion.release}", companion.wheel, companion.sha256, plan.pip_target, cache,
+                log, "torchbuild/data/companions.yaml",
+            )  # fmt: skip
+        except UserError as exc:  # not offered here (a capped release): the others are still read
+            unread[companion.name] = f"{companion.release} not fetched: {str(exc).splitlines()[0][:120]}"
     found = {name: pe.check_wheel(path, python=plan.python).openmp_runtimes() for name, path in wheels.items()}
     problem, _line = joint_openmp(found)
     return {
-        "packages": {name: _runtimes(runtimes) for name, runtimes in found.items()},
+        "packages": {**{name: _runtimes(runtimes) for name, runtimes in found.items()}, **unread},
         "wheels": {name: path.name for name, path in wheels.items()},
         "verdict": f"{len({r.name for rs in found.values() for r in rs})} runtimes" if problem else "one process, one",
         "problem": problem,

@@ -2,10 +2,9 @@
 `python pipeline.py --platform win-64 --cuda cpu --py 3.11 --torch <release> --packages torch,torchvision,torchaudio`
 with Wine, so verify's loader checks and both smoke environments run.
 
-- torch 2.5.1 pairs with torchaudio 2.5.1, whose win_amd64 wheel has torio's FFmpeg extensions: their FFmpeg imports
-  are named as loaded on demand, nothing else is missing; but torch's DLLs import Intel's OpenMP (libiomp5md.dll) and
-  torchaudio's libtorchaudio.pyd MSVC's (vcomp140.dll): `import torch, torchaudio` loads two runtimes, and verify's
-  TB114 stops the cell before anything is published.
+- torch 2.5.1 pairs with torchaudio 2.5.1, but torch's DLLs import Intel's OpenMP (libiomp5md.dll) and torchaudio's
+  libtorchaudio.pyd MSVC's (vcomp140.dll): `import torch, torchaudio` would load two runtimes, and the plan refuses
+  it before anything runs (seconds, in CI).
 - torch 2.11.0 pairs with torchaudio 2.11.0, which imports no OpenMP runtime: every stage passes, and the one
   publish serves all three to py-rattler (solve + install)."""
 
@@ -22,13 +21,6 @@ import pytest
 from tests.conftest import REPODATA, ROOT
 from tests.integration.test_windows import WIN_INSTALL
 from torchbuild.platforms.windows import wine
-
-FFMPEG = (
-    "avcodec-58.dll, avcodec-59.dll, avcodec-60.dll, avdevice-58.dll, avdevice-59.dll, avdevice-60.dll, "
-    "avfilter-7.dll, avfilter-8.dll, avfilter-9.dll, avformat-58.dll, avformat-59.dll, avformat-60.dll, "
-    "avutil-56.dll, avutil-57.dll, avutil-58.dll"
-)
-ON_DEMAND = f"loaded on demand: {FFMPEG} (FFmpeg, not shipped)"
 
 
 def _pipeline(workspace: Path, torch: str) -> str:
@@ -51,38 +43,22 @@ def _checks(workspace: Path, stage: str) -> list[dict[str, str]]:
 
 # Each about 6.5 minutes on 2 cores (a win-64 cell of three packages under Wine): the nightly runs them, so that CI
 # stays within its time; the unit tests of tests/unit/test_on_demand.py and tests/unit/test_openmp.py run in CI.
-@pytest.mark.slow
-@pytest.mark.nightly
-def test_torch_2_5_1_with_torchaudio_stops_at_verify_two_openmp_runtimes_in_one_process(tmp_path: Path) -> None:
-    audio, audio_conda = "torchaudio-2.5.1-cp311-cp311-win_amd64.whl", "torchaudio-2.5.1-py3.11_cpu_0.conda"
-    out = _pipeline(tmp_path, "2.5.1")
-    assert out.startswith("exit 1"), out[-4000:]
+def test_torch_2_5_1_with_torchaudio_named_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """torch 2.5.1's DLLs import Intel's OpenMP (libiomp5md.dll), torchaudio 2.5.1's libtorchaudio.pyd MSVC's
+    (vcomp140.dll): `import torch, torchaudio` would load two runtimes. Named in --packages, torchaudio is refused by
+    the plan (companions.yaml's openmp data, read from both wheels); verify's TB114 would stop the artifacts."""
+    argv = [sys.executable, str(ROOT / "pipeline.py"), "--platform", "win-64", "--cuda", "cpu", "--py", "3.11",
+            "--torch", "2.5.1", "--packages", "torch,torchvision,torchaudio", "--matrix", str(ROOT / "matrix.yaml")]
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
     assert (
-        f"torchaudio 2.5.1: paired (requires torch==2.5.1; PyPI's {audio}), the stages build {audio_conda}, which "
-        "requires pytorch 2.5.1 py3.11_cpu_0"
-    ) in out
-    repair = next(line for line in out.splitlines() if line.startswith("✓ repair"))
-    mine = repair[repair.index(f"{audio}: vendored") :]
-    assert "into torchaudio.libs; 11 DLLs of torch's wheel left to torch" in mine
-    assert f"0 missing; {ON_DEMAND}" in mine
-
-    # each package alone passes; together they load Intel's OpenMP (torch) and MSVC's vcomp (torchaudio)
-    verify = {(c["code"], Path(c["file"]).name): c for c in _checks(tmp_path, "verify")}
-    for code in ("TB111", "TB112", "TB113"):
-        assert verify[(code, audio_conda)]["status"] == "passed", verify[(code, audio_conda)]
-    assert ON_DEMAND in verify[("TB112", audio_conda)]["message"]
-    assert "(FFmpeg, not shipped) by Lib/site-packages/torio/lib/_torio_ffmpeg4.pyd" in verify[("TB113", audio_conda)][
-        "message"
-    ]
-    joint = verify[("TB114", "pytorch-2.5.1-py3.11_cpu_0.conda")]
-    assert joint["status"] == "failed"
-    assert joint["message"].startswith(
-        "import torch, torchvision, torchaudio loads 2 OpenMP runtimes into one process: libiomp5md.dll (Intel's "
-        "OpenMP) imported by torch ("
-    ), joint
-    vcomp = "vcomp140.dll (MSVC's vcomp) imported by torchaudio (Lib/site-packages/torchaudio/lib/libtorchaudio.pyd)"
-    assert vcomp in joint["message"]
-    assert "TB114" in out and not (tmp_path / "channel" / "win-64").exists()  # nothing published
+        "torchaudio cannot ship with torch 2.5.1+cpu (win-64, Python 3.11): PyPI's win-64 wheel of torchaudio 2.5.1 "
+        "imports vcomp140.dll and torch 2.5.1's imports libiomp5md.dll"
+    ) in result.stderr
+    assert "Leave torchaudio out of packages" in result.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing written
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ import pytest
 from tests.builders import make_wheel, torch_plan
 from tests.conftest import REPODATA, ROOT
 from tests.pe_fixtures import PeFixtures, build
+from torchbuild.config import companions
 from torchbuild.config.options import RunOptions
 from torchbuild.host import downloads
 from torchbuild.platforms.closure import joint_openmp
@@ -76,9 +77,8 @@ def torch_win_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def win_run(torch_win_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     workspace = tmp_path_factory.mktemp("win")
-    # torchaudio 2.5.1 is left out: beside torch 2.5.1 it loads a second OpenMP runtime (verify's TB114; the test below
-    # and tests/integration/test_torchaudio.py)
-    return Run(workspace, pipeline(workspace, "--wheel", str(torch_win_wheel), "--packages", "torch,torchvision"))
+    # the default packages: torchaudio 2.5.1 is left out by the plan (a second OpenMP runtime beside torch 2.5.1's)
+    return Run(workspace, pipeline(workspace, "--wheel", str(torch_win_wheel)))
 
 
 @pytest.mark.slow
@@ -223,8 +223,11 @@ def test_torch_and_torchaudio_2_5_1_as_pypi_ships_them_load_two_openmp_runtimes(
     torch's libiomp5md.dll and torchaudio's vcomp140.dll are two in the process of `import torch, torchaudio`."""
     plan = torch_plan("win-64", "cpu", "3.11", "2.5.1")
     audio = next(c for c in plan.companions if c.name == "torchaudio")
+    assert audio.release is None and "would load two OpenMP runtimes into one process" in audio.reason
+    assert f"{audio.line}" in win_run.output  # the run says why torchaudio is not shipped
+    pinned = companions.load().release("torchaudio", "2.5.1").builds["win-64"].wheels["3.11"]
     wheel = downloads.pinned_wheel(
-        "torchaudio==2.5.1", audio.wheel, audio.sha256, plan.pip_target, RunOptions().cache_dir, tmp_path / "pip.log",
+        "torchaudio==2.5.1", pinned.file, pinned.sha256, plan.pip_target, RunOptions().cache_dir, tmp_path / "pip.log",
         "torchbuild/data/companions.yaml",
     )  # fmt: skip
     torch, torchaudio = pe.check_wheel(win_run.repaired, python="3.11"), pe.check_wheel(wheel, python="3.11")

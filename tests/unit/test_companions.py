@@ -4,6 +4,7 @@ the real wheel."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import zipfile
 from pathlib import Path
@@ -131,16 +132,50 @@ def test_the_plan_carries_the_companions() -> None:
 
 def test_a_win_64_plan_builds_torchvision_pinned_to_its_exact_pytorch_build() -> None:
     """win-64: torchvision and torchaudio are built from PyPI's wheels beside torch, each conda package requiring the
-    cell's pytorch version AND build string (linux-64 CUDA cells: the next test)."""
-    plan = resolve(Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.5.1"), Matrix())
+    cell's pytorch version AND build string (linux-64 CUDA cells: below)."""
+    plan = resolve(Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.3.1"), Matrix())
     vision, audio = plan.companions
-    assert vision.built and vision.package == "torchvision-0.20.1-py3.11_cpu_0"
-    assert vision.depends == ("python >=3.11,<3.12.0a0", "pytorch 2.5.1 py3.11_cpu_0")
+    assert vision.built and vision.package == "torchvision-0.18.1-py3.11_cpu_0"
+    assert vision.depends == ("python >=3.11,<3.12.0a0", "pytorch 2.3.1 py3.11_cpu_0")
     assert vision.line == (
-        "torchvision 0.20.1: paired (requires torch==2.5.1; PyPI's torchvision-0.20.1-cp311-cp311-win_amd64.whl), "
-        "the stages build torchvision-0.20.1-py3.11_cpu_0.conda, which requires pytorch 2.5.1 py3.11_cpu_0"
+        "torchvision 0.18.1: paired (requires torch==2.3.1; PyPI's torchvision-0.18.1-cp311-cp311-win_amd64.whl), "
+        "the stages build torchvision-0.18.1-py3.11_cpu_0.conda, which requires pytorch 2.3.1 py3.11_cpu_0"
     )
-    assert audio.built and audio.package == "torchaudio-2.5.1-py3.11_cpu_0" and audio.depends == vision.depends
+    assert audio.built and audio.package == "torchaudio-2.3.1-py3.11_cpu_0" and audio.depends == vision.depends
+
+
+def test_a_companion_that_brings_a_second_openmp_runtime_is_left_out_and_refused_when_named() -> None:
+    """torch 2.5.1's DLLs import libiomp5md.dll, torchaudio 2.5.1's libtorchaudio.pyd vcomp140.dll (companions.yaml,
+    read from both wheels): asked for by default, torchaudio is not shipped, saying why; named, the run is refused
+    before anything is written."""
+    cell = Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.5.1")
+    vision, audio = resolve(cell, Matrix()).companions
+    assert vision.built and audio.release is None
+    assert audio.line == (
+        "torchaudio: not shipped: PyPI's win-64 wheel of torchaudio 2.5.1 imports vcomp140.dll and torch 2.5.1's "
+        "imports libiomp5md.dll (torchbuild/data/companions.yaml, read from both wheels): `import torch, torchaudio` "
+        "would load two OpenMP runtimes into one process (verify's TB114 stops such a cell)"
+    )
+    with pytest.raises(UserError) as info:
+        resolve(cell, Matrix(packages=("torch", "torchaudio")))
+    assert str(info.value).startswith(
+        "torchaudio cannot ship with torch 2.5.1+cpu (win-64, Python 3.11): PyPI's win-64 wheel of torchaudio 2.5.1 "
+        "imports vcomp140.dll and torch 2.5.1's imports libiomp5md.dll"
+    )
+    # torch 2.11.0 with torchaudio 2.11.0, which imports no OpenMP runtime: shipped
+    newer = resolve(dataclasses.replace(cell, torch="2.11.0"), Matrix())
+    assert [(c.name, c.release, c.built) for c in newer.companions] == [
+        ("torchvision", "0.26.0", True), ("torchaudio", "2.11.0", True)
+    ]
+
+
+def test_a_bad_openmp_entry_is_refused_naming_the_row() -> None:
+    with pytest.raises(UserError) as info:
+        companions._parse({"torchaudio": {"2.5.1": {"win-64": {"openmp": ["vcomp140"]}}}})
+    assert str(info.value) == (
+        "torchbuild/data/companions.yaml: torchaudio 2.5.1 win-64 openmp: 'vcomp140' is not a DLL name (give e.g. "
+        "vcomp140.dll)"
+    )
 
 
 def test_a_linux_cuda_plan_builds_pypis_cuda_companions_pinned_to_its_exact_pytorch_build() -> None:

@@ -49,13 +49,14 @@ def test_a_bad_on_demand_entry_is_refused_naming_the_row(on_demand: object, mess
 
 
 def test_a_win_64_plan_builds_torchaudio_and_carries_what_it_loads_on_demand() -> None:
-    plan = resolve(Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.5.1"), Matrix())
+    # torch 2.3.1 and torchaudio 2.3.1 share their OpenMP runtime (vcomp140.dll): torchaudio ships beside it
+    plan = resolve(Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.3.1"), Matrix())
     vision, audio = plan.companions
-    assert audio.built and audio.package == "torchaudio-2.5.1-py3.11_cpu_0"
-    assert audio.depends == ("python >=3.11,<3.12.0a0", "pytorch 2.5.1 py3.11_cpu_0")
+    assert audio.built and audio.package == "torchaudio-2.3.1-py3.11_cpu_0"
+    assert audio.depends == ("python >=3.11,<3.12.0a0", "pytorch 2.3.1 py3.11_cpu_0")
     assert audio.line == (
-        "torchaudio 2.5.1: paired (requires torch==2.5.1; PyPI's torchaudio-2.5.1-cp311-cp311-win_amd64.whl), "
-        "the stages build torchaudio-2.5.1-py3.11_cpu_0.conda, which requires pytorch 2.5.1 py3.11_cpu_0"
+        "torchaudio 2.3.1: paired (requires torch==2.3.1; PyPI's torchaudio-2.3.1-cp311-cp311-win_amd64.whl), "
+        "the stages build torchaudio-2.3.1-py3.11_cpu_0.conda, which requires pytorch 2.3.1 py3.11_cpu_0"
     )
     assert audio.on_demand_dlls["avformat-60.dll"] == "FFmpeg" and len(audio.on_demand_dlls) == 15
     assert vision.built and not vision.on_demand
@@ -67,7 +68,7 @@ def _torio(*imports: str) -> pe.PeInfo:
 
 
 def _closure(info: pe.PeInfo) -> pe.ClosureReport[pe.PeInfo]:
-    plan = resolve(Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.5.1"), Matrix())
+    plan = resolve(Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.3.1"), Matrix())
     audio = plan.companions[1]
     files = [TORIO, "torch/lib/c10.dll"]
     return pe.resolve([info], files, python="3.11", search_dirs=["torch/lib"], on_demand=audio.on_demand_dlls)

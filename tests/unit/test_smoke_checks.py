@@ -267,9 +267,9 @@ def test_the_stage_tells_the_script_each_installed_companions_release_from_the_p
     from torchbuild.plan import resolve
     from torchbuild.stages.smoke.env import expect_args
 
-    plan = resolve(Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.5.1"), Matrix())
+    plan = resolve(Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.3.1"), Matrix())
     both = expect_args(plan, "C:\\torch\\__init__.py", ["torchvision", "torchaudio"])
-    assert both[6:10] == ["--expect-torchvision", "0.20.1", "--expect-torchaudio", "2.5.1"]
+    assert both[6:10] == ["--expect-torchvision", "0.18.1", "--expect-torchaudio", "2.3.1"]
     assert "--expect-torchvision" not in expect_args(plan, "C:\\torch\\__init__.py", ["torchaudio"])
 
 

@@ -153,7 +153,7 @@ def test_a_win64_cell_without_wine_is_skipped_saying_what_to_install(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "no-wine-here"))
     for stage, kind in ((smoke_wheel, "wheel"), (smoke_conda, "conda")):
-        result = stage.run(_context("3.11", tmp_path))
+        result = stage.run(_context("3.11", tmp_path, torch="2.3.1"))  # torchvision and torchaudio built beside it
         assert result.status == "skipped"
         assert result.message == "skipped: needs a win-64 host or Wine (apt-get install wine64)"
         assert {c.status for c in result.checks} == {"skipped"}

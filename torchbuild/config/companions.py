@@ -48,6 +48,8 @@ class Build:
     yanked: str = ""  # PyPI's reason where its wheels are yanked (pip installs them only when pinned exactly)
     # library (FFmpeg) -> the DLLs its extension modules import that it loads only where that library is installed
     on_demand: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    # The OpenMP runtimes its libraries and extensions import (win-64: DLL names); None: not read
+    openmp: tuple[str, ...] | None = None
 
     @property
     def on_demand_dlls(self) -> dict[str, str]:
@@ -91,6 +93,8 @@ class Pair:
 class Table:
     pairs: Mapping[str, Mapping[str, Pair]]  # torch release -> companion name -> Pair
     releases: Mapping[str, Mapping[str, Release]]  # companion name -> version -> Release
+    # platform -> torch release -> the OpenMP runtimes torch's wheel imports (read from PyPI's wheels)
+    torch_openmp: Mapping[str, Mapping[str, tuple[str, ...]]] = dataclasses.field(default_factory=dict)
 
     def pair(self, name: str, torch_release: str) -> Pair:
         row = self.pairs.get(torch_release)
@@ -153,7 +157,16 @@ def _build(name: str, version: str, platform: str, raw: Mapping[str, Any]) -> Bu
         wheels=wheels,
         yanked=" ".join(str(raw.get("yanked", "")).split()),
         on_demand=_on_demand(raw["on_demand"], f"{where} on_demand") if "on_demand" in raw else {},
+        openmp=_dll_names(raw["openmp"], f"{where} openmp") if "openmp" in raw else None,
     )
+
+
+def _dll_names(raw: Any, where: str) -> tuple[str, ...]:
+    names = _strings(raw, where)
+    bad = [name for name in names if not re.fullmatch(r"[\w.+-]+\.dll", name, re.IGNORECASE)]
+    if bad:
+        raise _fail(where, f"{bad[0]!r} is not a DLL name (give e.g. vcomp140.dll)")
+    return names
 
 
 def _pair(raw: Any, where: str, known: Mapping[str, Release]) -> Pair:
@@ -186,7 +199,12 @@ def _parse(raw: Mapping[str, Any]) -> Table:
         pairs[str(torch_release)] = {
             name: _pair(row[name], f"pairs {torch_release} {name}", releases[name]) for name in COMPANIONS
         }
-    return Table(pairs=pairs, releases=releases)
+    openmp = {
+        str(platform): {str(release): _dll_names(dlls, f"torch_openmp {platform} {release}") for release, dlls in
+                        (rows or {}).items()}
+        for platform, rows in (raw.get("torch_openmp") or {}).items()
+    }  # fmt: skip
+    return Table(pairs=pairs, releases=releases, torch_openmp=openmp)
 
 
 def load() -> Table:

@@ -193,6 +193,24 @@ def candidates(name: str, target: Target, table: Table | None = None) -> tuple[s
     return (paired, *(v for v in older if _ship(table.release(name, v), target)[0] is not None))
 
 
+def _second_openmp(table: Table, release: Release, build: Build, target: Target) -> str:
+    """Why ``import torch, <companion>`` would load a second OpenMP runtime (verify's TB114), from the runtimes the
+    data read from both wheels; "" where they share one, or where either was not read."""
+    torch_runtimes = table.torch_openmp.get(target.platform, {}).get(target.torch_release)
+    if not build.openmp or not torch_runtimes:
+        return ""  # not read, or one side imports none: at most the other's runtime in the process
+    own = {dll.lower() for dll in torch_runtimes}
+    other = [dll for dll in build.openmp if dll.lower() not in own]
+    if not other:
+        return ""
+    return (
+        f"PyPI's {target.platform} wheel of {release.name} {release.version} imports {', '.join(other)} and torch "
+        f"{target.torch_release}'s imports {', '.join(torch_runtimes)} ({WHERE}, read from both wheels): "
+        f"`import torch, {release.name}` would load two OpenMP runtimes into one process (verify's TB114 stops such "
+        "a cell)"
+    )
+
+
 def _choose(
     table: Table, name: str, pinned: str | None, target: Target, requested: bool, taken: Offered | None
 ) -> Companion:
@@ -206,6 +224,8 @@ def _choose(
         return Companion(name=name, release=None, requested=requested, reason=pair.none)
     release = table.release(name, version)
     build, why = _ship(release, target)
+    if build is not None and (clash := _second_openmp(table, release, build, target)):
+        build, why = None, clash
     if build is None:
         if pinned and pair.release and pair.release != pinned:
             why += f"; {name} {pair.release} is the release that pairs with torch {target.torch_release}"
