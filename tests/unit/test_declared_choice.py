@@ -50,8 +50,9 @@ def test_vendor_moves_the_requirements_out_of_what_is_left_to_them() -> None:
     assert "vendored into the wheel from mkl-2021.4.0-py2.py3-none-win_amd64.whl" in line
     assert line.endswith("requirement mkl<=2021.4.0,>=2021.1.1 (mkl==2021.4.0) dropped (vendor; upstream keeps them)")
     # MKL's CPU kernels, which mkl_core.1.dll loads by name, come with the Plan (cuda_wheels.yaml)
-    loads = dict(plan.vendored_libraries[0].loaded_by_name)["mkl_core.1.dll"]
-    assert {"mkl_def.1.dll", "mkl_avx2.1.dll", "mkl_vml_avx2.1.dll"} <= set(loads)
+    loads = dict(plan.vendored_libraries[0].loaded_by_name)
+    assert loads["mkl_intel_thread.1.dll"] == ("mkl_core.1.dll", "libiomp5md.dll")
+    assert {"mkl_def.1.dll", "mkl_avx2.1.dll", "mkl_vml_avx2.1.dll"} <= set(loads["mkl_core.1.dll"])
 
 
 def test_an_include_entry_sets_one_cell_over_the_matrix() -> None:

@@ -146,6 +146,7 @@ def needs(
     floor = vc_runtime.floor(before.files)
     files = [f.path for f in before.files]
     present = [PurePosixPath(f).name for f in files]
+    shipped = {name.lower() for name in present}  # torch 2.3.1 ships libiomp5md.dll, which mkl_intel_thread loads
     imported_by = _gaps(before)
     wanted = list(imported_by)
     loaded = dll_providers.runtime_loaded([*present, *wanted], plan.loaded_by_name)
@@ -175,7 +176,8 @@ def needs(
             imported_by.setdefault(name, importers)
         more += [p for p in dll_providers.runtime_loaded([*present, *(h.name for h in located)], plan.loaded_by_name)
                  if p not in wanted]  # fmt: skip
-        kernels = [p for p in _loaded_by_requirements(plan, [h.name for h in located]) if p not in wanted + more]
+        kernels = [p for p in _loaded_by_requirements(plan, [h.name for h in located])
+                   if p not in wanted + more and p.lower() not in shipped]  # fmt: skip
         loaded += kernels
         wanted += more + kernels
     for hit in located:
