@@ -280,6 +280,16 @@ def _companion_pins(platform: str, torch_package: str, depends: tuple[str, ...])
     return {"torch_package": torch_package, "build_string": torch_package.split()[-1], "python_spec": python}
 
 
+def _provided_dlls(installed_by: list[str], vendored: tuple[RequirementWheel, ...]) -> dict[str, str]:
+    """The DLLs the conda package leaves to its run dependencies, less those of the requirements it vendors: a
+    vendored MKL in torch.libs loads libiomp5md.dll by name, which only the copy torch preloads from torch\\lib
+    answers (the dependency's, in Library\\bin, is on no search path a bare LoadLibrary uses outside an activated
+    environment; smoke-conda found it)."""
+    provided = dll_providers.conda_provided(installed_by)
+    names = [name for wheel in vendored for name in wheel.library_names]
+    return {pattern: package for pattern, package in provided.items() if not dll_providers.matches_any(pattern, names)}
+
+
 def _declared_choice(cell: Cell, matrix: Matrix, declared: tuple[RequirementWheel, ...]) -> Choice:
     """The cell's keep | vendor: its own (include entry, --declared-libraries), else the matrix's, else upstream's."""
     return cuda_wheels.choose(cell.platform, cell.cuda, cell.declared_libraries or matrix.declared_libraries, declared)
@@ -344,7 +354,7 @@ def resolve(cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: st
         install_scheme=pypi_to_conda.install_scheme(cell.platform, site_packages, cell.python),
         pypi_names=names,
         vc_runtime=vc_runtime,
-        provided_dlls=dll_providers.conda_provided(installed_by) if cell.platform == "win-64" else {},
+        provided_dlls=_provided_dlls(installed_by, vendored) if cell.platform == "win-64" else {},
     )
 
     wheel_tags = _wheel_tags(cell, release, compat, platform)
