@@ -26,7 +26,7 @@ from torchbuild.config.compat import (
     notes_for,
     version_key,
 )
-from torchbuild.config.cuda_wheels import RequirementWheel
+from torchbuild.config.cuda_wheels import Choice, RequirementWheel
 from torchbuild.config.dll_providers import ProviderData
 from torchbuild.config.matrix import LATEST, Cell, Matrix
 from torchbuild.config.pypi_to_conda import NameRule
@@ -136,6 +136,10 @@ class Plan:
     # The declared requirements whose wheels provide libraries the wheel loads (cuda_wheels.yaml: PyPI's linux CUDA
     # builds' nvidia-*, mkl of torch 2.3.x on win-64), for the target, exact versions: the repair leaves them there
     declared_libraries: tuple[RequirementWheel, ...] = ()
+    # Those the cell vendors instead (matrix.yaml declared_libraries: vendor): the repair puts their libraries into the
+    # wheel and drops the requirement; the conda package then needs no package for them either
+    vendored_libraries: tuple[RequirementWheel, ...] = ()
+    declared_choice: Choice = dataclasses.field(default_factory=lambda: Choice(choice="keep", upstream="keep"))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -229,6 +233,8 @@ def check_cell(cell: Cell, matrix: Matrix, compat: Compat | None = None) -> list
     cuda = check_cuda(compat, cell.cuda)
     newest = resolve_release(compat, cell)
     _toolchain(platform, Target(compat=compat, release=newest, cuda=cuda, python=cell.python, options=matrix.build))
+    markers = pypi_to_conda.marker_environment(cell.platform, cell.python)
+    _declared_choice(cell, matrix, cuda_wheels.declared_libraries(cell.platform, newest.version, cell.cuda, markers))
     if cell.torch != LATEST:
         return [newest]
     return list(reversed(supporting(compat, cell)))
@@ -277,6 +283,21 @@ def _companion_pins(platform: str, torch_package: str, depends: tuple[str, ...])
     return {"torch_package": torch_package, "build_string": torch_package.split()[-1], "python_spec": python}
 
 
+def _provided_dlls(installed_by: list[str], vendored: tuple[RequirementWheel, ...]) -> dict[str, str]:
+    """The DLLs the conda package leaves to its run dependencies, less those of the requirements it vendors: a
+    vendored MKL in torch.libs loads libiomp5md.dll by name, which only the copy torch preloads from torch\\lib
+    answers (the dependency's, in Library\\bin, is on no search path a bare LoadLibrary uses outside an activated
+    environment; smoke-conda found it)."""
+    provided = dll_providers.conda_provided(installed_by)
+    names = [name for wheel in vendored for name in wheel.library_names]
+    return {pattern: package for pattern, package in provided.items() if not dll_providers.matches_any(pattern, names)}
+
+
+def _declared_choice(cell: Cell, matrix: Matrix, declared: tuple[RequirementWheel, ...]) -> Choice:
+    """The cell's keep | vendor: its own (include entry, --declared-libraries), else the matrix's, else upstream's."""
+    return cuda_wheels.choose(cell.platform, cell.cuda, cell.declared_libraries or matrix.declared_libraries, declared)
+
+
 def resolve(
     cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: str | None = None, offered: Offered = None
 ) -> Plan:
@@ -319,6 +340,8 @@ def resolve(
     stem = f"pytorch-{release.version}-{build_string}"
     markers = pypi_to_conda.marker_environment(cell.platform, cell.python)
     declared = cuda_wheels.declared_libraries(cell.platform, release.version, cell.cuda, markers)
+    choice = _declared_choice(cell, matrix, declared)
+    declared, vendored = ((), declared) if choice.vendor else (declared, ())
     names = pypi_to_conda.load().names
     # The conda packages of the declared requirements (mkl of torch 2.3.x) install their DLLs as the wheels do.
     vc_runtime = pkg.vc_runtime_for(*applies_to)
@@ -340,7 +363,7 @@ def resolve(
         install_scheme=pypi_to_conda.install_scheme(cell.platform, site_packages, cell.python),
         pypi_names=names,
         vc_runtime=vc_runtime,
-        provided_dlls=dll_providers.conda_provided(installed_by) if cell.platform == "win-64" else {},
+        provided_dlls=_provided_dlls(installed_by, vendored) if cell.platform == "win-64" else {},
         era=old_names,
     )
 
@@ -405,5 +428,7 @@ def resolve(
             offered=offered,
         ),
         declared_libraries=declared,
+        vendored_libraries=vendored,
+        declared_choice=choice,
         **dll_providers.windows_facts(cell.platform, cell.cuda, cell.python),
     )

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,3 +85,63 @@ def test_torch_2_10_0s_cuda_libraries_resolve_to_its_nvidia_requirements(tmp_pat
     hinted = with_hints(bare, lambda name: cuda_wheels.should_have_provided(name, plan.declared_libraries))
     gap = next(m for m in hinted.missing if m.needed == "libcudart.so.12")
     assert "the declared requirement nvidia-cuda-runtime-cu12==12.8.90" in gap.message
+
+
+def test_the_vendored_repair_puts_mkl_into_torch_2_3_1_and_drops_the_requirement(
+    torch_2_3_1: Path, tmp_path: Path
+) -> None:
+    """declared_libraries: vendor on the same real wheel: the source and repair stages as the runner calls them. The
+    repaired wheel carries what torch's DLLs import of mkl 2021.4.0 (mkl_intel_thread, mkl_core) and the kernels
+    mkl_core loads by name (cuda_wheels.yaml), from the pinned mkl wheel; its METADATA no longer requires mkl, its
+    RECORD is right, and its import closure is complete without any declared requirement."""
+    from torchbuild.config import matrix
+    from torchbuild.config.matrix import Cell
+    from torchbuild.plan import resolve
+    from torchbuild.stages import Context
+    from torchbuild.stages import source as source_stage
+    from torchbuild.stages.repair import stage as repair
+    from torchbuild.wheel import checks as wheel_checks
+    from torchbuild.wheel.wheelfile import read_metadata
+
+    cell = Cell(platform="win-64", cuda="cpu", python="3.12", torch="2.3.1", declared_libraries="vendor")
+    plan = resolve(cell, matrix.with_packages(matrix.load(ROOT / "matrix.yaml"), "torch"))
+    assert plan.declared_libraries == () and [w.name for w in plan.vendored_libraries] == ["mkl", "intel-openmp", "tbb"]
+    options = RunOptions(wheel=torch_2_3_1)
+    source = source_stage.run(Context(plan=plan, root=tmp_path, options=options))
+    inputs = {"built_wheel": source.outputs["source_wheel"], "source_info": source.outputs["source_info"]}
+    result = repair.run(Context(plan=plan, root=tmp_path, options=options, inputs=inputs))
+
+    repaired = result.outputs["repaired_wheel"].path
+    with zipfile.ZipFile(repaired) as archive:
+        names = {Path(n).name.lower(): n for n in archive.namelist()}
+        dist_info = next(n.split("/")[0] for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        assert wheel_checks.record_problems(archive, dist_info) == []
+        document = json.loads(archive.read(f"{dist_info}/sboms/torchbuild.cdx.json"))
+    kernels = dict(plan.vendored_libraries[0].loaded_by_name)["mkl_core.1.dll"]
+    for dll in ("mkl_intel_thread.1.dll", "mkl_core.1.dll", *kernels):
+        assert names.get(dll, "").startswith("torch.libs/"), f"{dll} is not vendored"
+    assert "mkl_tbb_thread.1.dll" not in names and "tbb12.dll" not in names  # not in the closure: not vendored
+    requires = read_metadata(repaired).get_all("Requires-Dist") or []
+    assert requires and not [r for r in requires if r.lower().startswith("mkl")]
+    assert f"Requires-Dist dropped: {plan.vendored_libraries[0].requirement}" in result.message, result.message
+    checks = {(c.code, c.name): c for c in result.checks}
+    closure = next(c for (code, _), c in checks.items() if code == "P100")
+    assert closure.status == "passed" and "0 missing" in closure.message, closure.message
+    shipped = [c for (code, _), c in checks.items() if code == "P103"]
+    assert {c.name for c in shipped} >= {f"ships {dll} (loaded by name)" for dll in kernels}
+    assert all(c.status == "passed" for c in shipped)
+    # the SBOM names the mkl wheel as where the vendored DLLs came from (not as a required dependency)
+    mkl = next(c for c in _components(document) if c["name"] == "mkl")
+    assert (mkl["version"], mkl.get("scope")) == ("2021.4.0", None)
+    assert mkl["hashes"] == [{"alg": "SHA-256", "content": plan.vendored_libraries[0].sha256}]
+    assert any(c["name"] == "torch.libs/mkl_core.1.dll" for c in _components(document))
+
+
+def _components(document: dict[str, Any]) -> list[dict[str, Any]]:
+    found = []
+    todo = list(document.get("components", []))
+    while todo:
+        component = todo.pop()
+        found.append(component)
+        todo += component.get("components", [])
+    return found

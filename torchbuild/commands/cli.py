@@ -14,7 +14,7 @@ from rich.markup import escape
 from torchbuild.channels.local import check_directory
 from torchbuild.commands import publish as publish_cmd
 from torchbuild.commands import sbom as sbom_cmd
-from torchbuild.commands.plan_view import print_plan, say_companions, say_resolution
+from torchbuild.commands.plan_view import print_plan, say_companions, say_declared, say_resolution
 from torchbuild.conda.assembly import COMPRESSION_LEVELS, COMPRESSORS
 from torchbuild.config import environment
 from torchbuild.config import matrix as matrix_mod
@@ -60,6 +60,12 @@ def _selectors(parser: argparse.ArgumentParser) -> None:
         metavar="LIST",
         help="what each cell ships, e.g. torch,torchvision (default: the matrix's; without one, torch and each "
         "companion whose release pairs with it)",
+    )
+    group.add_argument(
+        "--declared-libraries",
+        metavar="keep|vendor",
+        help="the libraries a wheel's declared requirements install (mkl of torch 2.3.x on win-64): keep them as "
+        "dependencies, or vendor them into a self-contained wheel (default: the matrix's, else upstream's: keep)",
     )
 
 
@@ -135,6 +141,8 @@ def check_selection(args: argparse.Namespace) -> None:
 
 def load_matrix(args: argparse.Namespace) -> Matrix:
     check_selection(args)
+    if args.declared_libraries is not None:  # before the matrix is read: a bad value names the valid ones
+        matrix_mod.check_declared(args.declared_libraries, "--declared-libraries")
     path = args.matrix or ROOT / "matrix.yaml"
     matrix = matrix_mod.with_packages(matrix_mod.load(path), args.packages)
     if args.msvc:
@@ -157,7 +165,7 @@ def check_msvc(args: argparse.Namespace, cells: Sequence[Cell]) -> None:
 
 
 def select_cells(matrix: Matrix, args: argparse.Namespace) -> list[Cell]:
-    cells = _select(matrix, args)
+    cells = matrix_mod.with_declared_libraries(_select(matrix, args), args.declared_libraries)
     check_msvc(args, cells)
     return cells
 
@@ -341,6 +349,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(f"--wheel gives the wheel of one cell, but {len(cells)} cells are selected: add --cuda/--py.")
     plans = pin.pin_all(cells, matrix, options, candidates)
     say_companions(plans)
+    say_declared(plans)
     return runner.run(plans, root=Path.cwd(), options=options)
 
 

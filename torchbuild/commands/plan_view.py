@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from rich.markup import escape
 
+from torchbuild.config.cuda_wheels import RequirementWheel
 from torchbuild.config.matrix import LATEST
 from torchbuild.host.console import console, out
 from torchbuild.plan import Plan
@@ -25,7 +28,7 @@ def print_plan(plan: Plan) -> None:
         ("build deps", ", ".join(f"{d.name} ({d.filename})" for d in plan.build_deps) or "-"),
         ("DLLs from redistributables", ", ".join(plan.redistributable_dlls) or "-"),
         ("loaded by name", "; ".join(f"{a} loads {', '.join(b)}" for a, b in plan.loaded_by_name) or "-"),
-        ("libraries from requirements", ", ".join(w.pin for w in plan.declared_libraries) or "-"),
+        *(("declared library", line) for line in declared_lines(plan)),
         ("left to conda deps", ", ".join(sorted(set(plan.conda.provided_dlls.values()))) or "-"),
         ("wheel", plan.wheel),
         ("conda", f"{plan.conda.filename} (build number {plan.conda.build_number})"),
@@ -57,6 +60,40 @@ def _era_line(plan: Plan) -> str:
     if era.features:
         said.append(f"this build has features {' '.join(era.features)}")
     return "; ".join(said) or "none; forbids the selectors " + ", ".join(c.split()[0] for c in era.constrains)
+def declared_lines(plan: Plan) -> list[str]:
+    """One line per library a declared requirement of the wheel installs: left to that requirement, or vendored."""
+    said = plan.declared_choice.said
+    lines = []
+    for wheel in plan.declared_libraries:
+        lines.append(f"{_libraries(wheel)}: left to the requirement {_requirement(wheel)} ({said})")
+    for wheel in plan.vendored_libraries:
+        lines.append(
+            f"{_libraries(wheel)}: vendored into the wheel from {wheel.file} (what the wheel's DLLs import of it and "
+            f"what those load by name), the requirement {_requirement(wheel)} dropped ({said})"
+        )
+    return lines or ["- (the wheel declares no requirement that installs libraries)"]
+
+
+def _libraries(wheel: RequirementWheel) -> str:
+    names = wheel.library_names
+    files = f"{len(names)} file{'s' if len(names) != 1 else ''}"
+    return f"{wheel.name} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}; {files})"
+
+
+def _requirement(wheel: RequirementWheel) -> str:
+    """torch's Requires-Dist that brings ``wheel`` (without its marker), and the wheel it resolves to."""
+    declared = str(Requirement(wheel.requirement.split(";")[0]))
+    if canonicalize_name(Requirement(declared).name) == wheel.name:
+        return declared if declared == wheel.pin else f"{declared} ({wheel.pin})"
+    return f"{declared}, through which {wheel.pin}"
+
+
+def say_declared(plans: Sequence[Plan]) -> None:
+    """The run's lines of where each declared library comes from (only for cells whose wheel declares some)."""
+    for plan in plans:
+        if plan.declared_libraries or plan.vendored_libraries:
+            for line in declared_lines(plan):
+                console.print(f"[bold]{plan.cell_id}[/]: {escape(line)}", highlight=False, soft_wrap=True)
 
 
 def _vc_runtime_line(plan: Plan) -> str:

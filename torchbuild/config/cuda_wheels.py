@@ -40,6 +40,7 @@ class WheelRecord:
     size: int
     libraries: tuple[str, ...]  # shared libraries it installs, as wheel members (nvidia/cublas/lib/libcublas.so.12)
     requires: tuple[str, ...]  # its own Requires-Dist (extras left out)
+    loaded_by_name: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (library, what it loads by name at run time)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,9 @@ class RequirementWheel:
     sha256: str
     size: int
     libraries: tuple[str, ...]  # wheel members
+    # (one of its libraries, the libraries of this wheel it loads by name at run time: MKL's CPU kernels), which a
+    # wheel that vendors this one must carry although no import table names them
+    loaded_by_name: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def pin(self) -> str:
@@ -91,6 +95,8 @@ class CudaWheels:
     wheels: Mapping[str, Mapping[str, WheelRecord]]  # linux x86_64: name -> version -> wheel
     windows_releases: Mapping[str, ReleaseRecord]  # win_amd64 (torch 2.3.x: mkl)
     windows_wheels: Mapping[str, Mapping[str, WheelRecord]]
+    upstream_choice: Mapping[str, str]  # platform -> keep | vendor: what upstream's wheels do (declared_libraries)
+    vendor_refused: Mapping[str, str]  # platform -> why its cells cannot vendor them
 
 
 def _wheel(name: str, version: str, raw: Mapping[str, Any], libraries_key: str) -> WheelRecord:
@@ -103,6 +109,10 @@ def _wheel(name: str, version: str, raw: Mapping[str, Any], libraries_key: str) 
             size=int(raw["size"]),
             libraries=tuple(str(p) for p in raw.get(libraries_key) or ()),
             requires=tuple(str(r) for r in raw.get("requires") or ()),
+            loaded_by_name=tuple(
+                (str(loader), tuple(str(n) for n in loads))
+                for loader, loads in (raw.get("loaded_by_name") or {}).items()
+            ),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"{DATA_FILE}: wheels.{name}.{version} lacks file, sha256 or size ({exc})") from None
@@ -156,11 +166,14 @@ def _windows_release(torch: str, raw: Mapping[str, Any]) -> ReleaseRecord:
 def _parse(raw: Mapping[str, Any]) -> CudaWheels:
     releases = {str(r["torch"]): _release(r) for r in raw["releases"]}
     mkl = raw.get("windows_mkl") or {}
+    choice = raw.get("declared_libraries") or {}
     return CudaWheels(
         releases=releases,
         wheels=_wheels(raw["wheels"], "libraries"),
         windows_releases={str(k): _windows_release(str(k), v) for k, v in (mkl.get("torch") or {}).items()},
         windows_wheels=_wheels(mkl.get("wheels") or {}, "dlls"),
+        upstream_choice={str(k): str(v) for k, v in (choice.get("upstream") or {}).items()},
+        vendor_refused={str(k): " ".join(str(v).split()) for k, v in (choice.get("vendor_refused") or {}).items()},
     )
 
 
@@ -242,13 +255,52 @@ def declared_libraries(
         if wheel.libraries:
             found[name] = RequirementWheel(
                 requirement=line, name=name, version=wheel.version, file=wheel.file, sha256=wheel.sha256,
-                size=wheel.size, libraries=wheel.libraries,
+                size=wheel.size, libraries=wheel.libraries, loaded_by_name=wheel.loaded_by_name,
             )  # fmt: skip
         for text in (*wheel.requires, *record.extra_requires.get(name, ())):
             more = _requirement(text)
             if _applies(more, markers):
                 todo.append((canonicalize_name(more.name), more, line))
     return tuple(found.values())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Choice:
+    """What the repair does with a cell's declared libraries (matrix.yaml ``declared_libraries``): keep them as
+    dependencies or vendor them, and what upstream's wheels of the platform do."""
+
+    choice: str  # keep | vendor
+    upstream: str  # keep | vendor
+
+    @property
+    def vendor(self) -> bool:
+        return self.choice == "vendor"
+
+    @property
+    def said(self) -> str:
+        """How the plan says it: "keep, upstream's choice", "vendor; upstream keeps them"."""
+        if self.choice == self.upstream:
+            return f"{self.choice}, upstream's choice"
+        return f"{self.choice}; upstream {'keeps' if self.upstream == 'keep' else 'vendors'} them"
+
+
+def choose(
+    platform: str, cuda: str, asked: str | None, wheels: Sequence[RequirementWheel], data: CudaWheels | None = None
+) -> Choice:
+    """``asked`` (keep | vendor; None: not set) for a cell of ``platform`` and ``cuda`` whose declared requirements
+    are ``wheels``; unset, upstream's choice for the platform. Vendoring is refused (UserError naming the valid
+    choice) where the data says the platform's cells cannot, for a cell with declared libraries or a CUDA cell (any
+    of its releases may take CUDA from requirements)."""
+    data = data or load()
+    upstream = data.upstream_choice.get(platform, "keep")
+    choice = Choice(choice=asked or upstream, upstream=upstream)
+    if choice.vendor and (wheels or cuda != "cpu") and platform in data.vendor_refused:
+        names = ", ".join(w.pin for w in wheels[:3]) + (" ..." if len(wheels) > 3 else "") or f"CUDA {cuda}"
+        raise UserError(
+            f"declared_libraries 'vendor' is refused for {platform} ({names}): "
+            f"{data.vendor_refused[platform]} The valid choice there is 'keep' (upstream's, the default; {PINNED_IN})."
+        )
+    return choice
 
 
 def provided_libraries(wheels: Sequence[RequirementWheel]) -> dict[str, str]:

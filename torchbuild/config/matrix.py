@@ -20,6 +20,9 @@ from torchbuild.config.compat import CPU, PLATFORMS
 from torchbuild.errors import UserError, one_of
 
 LATEST = "latest"
+# What the repair does with the libraries a wheel's declared requirements install (mkl, nvidia-*): leave them to the
+# requirement, or vendor them into a self-contained wheel. Unset: what upstream does (config/cuda_wheels.py).
+DECLARED_CHOICES = ("keep", "vendor")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,6 +33,9 @@ class Cell:
     cuda: str
     python: str
     torch: str = LATEST
+    # keep | vendor, where this cell's include entry (or --declared-libraries) sets it; None: the matrix's. Not part
+    # of the id: it is one setting of the cell, not another cell.
+    declared_libraries: str | None = None
 
     @property
     def id(self) -> str:
@@ -63,6 +69,7 @@ class Matrix:
     # the packages every cell ships (torch, torchvision, torchaudio; a companion as name==release pins it);
     # None: torch and each companion whose release pairs with the cell's torch (config/pairing.py)
     packages: tuple[str, ...] | None = None
+    declared_libraries: str | None = None  # keep | vendor for every cell; None: upstream's choice per cell
     path: str = "<defaults>"
 
     def cells(self) -> list[Cell]:
@@ -80,9 +87,13 @@ class Matrix:
                 cuda=rule["cuda"],
                 python=rule["python"],
                 torch=rule.get("torch", self.torch),
+                declared_libraries=rule.get("declared_libraries"),
             )
-            if cell not in cells:
+            same = next((i for i, c in enumerate(cells) if c.id == cell.id), None)
+            if same is None:
                 cells.append(cell)
+            elif cell.declared_libraries is not None:  # an include entry that sets the setting of a matrix cell
+                cells[same] = cell
         return cells
 
 
@@ -102,8 +113,10 @@ TOP_LEVEL = {
     "build_number": "int",
     "build": "build",
     "packages": "packages",
+    "declared_libraries": "choice",
 }
 RULE_KEYS = ("platform", "cuda", "python", "torch")
+INCLUDE_KEYS = (*RULE_KEYS, "declared_libraries")
 INCLUDE_REQUIRED = ("platform", "cuda", "python")
 BUILD_KEYS = {
     "max_jobs": "str",
@@ -138,6 +151,7 @@ EXAMPLES = {
     "timeout_hours": "timeout_hours: 6",
     "conda_builder": "conda_builder: rattler-build",
     "packages": "packages: [torch, torchvision, torchaudio]",
+    "declared_libraries": "declared_libraries: keep",
 }
 
 
@@ -199,6 +213,23 @@ def _list(path: str, key: str, node: yaml.Node) -> tuple[str, ...]:
 def _platform(path: str, node: yaml.Node, value: str) -> None:
     if value not in PLATFORMS:
         raise MatrixError(f"{_where(path, node)}: unknown platform '{value}'; valid platforms: {one_of(PLATFORMS)}.")
+
+
+def _declared(path: str, node: yaml.Node, value: str) -> str:
+    try:
+        return check_declared(value, "declared_libraries")
+    except UserError as exc:
+        raise MatrixError(f"{_where(path, node)}: {exc}") from None
+
+
+def check_declared(value: str, what: str) -> str:
+    """A keep | vendor setting (``what``: where it was given, for the message)."""
+    if value not in DECLARED_CHOICES:
+        raise UserError(
+            f"{what} '{value}' is not one of {one_of(DECLARED_CHOICES)}: keep leaves the libraries a wheel's declared "
+            "requirements install (mkl, nvidia-*) to those requirements, vendor puts them into the wheel."
+        )
+    return value
 
 
 def _int(path: str, key: str, node: yaml.Node) -> int:
@@ -269,12 +300,15 @@ def _rules(path: str, key: str, node: yaml.Node) -> tuple[dict[str, str], ...]:
     rules = []
     for item in node.value:
         rule: dict[str, str] = {}
+        valid = INCLUDE_KEYS if key == "include" else RULE_KEYS
         for key_node, value_node in _pairs(path, f"{key} entry", item):
-            if key_node.value not in RULE_KEYS:
-                raise _unknown_key(path, key_node, key_node.value, RULE_KEYS)
+            if key_node.value not in valid:
+                raise _unknown_key(path, key_node, key_node.value, valid)
             rule[key_node.value] = _scalar(path, key, value_node, f"'{key_node.value}' in an {key} entry")
             if key_node.value == "platform":
                 _platform(path, value_node, rule["platform"])
+            if key_node.value == "declared_libraries":
+                _declared(path, value_node, rule["declared_libraries"])
         if not rule:
             raise MatrixError(f"{_where(path, item)}: an empty '{key}' entry would match every cell.")
         if key == "include":
@@ -334,6 +368,8 @@ def parse(text: str, path: str = "matrix.yaml") -> Matrix:
             values[key] = _int(path, key, value_node)
         elif kind == "packages":
             values[key] = _packages(path, value_node)
+        elif kind == "choice":
+            values[key] = _declared(path, value_node, _scalar(path, key, value_node))
         elif kind == "rules":
             values[key] = _rules(path, key, value_node)
         else:
@@ -387,6 +423,14 @@ def with_packages(matrix: Matrix, packages: str | None) -> Matrix:
     except UserError as exc:
         raise UserError(f"--packages {packages}: {exc}") from None
     return replace(matrix, packages=texts)
+
+
+def with_declared_libraries(cells: list[Cell], choice: str | None) -> list[Cell]:
+    """``--declared-libraries keep|vendor``: the setting of every selected cell, over the matrix's."""
+    if choice is None:
+        return cells
+    check_declared(choice, "--declared-libraries")
+    return [replace(cell, declared_libraries=choice) for cell in cells]
 
 
 def with_torch(matrix: Matrix, torch: str | None) -> Matrix:

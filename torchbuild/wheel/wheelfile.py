@@ -15,11 +15,12 @@ import hashlib
 import io
 import re
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
@@ -296,3 +297,27 @@ def validate(path: Path, want: Expected, *, stage: str) -> WheelName:
     except WheelError as exc:
         raise StageFailed(stage, str(exc)) from None
     return wheel
+
+
+def without_requirements(metadata: bytes, names: Collection[str]) -> tuple[bytes, list[str]]:
+    """METADATA without the Requires-Dist headers of the projects ``names`` (canonical), every other byte kept;
+    and the requirements dropped, as written."""
+    kept: list[bytes] = []
+    dropped: list[str] = []
+    lines = metadata.splitlines(keepends=True)
+    in_headers = True
+    for line in lines:
+        if in_headers and line.strip() == b"":
+            in_headers = False
+        header, _, value = line.partition(b":")
+        if in_headers and header.strip().lower() == b"requires-dist":
+            text = value.decode("utf-8").strip()
+            try:
+                name = canonicalize_name(Requirement(text).name)
+            except InvalidRequirement as exc:
+                raise WheelError(f"METADATA: Requires-Dist {text!r} is not a requirement: {exc}") from None
+            if name in names:
+                dropped.append(text)
+                continue
+        kept.append(line)
+    return b"".join(kept), dropped

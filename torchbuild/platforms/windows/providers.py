@@ -100,7 +100,7 @@ def _license(metadata: Any) -> str:
     return "; ".join(classifiers) or (str(expression).splitlines()[0] if expression else "")
 
 
-def _describe_wheel(path: Path, url: str) -> ProviderWheel:
+def describe_wheel(path: Path, url: str) -> ProviderWheel:
     metadata = wheelfile.read_metadata(path)
     return ProviderWheel(
         filename=path.name,
@@ -138,7 +138,7 @@ def provider_dir(requirement: str, python: str, cache_dir: Path, log: Path) -> P
                 if name.lower().endswith(".dll") and not (staged / name).exists():
                     with archive.open(member) as src, (staged / name).open("wb") as dst:
                         shutil.copyfileobj(src, dst, 1 << 20)
-        described = _describe_wheel(wheels[0], fetched[-1].url.split("#", 1)[0])
+        described = describe_wheel(wheels[0], fetched[-1].url.split("#", 1)[0])
         (staged / DONE).write_text(json.dumps(described.to_dict(), indent=1) + "\n", encoding="utf-8")
         shutil.rmtree(entry, ignore_errors=True)
         staged.replace(entry)

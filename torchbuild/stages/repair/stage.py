@@ -33,6 +33,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 from torchbuild.config import cuda_wheels
 from torchbuild.errors import StageFailed
 from torchbuild.host.proc import run_tool
@@ -47,6 +50,8 @@ from torchbuild.stages.repair.finish import finish_wheel
 from torchbuild.wheel.provenance import ENV as EPOCH_ENV
 from torchbuild.wheel.provenance import SourceInfo
 from torchbuild.wheel.repair_report import Floor, RepairReport, Vendored
+from torchbuild.wheel.rewrite import dist_info_of
+from torchbuild.wheel.wheelfile import without_requirements
 
 if TYPE_CHECKING:
     from torchbuild.plan import Plan
@@ -73,10 +78,30 @@ def source_of(ctx: Context) -> SourceInfo:
     return SourceInfo.read(info.path)
 
 
-def finish(ctx: Context, made: Path, target: Path, vendored: Sequence[Vendored]) -> None:
-    """``made`` as ``target``: with the SBOM of what was vendored added (<dist-info>/sboms/, PEP 770), and in the
-    deterministic form dated the cell's epoch, so that the same inputs give the same bytes."""
-    finish_wheel(made, target, vendored, source_of(ctx), ctx.plan.declared_libraries)
+def finish(
+    ctx: Context, made: Path, target: Path, vendored: Sequence[Vendored], drop: Sequence[str] = ()
+) -> list[str]:
+    """``made`` as ``target``: with the SBOM of what was vendored added (<dist-info>/sboms/, PEP 770), without the
+    Requires-Dist of ``drop`` (the requirements whose libraries it vendored), and in the deterministic form dated the
+    cell's epoch, so that the same inputs give the same bytes. Returns the Requires-Dist lines dropped."""
+    files: dict[str, bytes] = {}
+    dropped: list[str] = []
+    if drop:
+        with zipfile.ZipFile(made) as archive:
+            member = f"{dist_info_of(archive)}/METADATA"
+            text, dropped = without_requirements(archive.read(member), drop)
+        missing = set(drop) - {canonicalize_name(Requirement(line).name) for line in dropped}
+        if missing:
+            raise StageFailed(NAME, f"{made.name} declares no {', '.join(sorted(missing))} to drop from Requires-Dist")
+        files[member] = text
+    finish_wheel(made, target, vendored, source_of(ctx), ctx.plan.declared_libraries, files=files)
+    return dropped
+
+
+def vendored_requirements(plan: Plan) -> list[str]:
+    """The wheel's requirements whose libraries the cell vendors (canonical names; mkl, not what mkl requires)."""
+    names = (canonicalize_name(Requirement(w.requirement.split(";")[0]).name) for w in plan.vendored_libraries)
+    return list(dict.fromkeys(names))
 
 
 def tool_env(ctx: Context) -> dict[str, str]:
@@ -208,7 +233,8 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
     log = ctx.stage_dir("logs") / f"{NAME}.log"
     machine = pe.TAG_MACHINES.get(plan.wheel_tags.platform, "AMD64")
     started = time.monotonic()
-    found = windows.needs(plan, wheel, ctx.options.cache_dir, log)
+    from_requirements = windows.requirement_dlls(plan, ctx.options.cache_dir, log)
+    found = windows.needs(plan, wheel, ctx.options.cache_dir, log, from_requirements=from_requirements)
     located = found.located
     located_s = time.monotonic() - started
 
@@ -227,7 +253,7 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
             got = ", ".join(p.name for p in made) or "no wheel"
             raise StageFailed(NAME, f"delvewheel repair of {wheel} made {got}; expected {wheel.name}")
         vendored = windows.vendored(made[0], located, found.signers)
-        finish(ctx, made[0], target, vendored)
+        dropped = finish(ctx, made[0], target, vendored, drop=vendored_requirements(plan))
     repaired_s = time.monotonic() - started
 
     started = time.monotonic()
@@ -250,6 +276,9 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
     floor = f"; VC runtime floor MSVC {found.floor.version} ({found.floor.set_by})" if found.floor else ""
     if left := left_to_dependencies(report):
         floor += f"; left to the declared requirements: {left}"
+    if dropped:
+        floor += f"; vendored the declared requirements' DLLs ({plan.declared_choice.said}), Requires-Dist dropped: "
+        floor += "; ".join(dropped)
     message = (
         f"delvewheel --ignore-existing --no-mangle-all: vendored {names} into {target.name} "
         f"(providers {located_s:.1f} s, delvewheel {repaired_s:.0f} s){floor}; closure checked in "

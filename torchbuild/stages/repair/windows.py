@@ -30,7 +30,9 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from torchbuild.config import cuda_wheels, dll_providers
+from torchbuild.config.build_deps import DependencyError
 from torchbuild.errors import StageFailed
+from torchbuild.host import downloads, pip
 from torchbuild.platforms.closure import ClosureReport
 from torchbuild.platforms.windows import authenticode, pe, vc_runtime
 from torchbuild.platforms.windows import providers as provider_dlls
@@ -84,6 +86,43 @@ def _refuse_unknown(plan: Plan, wanted: Sequence[str], imported_by: dict[str, li
         )
 
 
+def requirement_dlls(plan: Plan, cache_dir: Path, log: Path) -> dict[str, provider_dlls.Located]:
+    """The DLLs of the declared requirements the cell vendors (``plan.vendored_libraries``; none where it keeps
+    them), by lower-case name: each from its pinned wheel (fetched once by sha256, downloads.py), with the signer
+    dll_providers.yaml names for that DLL (Intel's for MKL and OpenMP), or why it may come unsigned."""
+    found: dict[str, provider_dlls.Located] = {}
+    target = pip.target_args(plan.python, None, [plan.wheel_tags.platform])
+    providers = plan.dll_providers
+    for wheel in plan.vendored_libraries:
+        try:
+            archive = downloads.requirement_wheel(wheel, target, cache_dir, log)
+            root = downloads.requirement_libraries(wheel, target, cache_dir, log)
+        except DependencyError as exc:
+            raise StageFailed(STAGE, f"cannot vendor {wheel.pin}: {exc}") from None
+        described = provider_dlls.describe_wheel(archive, url="")
+        for member in wheel.libraries:
+            name = PurePosixPath(member).name
+            provider = providers.provider_for(name) if providers else None
+            signer = provider.signer if provider else ""
+            found.setdefault(name.lower(), provider_dlls.Located(
+                pattern=name, path=root / member, provider=wheel.name, origin=f"wheel {wheel.file}", wheel=described,
+                signer=signer, unsigned=None if signer else f"{dll_providers.DATA_FILE} names no signer for {name}",
+            ))  # fmt: skip
+    return found
+
+
+def _loaded_by_requirements(plan: Plan, names: Sequence[str]) -> list[str]:
+    """What the vendored requirements' libraries among ``names`` load by name (MKL's CPU kernels, cuda_wheels.yaml)."""
+    have = {n.lower() for n in names}
+    return [
+        dll
+        for wheel in plan.vendored_libraries
+        for loader, loads in wheel.loaded_by_name
+        if loader.lower() in have
+        for dll in loads
+    ]
+
+
 def needs(
     plan: Plan,
     wheel: Path,
@@ -91,10 +130,14 @@ def needs(
     log: Path,
     beside: Mapping[str, str] | None = None,
     on_demand: Mapping[str, str] | None = None,
+    from_requirements: Mapping[str, provider_dlls.Located] | None = None,
 ) -> Needs:
     """What ``wheel`` needs vendored, located at its providers; StageFailed naming what cannot be had. ``beside``:
     DLL names another wheel installed beside it provides (a companion's: torch's DLLs), never vendored;
-    ``on_demand``: DLL names its package loads only where installed (a companion's, by library), never vendored."""
+    ``on_demand``: DLL names its package loads only where installed (a companion's, by library), never vendored;
+    ``from_requirements``: the DLLs of the declared requirements the cell vendors (requirement_dlls), taken from
+    there rather than from the redistributables' providers."""
+    from_requirements = from_requirements or {}
     machine = pe.TAG_MACHINES.get(plan.wheel_tags.platform, "AMD64")
     provided = {**cuda_wheels.provided_libraries(plan.declared_libraries), **(beside or {})}
     before = pe.check_wheel(wheel, python=plan.python, machine=machine, provided=provided, on_demand=on_demand)
@@ -103,6 +146,7 @@ def needs(
     floor = vc_runtime.floor(before.files)
     files = [f.path for f in before.files]
     present = [PurePosixPath(f).name for f in files]
+    shipped = {name.lower() for name in present}  # torch 2.3.1 ships libiomp5md.dll, which mkl_intel_thread loads
     imported_by = _gaps(before)
     wanted = list(imported_by)
     loaded = dll_providers.runtime_loaded([*present, *wanted], plan.loaded_by_name)
@@ -115,11 +159,13 @@ def needs(
         todo = [w for w in wanted if not any(hit.pattern == w for hit in located)]
         if not todo:
             break
+        located += [from_requirements[w.lower()] for w in todo if w.lower() in from_requirements]
+        todo = [w for w in todo if w.lower() not in from_requirements]
         _refuse_unknown(plan, todo, imported_by)
         try:
             located += provider_dlls.locate(
                 todo, providers, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python, cache_dir=cache_dir, log=log
-            )
+            ) if todo else []
         except dll_providers.ProviderError as exc:
             raise StageFailed(STAGE, f"cannot repair {wheel.name}: {exc}") from None
         # What the located DLLs import in turn, as they will sit in torch.libs (msvcp140.dll -> vcruntime140_1.dll).
@@ -130,7 +176,10 @@ def needs(
             imported_by.setdefault(name, importers)
         more += [p for p in dll_providers.runtime_loaded([*present, *(h.name for h in located)], plan.loaded_by_name)
                  if p not in wanted]  # fmt: skip
-        wanted += more
+        kernels = [p for p in _loaded_by_requirements(plan, [h.name for h in located])
+                   if p not in wanted + more and p.lower() not in shipped]  # fmt: skip
+        loaded += kernels
+        wanted += more + kernels
     for hit in located:
         problem = vc_runtime.too_old(floor, hit.name, pe.file_version(hit.path.read_bytes(), str(hit.path)))
         if problem:
