@@ -31,7 +31,8 @@ def test_the_candidates_are_the_paired_release_then_the_older_ones_of_its_series
     assert pairing.candidates("torchvision", target("2.14.1")) == ("0.29.2", "0.29.1")  # 0.29.0 pins ==2.14.0
     assert pairing.candidates("torchvision", target("2.14.0")) == ("0.29.0",)  # 0.29.1/0.29.2 are newer than 0.29.0
     assert pairing.candidates("torchvision", target("2.5.1")) == ("0.20.1",)  # 0.20.0 pins ==2.5.0
-    assert pairing.candidates("torchaudio", target("2.14.1")) == ()  # none pairs
+    assert pairing.candidates("torchaudio", target("2.14.1")) == ("2.11.0",)  # measured beside it (companions.yaml)
+    assert pairing.candidates("torchaudio", target("2.13.0")) == ()  # none pairs
     assert pairing.candidates("torchvision", target("2.13.0", "linux-64")) == ()  # PyPI's is a CUDA build
 
 
@@ -51,6 +52,7 @@ def links(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def offered(links: Path, tmp_path: Path, *versions: str, packages: tuple[str, ...] | None = None) -> dict[str, object]:
     for version in versions:
         make_wheel(links, f"torchvision-{version}-{TAG}.whl", {"torchvision/__init__.py": b""})
+    make_wheel(links, f"torchaudio-2.11.0-{TAG}.whl", {"torchaudio/__init__.py": b""})  # its pair, offered
     torch = compat.load().release("2.14.1")
     assert torch is not None
     options = RunOptions(cache_dir=tmp_path / "cache")
