@@ -111,22 +111,11 @@ def package(ctx: Context, companion: Companion) -> tuple[Artifact, str, Path | N
             replace=replace,
         )
         moved = licenses.take(staging / plan.conda.site_packages, wheel.dist_info, out_dir / "info-licenses")
-        path = assemble(
-            meta,
-            subdir=plan.conda.subdir,
-            payload_dir=staging,
-            out_dir=out_dir,
-            options=ctx.options,
-            licenses=moved.top_level(),
-            info_files=[info_sbom],
-            timestamp=build_timestamp(source.epoch),
-        )
-        info_files.add(path, moved.nested(), level=ctx.options.compression_level)
-        alias = None
-        if alias_name := plan.conda.era.companions.get(companion.name):
-            pinned = era.alias_depends(depends, companion.depends[-1], plan.conda.era.cpu_package)
-            alias = assemble(
-                era.renamed(meta, alias_name, pinned),
+
+        def package(recipe: dict[str, Any]) -> Path:
+            """One package of the staged payload (the companion, or its 2018 name)."""
+            made = assemble(
+                recipe,
                 subdir=plan.conda.subdir,
                 payload_dir=staging,
                 out_dir=out_dir,
@@ -135,7 +124,14 @@ def package(ctx: Context, companion: Companion) -> tuple[Artifact, str, Path | N
                 info_files=[info_sbom],
                 timestamp=build_timestamp(source.epoch),
             )
-            info_files.add(alias, moved.nested(), level=ctx.options.compression_level)
+            info_files.add(made, moved.nested(), level=ctx.options.compression_level)
+            return made
+
+        path = package(meta)
+        alias = None
+        if alias_name := plan.conda.era.companions.get(companion.name):
+            pinned = era.alias_depends(depends, companion.depends[-1], plan.conda.era.cpu_package)
+            alias = package(era.renamed(meta, alias_name, pinned))
     info_sbom.unlink()
     shutil.rmtree(moved.root)
     artifact = Artifact.of(path)
