@@ -17,7 +17,8 @@ the OpenMP runtimes the wheel ships and its libraries import (the closure's P103
     python bench/corpus.py --shard 3/7           # the 3rd of 7 slices (pairs 3, 10, 17, ...: old and new mixed)
     python bench/corpus.py --only 2.14.1/3.12    # one pair (repeatable)
     python bench/corpus.py --list                # the pairs and where they come from; nothing runs
-    python bench/corpus.py --json out.json       # the results as JSON too (the nightly's summary reads it)
+    python bench/corpus.py --json out.json       # the results as JSON too, rewritten after each pair (the nightly's
+                                                 # summary reads it)
     python bench/corpus.py --work DIR            # the pairs' workspaces (logs) in DIR (default: a temporary one)
     python bench/corpus.py --keep                # keep each pair's build/ and channel/ (default: removed after it)
 """
@@ -233,6 +234,12 @@ def as_json(results: list[dict[str, Any]], spec: str) -> dict[str, Any]:
     return {"shard": spec, "header": HEADER, "pairs": entries}
 
 
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    os.replace(partial, path)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", help="a pair as RELEASE/PYTHON (repeatable)")
@@ -274,9 +281,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep and "workspace" in result:
             for heavy in ("build", "channel"):
                 shutil.rmtree(result["workspace"] / heavy, ignore_errors=True)
+        if args.json:  # after every pair: a run stopped halfway keeps the pairs it finished
+            _write_json(args.json, as_json(results, args.shard or "all"))
     print(table(results))
-    if args.json:
-        args.json.write_text(json.dumps(as_json(results, args.shard or "all"), indent=1) + "\n", encoding="utf-8")
     print(f"(logs of each pair: {base}/*/pipeline.log)", file=sys.stderr)
     failed = [r for r in results if verdict(r)[0] in ("failed", "no report")]
     return 1 if [r for r in failed if r["pair"].key not in KNOWN_INPUT_FAULTS] else 0
