@@ -36,6 +36,23 @@ def test_plan_says_what_latest_resolves_to() -> None:
     assert "CUDA_PATH                     %CUDA_PATH_V9_0%" in result.stdout or "%CUDA_PATH_V9_0%" in result.stdout
 
 
+def test_plan_says_it_asked_no_index_unless_told_to() -> None:
+    result = pipeline("plan", "--cuda", "cpu", "--py", "3.11", "--platform", "win-64")
+    assert result.returncode == 0, result.stderr
+    assert "no package index asked" in result.stderr and "'plan --ask-indexes' asks them" in result.stderr
+
+
+@pytest.mark.slow
+def test_plan_ask_indexes_pins_latest_as_a_run_does() -> None:
+    """Real index queries (pip's configured indexes): the release named is the one the plan holds."""
+    result = pipeline("plan", "--json", "--ask-indexes", "--cuda", "cpu", "--py", "3.11", "--platform", "win-64")
+    assert result.returncode == 0, result.stderr
+    (plan,) = json.loads(result.stdout)
+    said = pipeline("plan", "--ask-indexes", "--cuda", "cpu", "--py", "3.11", "--platform", "win-64").stderr
+    assert f"torch 'latest' resolves to {plan['torch']}" in said and "that the package indexes offer" in said
+    assert "no package index asked" not in said
+
+
 def test_plan_json_for_one_cell_and_for_the_matrix() -> None:
     (one,) = json.loads(pipeline("plan", "--json", "--cuda", "cpu", "--py", "3.11", "--platform", "linux-64").stdout)
     assert one["cell_id"] == "linux-64-cpu-py3.11"

@@ -105,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="print the resolved plan; nothing is run")
     _selectors(plan)
     plan.add_argument("--json", action="store_true", help="machine-readable output")
+    plan.add_argument(
+        "--ask-indexes", action="store_true", help="pin 'latest' and the companions to what the indexes offer, as a run"
+    )
     mat = sub.add_parser("matrix", help="list the cells of the matrix")
     _selectors(mat)
     mat.add_argument("--github", action="store_true", help="JSON for a GitHub Actions strategy.matrix")
@@ -238,11 +241,15 @@ def github_matrix(plans: Sequence[Plan], conda_builder: str = "rattler-build") -
 
 def cmd_plan(args: argparse.Namespace) -> int:
     matrix = load_matrix(args)
-    plans = resolve_all(matrix, select_cells(matrix, args))
+    cells = select_cells(matrix, args)
+    if args.ask_indexes:
+        plans = pin.pin_all(cells, matrix, RunOptions(), pin.check_all(cells, matrix))
+    else:
+        plans = resolve_all(matrix, cells)
     if args.json:  # always a list, one plan per cell, however many are selected
         print(json.dumps([p.to_dict() for p in plans], indent=2, sort_keys=True))
         return 0
-    say_resolution(plans)
+    say_resolution(plans, asked=args.ask_indexes)
     for plan in plans:
         print_plan(plan)
     return 0

@@ -116,15 +116,21 @@ def _toolchain_line(plan: Plan) -> str:
     return "gcc"
 
 
-def say_resolution(plans: Sequence[Plan]) -> None:
-    """One line per cell whose torch was 'latest': the release it resolves to (no package index asked)."""
-    for plan in plans:
-        if plan.torch_requested == LATEST:
-            console.print(
-                f"[bold]{plan.cell_id}[/]: torch 'latest' resolves to [bold]{plan.torch}[/], the newest release "
-                f"with a {plan.platform} build for {'CPU' if not plan.is_cuda else 'CUDA ' + plan.cuda} "
-                f"and Python {plan.python}."
-            )
+def say_resolution(plans: Sequence[Plan], asked: bool = False) -> None:
+    """One line per cell whose torch was 'latest': the release it resolves to (``asked``: the one the package indexes
+    offer, as a run pins it; else the newest the data knows, no index asked)."""
+    latest = [plan for plan in plans if plan.torch_requested == LATEST]
+    for plan in latest:
+        console.print(
+            f"[bold]{plan.cell_id}[/]: torch 'latest' resolves to [bold]{plan.torch}[/], the newest release "
+            f"with a {plan.platform} build for {'CPU' if not plan.is_cuda else 'CUDA ' + plan.cuda} "
+            f"and Python {plan.python}{', that the package indexes offer' if asked else ''}."
+        )
+    if latest and not asked:
+        console.print(
+            "(no package index asked: a run takes the newest release, torchvision and torchaudio the indexes offer, "
+            "which may be older; 'plan --ask-indexes' asks them)"
+        )
 
 
 def say_companions(plans: Sequence[Plan]) -> None:
