@@ -56,14 +56,39 @@ def check_torchaudio_import(expect: Expect) -> Outcome:
     torch_dir = os.path.dirname(os.path.dirname(os.path.realpath(torch_module().__file__)))
     if expect.torch_file and os.path.dirname(os.path.dirname(where)) != torch_dir:
         problems.append(f"torchaudio was imported from {where}, not from the environment's {torch_dir}")
-    extension = importlib.import_module("torchaudio._extension")
-    loaded = getattr(extension, "_IS_TORCHAUDIO_EXT_AVAILABLE", None)
+    loaded, said = extension_state(importlib.import_module)
     if loaded is False:
         problems.append("its C++ extension (torchaudio.lib._torchaudio, libtorchaudio) is not available")
     if problems:
         raise CheckFailed("; ".join(problems))
-    said = "its C++ extension loaded" if loaded else "no extension flag to read"
     return Outcome("passed", f"torchaudio {version} from {where} ({said}), imported in {took:.1f} s")
+
+
+# Where each era keeps the flag: torchaudio/_extension.py (0.10 on; a package from 2.1), torchaudio/extension/ before
+EXTENSION_MODULES = ("torchaudio._extension", "torchaudio.extension")
+# The C++ extension's module before the flag existed (0.8/0.9: torchaudio/_torchaudio.pyd, absent from Windows wheels)
+OLD_EXTENSION = "torchaudio._torchaudio"
+
+
+def extension_state(import_module: Callable[[str], Any]) -> tuple[bool | None, str]:
+    """Whether torchaudio's C++ extension loaded (None: the release has no flag to say), and how to say it."""
+    for name in EXTENSION_MODULES:
+        try:
+            module = import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        loaded = getattr(module, "_IS_TORCHAUDIO_EXT_AVAILABLE", None)
+        if loaded is not None:
+            return bool(loaded), "its C++ extension loaded" if loaded else "its C++ extension did not load"
+    try:
+        import_module(OLD_EXTENSION)
+    except ModuleNotFoundError as exc:
+        if exc.name != OLD_EXTENSION:
+            raise
+        return None, f"no extension flag to read; this build ships no {OLD_EXTENSION}, so no C++ extension"
+    return None, f"no extension flag to read; {OLD_EXTENSION} imported"
 
 
 def check_spectrogram(expect: Expect) -> Outcome:
@@ -77,11 +102,19 @@ def _rms(wave: Any) -> float:
     return float(wave.pow(2).mean().sqrt())
 
 
+def resampler(torchaudio: Any) -> Callable[[Any, int, int], Any]:
+    """functional.resample (torchaudio 0.9 on), else the transform every release has (0.8)."""
+    resample = getattr(torchaudio.functional, "resample", None)
+    if resample is not None:
+        return resample  # type: ignore[no-any-return]
+    return lambda wave, rate, target: torchaudio.transforms.Resample(rate, target)(wave)
+
+
 def check_resample(expect: Expect) -> Outcome:
     torchaudio = _torchaudio()
     wave = _sine(RATE)
     target = RATE // 2
-    out = torchaudio.functional.resample(wave, RATE, target)
+    out = resampler(torchaudio)(wave, RATE, target)
     problems = []
     if tuple(out.shape) != (1, target):
         problems.append(f"1 s at {RATE} Hz resampled to {target} Hz has shape {tuple(out.shape)}, not (1, {target})")
