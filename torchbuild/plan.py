@@ -234,7 +234,7 @@ def check_cell(cell: Cell, matrix: Matrix, compat: Compat | None = None) -> list
     newest = resolve_release(compat, cell)
     _toolchain(platform, Target(compat=compat, release=newest, cuda=cuda, python=cell.python, options=matrix.build))
     markers = pypi_to_conda.marker_environment(cell.platform, cell.python)
-    _declared_choice(cell, matrix, cuda_wheels.declared_libraries(cell.platform, newest.version, cell.cuda, markers))
+    _declared_choice(cell, cuda_wheels.declared_libraries(cell.platform, newest.version, cell.cuda, markers))
     if cell.torch != LATEST:
         return [newest]
     return list(reversed(supporting(compat, cell)))
@@ -293,9 +293,10 @@ def _provided_dlls(installed_by: list[str], vendored: tuple[RequirementWheel, ..
     return {pattern: package for pattern, package in provided.items() if not dll_providers.matches_any(pattern, names)}
 
 
-def _declared_choice(cell: Cell, matrix: Matrix, declared: tuple[RequirementWheel, ...]) -> Choice:
-    """The cell's keep | vendor: its own (include entry, --declared-libraries), else the matrix's, else upstream's."""
-    return cuda_wheels.choose(cell.platform, cell.cuda, cell.declared_libraries or matrix.declared_libraries, declared)
+def _declared_choice(cell: Cell, declared: tuple[RequirementWheel, ...]) -> Choice:
+    """The cell's keep | vendor (the matrix's, its include entry's or --declared-libraries: Matrix.cells), else
+    upstream's. Only the cell's, which its id says: a vendoring run never shares a keeping run's build/<cell-id>."""
+    return cuda_wheels.choose(cell.platform, cell.cuda, cell.declared_libraries, declared)
 
 
 def resolve(
@@ -340,7 +341,7 @@ def resolve(
     stem = f"pytorch-{release.version}-{build_string}"
     markers = pypi_to_conda.marker_environment(cell.platform, cell.python)
     declared = cuda_wheels.declared_libraries(cell.platform, release.version, cell.cuda, markers)
-    choice = _declared_choice(cell, matrix, declared)
+    choice = _declared_choice(cell, declared)
     declared, vendored = ((), declared) if choice.vendor else (declared, ())
     names = pypi_to_conda.load().names
     # The conda packages of the declared requirements (mkl of torch 2.3.x) install their DLLs as the wheels do.
