@@ -233,8 +233,7 @@ def check_cell(cell: Cell, matrix: Matrix, compat: Compat | None = None) -> list
     cuda = check_cuda(compat, cell.cuda)
     newest = resolve_release(compat, cell)
     _toolchain(platform, Target(compat=compat, release=newest, cuda=cuda, python=cell.python, options=matrix.build))
-    markers = pypi_to_conda.marker_environment(cell.platform, cell.python)
-    _declared_choice(cell, cuda_wheels.declared_libraries(cell.platform, newest.version, cell.cuda, markers))
+    cuda_wheels.cell_libraries(cell, newest.version)  # vendoring is refused where the platform cannot
     if cell.torch != LATEST:
         return [newest]
     return list(reversed(supporting(compat, cell)))
@@ -283,22 +282,6 @@ def _companion_pins(platform: str, torch_package: str, depends: tuple[str, ...])
     return {"torch_package": torch_package, "build_string": torch_package.split()[-1], "python_spec": python}
 
 
-def _provided_dlls(installed_by: list[str], vendored: tuple[RequirementWheel, ...]) -> dict[str, str]:
-    """The DLLs the conda package leaves to its run dependencies, less those of the requirements it vendors: a
-    vendored MKL in torch.libs loads libiomp5md.dll by name, which only the copy torch preloads from torch\\lib
-    answers (the dependency's, in Library\\bin, is on no search path a bare LoadLibrary uses outside an activated
-    environment; smoke-conda found it)."""
-    provided = dll_providers.conda_provided(installed_by)
-    names = [name for wheel in vendored for name in wheel.library_names]
-    return {pattern: package for pattern, package in provided.items() if not dll_providers.matches_any(pattern, names)}
-
-
-def _declared_choice(cell: Cell, declared: tuple[RequirementWheel, ...]) -> Choice:
-    """The cell's keep | vendor (the matrix's, its include entry's or --declared-libraries: Matrix.cells), else
-    upstream's. Only the cell's, which its id says: a vendoring run never shares a keeping run's build/<cell-id>."""
-    return cuda_wheels.choose(cell.platform, cell.cuda, cell.declared_libraries, declared)
-
-
 def resolve(
     cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: str | None = None, offered: Offered = None
 ) -> Plan:
@@ -340,9 +323,7 @@ def resolve(
     site_packages = platform.site_packages(cell.python)
     stem = f"pytorch-{release.version}-{build_string}"
     markers = pypi_to_conda.marker_environment(cell.platform, cell.python)
-    declared = cuda_wheels.declared_libraries(cell.platform, release.version, cell.cuda, markers)
-    choice = _declared_choice(cell, declared)
-    declared, vendored = ((), declared) if choice.vendor else (declared, ())
+    declared, vendored, choice = cuda_wheels.cell_libraries(cell, release.version)
     names = pypi_to_conda.load().names
     # The conda packages of the declared requirements (mkl of torch 2.3.x) install their DLLs as the wheels do.
     vc_runtime = pkg.vc_runtime_for(*applies_to)
@@ -364,7 +345,7 @@ def resolve(
         install_scheme=pypi_to_conda.install_scheme(cell.platform, site_packages, cell.python),
         pypi_names=names,
         vc_runtime=vc_runtime,
-        provided_dlls=_provided_dlls(installed_by, vendored) if cell.platform == "win-64" else {},
+        provided_dlls=dll_providers.conda_provided(installed_by, vendored) if cell.platform == "win-64" else {},
         era=old_names,
     )
 
