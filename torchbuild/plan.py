@@ -33,12 +33,11 @@ from torchbuild.config.pypi_to_conda import NameRule
 from torchbuild.config.python_embed import Pinned
 from torchbuild.config.smoke_envs import Wanted
 from torchbuild.config.support import check_cuda, check_python, resolve_release, supporting
-from torchbuild.errors import UserError, one_of
+from torchbuild.errors import UserError
 from torchbuild.host.pip import target_args as pip_target_args
-from torchbuild.platforms.linux.build import Linux
+from torchbuild.platforms.by_name import platform_module
 from torchbuild.platforms.linux.manylinux import accepted_platform_tags
 from torchbuild.platforms.target import Platform, Target, Toolchain, common_env
-from torchbuild.platforms.windows.build import Windows
 from torchbuild.wheel.wheelfile import Expected, WheelTags
 
 STAGES = ("source", "build", "repair", "conda", "verify", "smoke-wheel", "smoke-conda", "publish")
@@ -169,22 +168,6 @@ class Plan:
         return pip_target_args(self.python, tags.abi, tags.accepted_platforms)
 
 
-REFUSED_PLATFORMS = {
-    "win-32": "PyTorch does not support 32-bit Windows: use 64-bit Windows and 64-bit Python (--platform win-64).",
-    "linux-32": "PyTorch does not support 32-bit Linux: use --platform linux-64.",
-}
-
-
-def platform_module(name: str) -> Platform:
-    """The platform module of a cell's platform; 32-bit and unknown platforms are refused naming the valid ones."""
-    modules: dict[str, Platform] = {"win-64": Windows(), "linux-64": Linux()}
-    if name in REFUSED_PLATFORMS:
-        raise UserError(REFUSED_PLATFORMS[name])
-    if name not in modules:
-        raise UserError(f"Unknown platform '{name}'. Valid platforms: {one_of(modules)}.")
-    return modules[name]
-
-
 # --- the Plan --------------------------------------------------------------------------------------------
 
 
@@ -272,14 +255,6 @@ def _wheel_tags(cell: Cell, release: TorchRelease, compat: Compat, platform: Pla
         platform=platform_tag,
         accepted_platforms=accepted_platform_tags(platform_tag),
     )
-
-
-def _companion_pins(platform: str, torch_package: str, depends: tuple[str, ...]) -> dict[str, str]:
-    """What a companion built beside the cell's torch pins (pairing.Target): none where the stages build none."""
-    if platform not in pairing.BUILT:
-        return {}
-    python = next((d for d in depends if d.split()[0] == "python"), "")
-    return {"torch_package": torch_package, "build_string": torch_package.split()[-1], "python_spec": python}
 
 
 def resolve(
@@ -406,7 +381,7 @@ def resolve(
             matrix.packages,
             pairing.Target(platform=cell.platform, python=cell.python, torch_release=release.version,
                            torch_version=version, local_version=local,
-                           **_companion_pins(cell.platform, f"pytorch {release.version} {build_string}", depends)),
+                           **pairing.torch_pins(cell.platform, f"pytorch {release.version} {build_string}", depends)),
             offered=offered,
         ),
         declared_libraries=declared,
