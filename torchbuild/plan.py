@@ -33,12 +33,11 @@ from torchbuild.config.pypi_to_conda import NameRule
 from torchbuild.config.python_embed import Pinned
 from torchbuild.config.smoke_envs import Wanted
 from torchbuild.config.support import check_cuda, check_python, resolve_release, supporting
-from torchbuild.errors import UserError, one_of
+from torchbuild.errors import UserError
 from torchbuild.host.pip import target_args as pip_target_args
-from torchbuild.platforms.linux.build import Linux
+from torchbuild.platforms.by_name import platform_module
 from torchbuild.platforms.linux.manylinux import accepted_platform_tags
 from torchbuild.platforms.target import Platform, Target, Toolchain, common_env
-from torchbuild.platforms.windows.build import Windows
 from torchbuild.wheel.wheelfile import Expected, WheelTags
 
 STAGES = ("source", "build", "repair", "conda", "verify", "smoke-wheel", "smoke-conda", "publish")
@@ -169,22 +168,6 @@ class Plan:
         return pip_target_args(self.python, tags.abi, tags.accepted_platforms)
 
 
-REFUSED_PLATFORMS = {
-    "win-32": "PyTorch does not support 32-bit Windows: use 64-bit Windows and 64-bit Python (--platform win-64).",
-    "linux-32": "PyTorch does not support 32-bit Linux: use --platform linux-64.",
-}
-
-
-def platform_module(name: str) -> Platform:
-    """The platform module of a cell's platform; 32-bit and unknown platforms are refused naming the valid ones."""
-    modules: dict[str, Platform] = {"win-64": Windows(), "linux-64": Linux()}
-    if name in REFUSED_PLATFORMS:
-        raise UserError(REFUSED_PLATFORMS[name])
-    if name not in modules:
-        raise UserError(f"Unknown platform '{name}'. Valid platforms: {one_of(modules)}.")
-    return modules[name]
-
-
 # --- the Plan --------------------------------------------------------------------------------------------
 
 
@@ -233,8 +216,7 @@ def check_cell(cell: Cell, matrix: Matrix, compat: Compat | None = None) -> list
     cuda = check_cuda(compat, cell.cuda)
     newest = resolve_release(compat, cell)
     _toolchain(platform, Target(compat=compat, release=newest, cuda=cuda, python=cell.python, options=matrix.build))
-    markers = pypi_to_conda.marker_environment(cell.platform, cell.python)
-    _declared_choice(cell, matrix, cuda_wheels.declared_libraries(cell.platform, newest.version, cell.cuda, markers))
+    cuda_wheels.cell_libraries(cell, newest.version)  # vendoring is refused where the platform cannot
     if cell.torch != LATEST:
         return [newest]
     return list(reversed(supporting(compat, cell)))
@@ -273,29 +255,6 @@ def _wheel_tags(cell: Cell, release: TorchRelease, compat: Compat, platform: Pla
         platform=platform_tag,
         accepted_platforms=accepted_platform_tags(platform_tag),
     )
-
-
-def _companion_pins(platform: str, torch_package: str, depends: tuple[str, ...]) -> dict[str, str]:
-    """What a companion built beside the cell's torch pins (pairing.Target): none where the stages build none."""
-    if platform not in pairing.BUILT:
-        return {}
-    python = next((d for d in depends if d.split()[0] == "python"), "")
-    return {"torch_package": torch_package, "build_string": torch_package.split()[-1], "python_spec": python}
-
-
-def _provided_dlls(installed_by: list[str], vendored: tuple[RequirementWheel, ...]) -> dict[str, str]:
-    """The DLLs the conda package leaves to its run dependencies, less those of the requirements it vendors: a
-    vendored MKL in torch.libs loads libiomp5md.dll by name, which only the copy torch preloads from torch\\lib
-    answers (the dependency's, in Library\\bin, is on no search path a bare LoadLibrary uses outside an activated
-    environment; smoke-conda found it)."""
-    provided = dll_providers.conda_provided(installed_by)
-    names = [name for wheel in vendored for name in wheel.library_names]
-    return {pattern: package for pattern, package in provided.items() if not dll_providers.matches_any(pattern, names)}
-
-
-def _declared_choice(cell: Cell, matrix: Matrix, declared: tuple[RequirementWheel, ...]) -> Choice:
-    """The cell's keep | vendor: its own (include entry, --declared-libraries), else the matrix's, else upstream's."""
-    return cuda_wheels.choose(cell.platform, cell.cuda, cell.declared_libraries or matrix.declared_libraries, declared)
 
 
 def resolve(
@@ -339,9 +298,7 @@ def resolve(
     site_packages = platform.site_packages(cell.python)
     stem = f"pytorch-{release.version}-{build_string}"
     markers = pypi_to_conda.marker_environment(cell.platform, cell.python)
-    declared = cuda_wheels.declared_libraries(cell.platform, release.version, cell.cuda, markers)
-    choice = _declared_choice(cell, matrix, declared)
-    declared, vendored = ((), declared) if choice.vendor else (declared, ())
+    declared, vendored, choice = cuda_wheels.cell_libraries(cell, release.version)
     names = pypi_to_conda.load().names
     # The conda packages of the declared requirements (mkl of torch 2.3.x) install their DLLs as the wheels do.
     vc_runtime = pkg.vc_runtime_for(*applies_to)
@@ -363,7 +320,7 @@ def resolve(
         install_scheme=pypi_to_conda.install_scheme(cell.platform, site_packages, cell.python),
         pypi_names=names,
         vc_runtime=vc_runtime,
-        provided_dlls=_provided_dlls(installed_by, vendored) if cell.platform == "win-64" else {},
+        provided_dlls=dll_providers.conda_provided(installed_by, vendored) if cell.platform == "win-64" else {},
         era=old_names,
     )
 
@@ -424,7 +381,7 @@ def resolve(
             matrix.packages,
             pairing.Target(platform=cell.platform, python=cell.python, torch_release=release.version,
                            torch_version=version, local_version=local,
-                           **_companion_pins(cell.platform, f"pytorch {release.version} {build_string}", depends)),
+                           **pairing.torch_pins(cell.platform, f"pytorch {release.version} {build_string}", depends)),
             offered=offered,
         ),
         declared_libraries=declared,

@@ -4,6 +4,7 @@ vendoring on linux-64 CUDA cells refused before anything runs."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,14 +13,17 @@ import pytest
 
 from tests.conftest import ROOT
 from torchbuild.commands.plan_view import declared_lines
-from torchbuild.config import matrix
+from torchbuild.config import cuda_wheels, matrix
 from torchbuild.config.matrix import Cell, MatrixError
 from torchbuild.errors import UserError
 from torchbuild.plan import resolve
+from torchbuild.run import state
 from torchbuild.wheel.wheelfile import without_requirements
 
 WIN_231 = ("--platform", "win-64", "--cuda", "cpu", "--py", "3.12", "--torch", "2.3.1")
 CELL_231 = Cell(platform="win-64", cuda="cpu", python="3.12", torch="2.3.1")
+MATRIX_231 = "platforms: [win-64]\ncuda: [cpu]\npython: ['3.12']\ntorch: '2.3.1'\n"
+ID_231 = "win-64-cpu-py3.12-torch2.3.1"
 
 
 def pipeline(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -40,7 +44,8 @@ def test_the_default_is_upstreams_keep_and_the_plan_says_where_mkl_comes_from() 
 
 
 def test_vendor_moves_the_requirements_out_of_what_is_left_to_them() -> None:
-    plan = resolve(CELL_231, matrix.parse("platforms: [win-64]\ndeclared_libraries: vendor\n"))
+    (cell,) = matrix.parse(MATRIX_231 + "declared_libraries: vendor\n").cells()
+    plan = resolve(cell, matrix.parse(MATRIX_231))
     assert plan.declared_choice.choice == "vendor"
     assert plan.declared_libraries == ()
     assert [w.name for w in plan.vendored_libraries] == ["mkl", "intel-openmp", "tbb"]
@@ -62,12 +67,70 @@ def test_an_include_entry_sets_one_cell_over_the_matrix() -> None:
         "platforms: [win-64]\ncuda: [cpu]\npython: ['3.12']\ntorch: '2.3.1'\ndeclared_libraries: keep\n"
         "include:\n  - {platform: win-64, cuda: cpu, python: '3.12', declared_libraries: vendor}\n"
     )
-    (cell,) = m.cells()  # the include entry sets the matrix's cell, it does not add a second one with its id
-    assert (cell.id, cell.declared_libraries) == ("win-64-cpu-py3.12-torch2.3.1", "vendor")
+    (cell,) = m.cells()  # the include entry sets the matrix's cell, it does not add a second one of its point
+    assert (cell.id, cell.declared_libraries) == (f"{ID_231}-vendor", "vendor")
     assert resolve(cell, m).declared_choice.choice == "vendor"
-    # --declared-libraries is over both
+    # --declared-libraries is over both, and re-ids the cell
     (flagged,) = matrix.with_declared_libraries(m.cells(), "keep")
+    assert flagged.id == ID_231
     assert resolve(flagged, m).declared_choice.choice == "keep"
+    # an include entry of the matrix's setting is the matrix's cell again; one of the other setting replaces it
+    again = matrix.parse(MATRIX_231 + "declared_libraries: vendor\ninclude:\n  - {platform: win-64, cuda: cpu, "
+                         "python: '3.12'}\n")  # fmt: skip
+    assert [c.id for c in again.cells()] == [f"{ID_231}-vendor"]
+    back = matrix.parse(MATRIX_231 + "declared_libraries: vendor\ninclude:\n  - {platform: win-64, cuda: cpu, "
+                        "python: '3.12', declared_libraries: keep}\n")  # fmt: skip
+    assert [c.id for c in back.cells()] == [ID_231]
+
+
+@pytest.mark.parametrize(
+    ("setting", "cell_id"),
+    [("", ID_231), ("declared_libraries: keep\n", ID_231), ("declared_libraries: vendor\n", f"{ID_231}-vendor")],
+)
+def test_a_vendoring_cell_carries_it_in_its_id_and_keep_or_unset_do_not(setting: str, cell_id: str) -> None:
+    (cell,) = matrix.parse(MATRIX_231 + setting).cells()
+    assert cell.id == cell_id
+    assert cell.point_id == ID_231
+
+
+def test_the_ids_without_a_suffix_are_upstreams_choice_keep_on_every_platform() -> None:
+    # An unset cell takes upstream's choice and its id has no suffix: that id means keep only while upstream keeps.
+    assert dict(cuda_wheels.load().upstream_choice) == {"linux-64": "keep", "win-64": "keep"}
+
+
+def test_a_vendoring_run_has_a_work_dir_and_state_of_its_own() -> None:
+    m = matrix.parse(MATRIX_231)
+    (keep,) = m.cells()
+    (vendor,) = matrix.with_declared_libraries(m.cells(), "vendor")
+    kept, vendored = resolve(keep, m), resolve(vendor, m)
+    assert (kept.cell_id, kept.work_dir) == (ID_231, f"build/{ID_231}")
+    assert (vendored.cell_id, vendored.work_dir) == (f"{ID_231}-vendor", f"build/{ID_231}-vendor")
+    assert vendored.stage_dirs["repair"] == f"build/{ID_231}-vendor/repair"
+    root = Path("/workspace")
+    assert state.path_of(root, kept.work_dir) != state.path_of(root, vendored.work_dir)
+
+
+def test_the_vendor_id_selects_the_cell_everywhere(tmp_path: Path) -> None:
+    """As the nightly does (`matrix --github`, then --only <its cell>), and for a cell the matrix keeps: <id>-vendor
+    selects it vendoring, the id a --declared-libraries vendor run of it got."""
+    file = tmp_path / "matrix.yaml"
+    file.write_text(MATRIX_231 + "include:\n  - {platform: win-64, cuda: cpu, python: '3.11', torch: '2.3.1', "
+                    "declared_libraries: vendor}\n", encoding="utf-8")  # fmt: skip
+    listed = pipeline("matrix", "--github", "--matrix", str(file), cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    vendor_311 = "win-64-cpu-py3.11-torch2.3.1-vendor"
+    assert [e["cell"] for e in json.loads(listed.stdout)["include"]] == [ID_231, vendor_311]
+    for only, choice in ((vendor_311, "vendor"), (f"{ID_231}-vendor", "vendor"), (ID_231, "keep")):
+        run = pipeline("plan", "--json", "--matrix", str(file), "--only", only, cwd=tmp_path)
+        assert run.returncode == 0, run.stderr
+        (plan,) = json.loads(run.stdout)
+        assert (plan["cell_id"], plan["work_dir"], plan["declared_choice"]["choice"]) == (only, f"build/{only}", choice)
+    flagged = pipeline("plan", "--json", *WIN_231, "--declared-libraries", "vendor", cwd=tmp_path)
+    assert json.loads(flagged.stdout)[0]["cell_id"] == f"{ID_231}-vendor", flagged.stderr
+    unknown = pipeline("plan", "--matrix", str(file), "--only", "win-64-cpu-py3.12-vendor", cwd=tmp_path)
+    assert unknown.returncode == 2
+    assert f"No cell 'win-64-cpu-py3.12-vendor' in {file}. Valid cell ids: {ID_231} or {vendor_311}" in unknown.stderr
+    assert list(tmp_path.iterdir()) == [file]  # plan writes nothing
 
 
 @pytest.mark.parametrize(

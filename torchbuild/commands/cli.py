@@ -20,7 +20,7 @@ from torchbuild.config import environment
 from torchbuild.config import matrix as matrix_mod
 from torchbuild.config.channel_spec import check_spec, local_path
 from torchbuild.config.compat import load
-from torchbuild.config.matrix import Cell, Matrix
+from torchbuild.config.matrix import VENDOR_SUFFIX, Cell, Matrix
 from torchbuild.config.options import DEFAULT_GIT_URL, RunOptions
 from torchbuild.errors import UserError, one_of, os_error
 from torchbuild.host import scratch, signals
@@ -181,7 +181,10 @@ def _select(matrix: Matrix, args: argparse.Namespace) -> list[Cell]:
             "include adds none. Remove an exclude rule or add an include entry (or give --cuda and --py)."
         )
     if args.only:
-        chosen = [c for c in cells if c.id == args.only]
+        # <id>-vendor of a matrix cell that keeps: that cell, vendoring (the id a --declared-libraries vendor run got)
+        chosen = [c for c in cells if c.id == args.only] or [
+            replace(c, declared_libraries="vendor") for c in cells if c.point_id + VENDOR_SUFFIX == args.only
+        ]
         if not chosen:
             raise UserError(f"No cell '{args.only}' in {matrix.path}. Valid cell ids: {one_of([c.id for c in cells])}.")
         return chosen
@@ -192,7 +195,7 @@ def _select(matrix: Matrix, args: argparse.Namespace) -> list[Cell]:
         for cell in cells:
             if (cell.platform, cell.cuda, cell.python) == (platform, args.cuda, args.python) and args.torch is None:
                 return [cell]
-        return [Cell(platform=platform, cuda=args.cuda, python=args.python, torch=args.torch or matrix.torch)]
+        return [matrix.cell(platform=platform, cuda=args.cuda, python=args.python, torch=args.torch or matrix.torch)]
     wanted = {"platform": platform, "cuda": args.cuda, "python": args.python}
     chosen = [c for c in cells if all(v is None or getattr(c, k) == v for k, v in wanted.items())]
     if args.torch is not None:

@@ -14,14 +14,15 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from torchbuild.config import datafiles
+from torchbuild.config import datafiles, pypi_to_conda
+from torchbuild.config.matrix import Cell
 from torchbuild.errors import UserError
 
 DATA_FILE = "cuda_wheels.yaml"
@@ -301,6 +302,23 @@ def choose(
             f"{data.vendor_refused[platform]} The valid choice there is 'keep' (upstream's, the default; {PINNED_IN})."
         )
     return choice
+
+
+class CellLibraries(NamedTuple):
+    """A cell's declared libraries under its keep | vendor choice: those left to the requirements, those vendored."""
+
+    kept: tuple[RequirementWheel, ...]
+    vendored: tuple[RequirementWheel, ...]
+    choice: Choice
+
+
+def cell_libraries(cell: Cell, release: str) -> CellLibraries:
+    """The declared libraries of ``cell`` with torch ``release``, for its platform and Python, kept or vendored as the
+    cell says (its declared_libraries, which its id carries; unset: upstream's choice), refused as ``choose`` says."""
+    markers = pypi_to_conda.marker_environment(cell.platform, cell.python)
+    declared = declared_libraries(cell.platform, release, cell.cuda, markers)
+    choice = choose(cell.platform, cell.cuda, cell.declared_libraries, declared)
+    return CellLibraries((), declared, choice) if choice.vendor else CellLibraries(declared, (), choice)
 
 
 def provided_libraries(wheels: Sequence[RequirementWheel]) -> dict[str, str]:

@@ -26,6 +26,7 @@ from packaging.version import Version
 
 from torchbuild.config import datafiles, python_embed
 from torchbuild.config.compat import CPU
+from torchbuild.config.cuda_wheels import RequirementWheel
 from torchbuild.errors import UserError
 
 DATA_FILE = "dll_providers.yaml"
@@ -233,10 +234,15 @@ def loaded_by_name(platform: str, cuda: str, cudnn: int | None) -> tuple[tuple[s
     )
 
 
-def conda_provided(depends: Iterable[str]) -> dict[str, str]:
-    """DLL pattern -> the run dependency (a conda package name) that installs it into the environment."""
+def conda_provided(depends: Iterable[str], vendored: Sequence[RequirementWheel] = ()) -> dict[str, str]:
+    """DLL pattern -> the run dependency (a conda package name) that installs it into the environment, less the DLLs
+    of the declared requirements the cell vendors: a vendored MKL in torch.libs loads libiomp5md.dll by name, which
+    only the copy torch preloads from torch\\lib answers (the dependency's, in Library\\bin, is on no search path a
+    bare LoadLibrary uses outside an activated environment; smoke-conda found it)."""
     names = {spec.split()[0] for spec in depends}
-    return {dll: row.package for row in load().conda_packages if row.package in names for dll in row.dlls}
+    kept = [name for wheel in vendored for name in wheel.library_names]
+    provided = {dll: row.package for row in load().conda_packages if row.package in names for dll in row.dlls}
+    return {pattern: package for pattern, package in provided.items() if not matches_any(pattern, kept)}
 
 
 def provided_members(members: Iterable[str], provided: Mapping[str, str]) -> dict[str, str]:

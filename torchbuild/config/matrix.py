@@ -23,6 +23,7 @@ LATEST = "latest"
 # What the repair does with the libraries a wheel's declared requirements install (mkl, nvidia-*): leave them to the
 # requirement, or vendor them into a self-contained wheel. Unset: what upstream does (config/cuda_wheels.py).
 DECLARED_CHOICES = ("keep", "vendor")
+VENDOR_SUFFIX = "-vendor"  # the id of a cell that vendors them: win-64-cpu-py3.12-torch2.3.1-vendor
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,13 +34,19 @@ class Cell:
     cuda: str
     python: str
     torch: str = LATEST
-    # keep | vendor, where this cell's include entry (or --declared-libraries) sets it; None: the matrix's. Not part
-    # of the id: it is one setting of the cell, not another cell.
+    # keep | vendor: the matrix's (top level, or this cell's include entry), or --declared-libraries; None: upstream's.
+    # "vendor" is in the id, so a vendoring run has a build/<cell-id> (state, caches) of its own; "keep" and None are
+    # not: upstream keeps on every platform (cuda_wheels.yaml declared_libraries.upstream), so ids stay as they were.
     declared_libraries: str | None = None
 
     @property
     def id(self) -> str:
         """Stable id: does not change when ``latest`` moves to a new release."""
+        return self.point_id + (VENDOR_SUFFIX if self.declared_libraries == "vendor" else "")
+
+    @property
+    def point_id(self) -> str:
+        """The id of the matrix point (platform, CUDA, Python, torch), whatever its keep | vendor setting."""
         accel = "cpu" if self.cuda == CPU else f"cuda{self.cuda}"
         base = f"{self.platform}-{accel}-py{self.python}"
         return base if self.torch == LATEST else f"{base}-torch{self.torch}"
@@ -78,7 +85,7 @@ class Matrix:
         for platform in self.platforms:
             for cuda in self.cuda:
                 for python in self.python:
-                    cell = Cell(platform=platform, cuda=cuda, python=python, torch=self.torch)
+                    cell = self.cell(platform=platform, cuda=cuda, python=python, torch=self.torch)
                     if not any(_matches(cell, rule) for rule in self.exclude):
                         cells.append(cell)
         for rule in self.include:
@@ -87,14 +94,19 @@ class Matrix:
                 cuda=rule["cuda"],
                 python=rule["python"],
                 torch=rule.get("torch", self.torch),
-                declared_libraries=rule.get("declared_libraries"),
+                declared_libraries=rule.get("declared_libraries", self.declared_libraries),
             )
-            same = next((i for i, c in enumerate(cells) if c.id == cell.id), None)
+            same = next((i for i, c in enumerate(cells) if c.point_id == cell.point_id), None)
             if same is None:
                 cells.append(cell)
-            elif cell.declared_libraries is not None:  # an include entry that sets the setting of a matrix cell
+            elif "declared_libraries" in rule:  # an include entry that sets the setting of a matrix cell
                 cells[same] = cell
         return cells
+
+    def cell(self, *, platform: str, cuda: str, python: str, torch: str) -> Cell:
+        """A cell of this matrix's settings (its declared_libraries), in the matrix or outside it (--cuda --py)."""
+        setting = self.declared_libraries
+        return Cell(platform=platform, cuda=cuda, python=python, torch=torch, declared_libraries=setting)
 
 
 def _matches(cell: Cell, rule: dict[str, str]) -> bool:

@@ -106,6 +106,15 @@ class Target:
     python_spec: str = ""
 
 
+def torch_pins(platform: str, torch_package: str, depends: tuple[str, ...]) -> dict[str, str]:
+    """What a companion built beside the cell's torch pins (Target's torch_package, build_string, python_spec, from
+    the cell's conda package and its run dependencies): none where the stages build none."""
+    if platform not in BUILT:
+        return {}
+    python = next((d for d in depends if d.split()[0] == "python"), "")
+    return {"torch_package": torch_package, "build_string": torch_package.split()[-1], "python_spec": python}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Offered:
     """What the pin step found the configured package indexes offer of a companion's candidates (``candidates``):

@@ -20,7 +20,6 @@ time, as torch's. Writes ``repaired_wheel[<name>]`` and ``repair_report[<name>]`
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import tempfile
 import zipfile
 from collections.abc import Mapping
@@ -36,14 +35,13 @@ from torchbuild.platforms.windows import pe, vc_runtime
 from torchbuild.results import Artifact, Check, StageResult
 from torchbuild.stages import Context, companion_artifact
 from torchbuild.stages.repair import linux_companion, windows
-from torchbuild.stages.repair.finish import finish_wheel
+from torchbuild.stages.repair.finish import bundled_row, companion_outputs, finish_wheel
 from torchbuild.wheel import provenance
 from torchbuild.wheel.provenance import ENV as EPOCH_ENV
 from torchbuild.wheel.repair_report import RepairReport, Vendored
 
 NAME = "repair"
 TIMEOUT_S = 600
-BUNDLED_BY = "upstream wheel"  # Vendored.provider of a DLL the companion's own wheel ships
 
 
 def torch_dlls(repaired_torch: Path) -> dict[str, str]:
@@ -90,19 +88,7 @@ def _bundled(wheel: Path, companion: Companion) -> list[Vendored]:
             if not info.filename.lower().endswith(".dll") or info.filename.split("/", 1)[0].endswith(".libs"):
                 continue
             data = archive.read(info)
-            rows.append(
-                Vendored(
-                    path=info.filename,
-                    sha256=hashlib.sha256(data).hexdigest(),
-                    size=len(data),
-                    version=pe.file_version(data, info.filename),
-                    provider=BUNDLED_BY,
-                    origin=companion.wheel,
-                    origin_sha256=companion.sha256,
-                    origin_name=companion.name,
-                    origin_version=companion.release or "",
-                )
-            )
+            rows.append(bundled_row(companion, info.filename, data, pe.file_version(data, info.filename)))
     return rows
 
 
@@ -160,15 +146,10 @@ def repair(
         target, python=plan.python, machine=machine, search_dirs=searched, provided=beside, on_demand=on_demand
     )
     checks = [*report.checks(), *windows.runtime_checks(target, plan, (), found.floor)]
-    failed = [c for c in checks if c.status == "failed"]
-    if failed:
-        target.unlink()
-        problems = "; ".join(c.message for c in failed[:8])
-        raise StageFailed(NAME, f"the repaired {target.name} is not self-contained beside torch: {problems}", checks)
-    report_path = out_dir / f"repair-{companion.name}.json"
-    RepairReport(
+    repair_report = RepairReport(
         wheel=target.name, platform=plan.platform, vendored=(*vendored, *bundled), vc_runtime_floor=found.floor
-    ).write(report_path)
+    )
+    outputs = companion_outputs(companion, target, checks, repair_report, "is not self-contained beside torch")
     took = ", ".join(PurePosixPath(v.path).name for v in vendored) or "nothing"
     floor = f"VC runtime floor MSVC {found.floor.version} ({found.floor.set_by})" if found.floor else "no VC floor"
     line = (
@@ -176,8 +157,4 @@ def repair(
         f"PyPI's wheel ({WHERE} pins its sha256): {', '.join(PurePosixPath(b.path).name for b in bundled) or 'none'}"
         f"; {floor}; closure: {report.summary()}"
     )
-    outputs = {
-        companion_artifact("repaired_wheel", companion.name): Artifact.of(target),
-        companion_artifact("repair_report", companion.name): Artifact.of(report_path),
-    }
     return outputs, checks, line

@@ -1,16 +1,25 @@
-"""The last step of every repair: the SBOM added and the wheel written in the deterministic form."""
+"""The last step of every repair: the SBOM added and the wheel written in the deterministic form; and what every
+companion's repair (win-64: companion.py, linux-64: linux_companion.py) ends with."""
 
 from __future__ import annotations
 
+import hashlib
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from torchbuild.config.cuda_wheels import RequirementWheel
+from torchbuild.config.pairing import Companion
+from torchbuild.errors import StageFailed
+from torchbuild.results import Artifact, Check
+from torchbuild.stages import companion_artifact
 from torchbuild.wheel import sbom
 from torchbuild.wheel.provenance import SourceInfo
-from torchbuild.wheel.repair_report import Vendored
+from torchbuild.wheel.repair_report import RepairReport, Vendored
 from torchbuild.wheel.rewrite import dist_info_of, rewrite
+
+NAME = "repair"
+BUNDLED_BY = "upstream wheel"  # Vendored.provider of a library a companion's own wheel ships
 
 
 def finish_wheel(
@@ -25,3 +34,36 @@ def finish_wheel(
         member = sbom.wheel_member(dist_info_of(archive))
     document = sbom.build(subject, vendored, source.epoch, requirements=requirements)
     rewrite(made, target, files={**(files or {}), member: document.encode("utf-8")}, epoch=source.epoch)
+
+
+def bundled_row(companion: Companion, member: str, data: bytes, version: str | None = None) -> Vendored:
+    """A library ``companion``'s own wheel ships (``member``, its bytes), as an SBOM row."""
+    return Vendored(
+        path=member,
+        sha256=hashlib.sha256(data).hexdigest(),
+        size=len(data),
+        version=version,
+        provider=BUNDLED_BY,
+        origin=companion.wheel,
+        origin_sha256=companion.sha256,
+        origin_name=companion.name,
+        origin_version=companion.release or "",
+    )
+
+
+def companion_outputs(
+    companion: Companion, target: Path, checks: Sequence[Check], report: RepairReport, failure: str
+) -> dict[str, Artifact]:
+    """A companion's repaired ``target`` and its ``report`` (repair-<name>.json beside it) as the stage's outputs; a
+    failed check fails the stage instead, ``target`` removed (``failure``: what the wheel then is not)."""
+    failed = [c for c in checks if c.status == "failed"]
+    if failed:
+        target.unlink()
+        problems = "; ".join(c.message for c in failed[:8])
+        raise StageFailed(NAME, f"the repaired {target.name} {failure}: {problems}", checks)
+    report_path = target.parent / f"repair-{companion.name}.json"
+    report.write(report_path)
+    return {
+        companion_artifact("repaired_wheel", companion.name): Artifact.of(target),
+        companion_artifact("repair_report", companion.name): Artifact.of(report_path),
+    }

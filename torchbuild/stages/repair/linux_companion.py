@@ -28,15 +28,14 @@ from torchbuild.config.pairing import Companion
 from torchbuild.errors import StageFailed
 from torchbuild.platforms.linux import elf
 from torchbuild.results import Artifact, Check
-from torchbuild.stages import Context, companion_artifact
+from torchbuild.stages import Context
 from torchbuild.stages.repair.auditwheel_run import analyse, auditwheel_repair
-from torchbuild.stages.repair.finish import finish_wheel
+from torchbuild.stages.repair.finish import bundled_row, companion_outputs, finish_wheel
 from torchbuild.wheel import provenance
 from torchbuild.wheel.provenance import ENV as EPOCH_ENV
 from torchbuild.wheel.repair_report import RepairReport, Vendored
 
 NAME = "repair"
-BUNDLED_BY = "upstream wheel"  # Vendored.provider of a library the companion's own wheel ships
 
 
 def torch_libraries(repaired_torch: Path) -> dict[str, str]:
@@ -64,20 +63,7 @@ def _bundled(wheel: Path, companion: Companion) -> list[Vendored]:
         for info in archive.infolist():
             if not info.filename.startswith(f"{companion.name}.libs/") or not elf.SHARED_OBJECT.search(info.filename):
                 continue
-            data = archive.read(info)
-            rows.append(
-                Vendored(
-                    path=info.filename,
-                    sha256=hashlib.sha256(data).hexdigest(),
-                    size=len(data),
-                    version=None,
-                    provider=BUNDLED_BY,
-                    origin=companion.wheel,
-                    origin_sha256=companion.sha256,
-                    origin_name=companion.name,
-                    origin_version=companion.release or "",
-                )
-            )
+            rows.append(bundled_row(companion, info.filename, archive.read(info)))
     return rows
 
 
@@ -141,13 +127,8 @@ def repair(
         finish_wheel(made, target, [*grafted, *bundled], source)
     report = elf.check_wheel(target, tag, scratch=out_dir, loaded=loaded)
     checks = list(report.checks())
-    failed = [c for c in checks if c.status == "failed"]
-    if failed:
-        target.unlink()
-        problems = "; ".join(c.message for c in failed[:8])
-        raise StageFailed(NAME, f"the repaired {target.name} does not resolve beside torch: {problems}", checks)
-    report_path = out_dir / f"repair-{companion.name}.json"
-    RepairReport(wheel=target.name, platform=plan.platform, vendored=(*grafted, *bundled)).write(report_path)
+    repair_report = RepairReport(wheel=target.name, platform=plan.platform, vendored=(*grafted, *bundled))
+    outputs = companion_outputs(companion, target, checks, repair_report, "does not resolve beside torch")
     from_torch = sorted({r.needed for r in report.resolved if r.via == "loaded" and "in torch's" in r.target})
     from_requirements = sorted({r.needed for r in report.resolved if r.via == "loaded"} - set(from_torch))
     line = (
@@ -155,8 +136,4 @@ def repair(
         f"requirements: {', '.join(from_requirements) or 'nothing'}; bundled by PyPI's wheel ({WHERE} pins its "
         f"sha256): {', '.join(PurePosixPath(b.path).name for b in bundled) or 'none'}; closure: {report.summary()}"
     )
-    outputs = {
-        companion_artifact("repaired_wheel", companion.name): Artifact.of(target),
-        companion_artifact("repair_report", companion.name): Artifact.of(report_path),
-    }
     return outputs, checks, line
