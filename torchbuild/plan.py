@@ -342,6 +342,8 @@ def resolve(
     declared = cuda_wheels.declared_libraries(cell.platform, release.version, cell.cuda, markers)
     choice = _declared_choice(cell, matrix, declared)
     declared, vendored = ((), declared) if choice.vendor else (declared, ())
+    if declared:  # a compiled wheel then declares them as PyPI's does
+        env.update(cuda_wheels.extra_install_requirements(cell.platform, release.version))
     names = pypi_to_conda.load().names
     # The conda packages of the declared requirements (mkl of torch 2.3.x) install their DLLs as the wheels do.
     vc_runtime = pkg.vc_runtime_for(*applies_to)
