@@ -6,12 +6,14 @@ small real wheels built in the test (stand-ins named torch, not the real torch).
 from __future__ import annotations
 
 import email.parser
+import os
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from tests.builders import make_wheel, source_info, torch_plan
 from tests.conftest import ROOT
@@ -22,6 +24,8 @@ from torchbuild.errors import StageFailed
 from torchbuild.plan import Plan, resolve
 from torchbuild.results import Artifact
 from torchbuild.stages import Context
+from torchbuild.stages.build.activate import Activation
+from torchbuild.stages.build.stage import build_environment
 from torchbuild.stages.repair import stage as repair
 from torchbuild.wheel import checks, wheelfile
 from torchbuild.wheel.wheelfile import WheelError, with_requirements
@@ -188,3 +192,38 @@ def test_a_malformed_requires_dist_in_the_wheel_fails_the_stage_naming_it(tmp_pa
     compiled = make_wheel(tmp_path / "built", CUDA_128.wheel, requires=["nvidia cublas"])
     with pytest.raises(StageFailed, match=r"torch-2\.10\.0\+cu128-.*\.whl: METADATA: Requires-Dist 'nvidia cublas'"):
         repair.run(_ctx(tmp_path, CUDA_128, compiled))
+
+
+# A stand-in for torch's setup.py that reads the variable as torch's does (configure_extension_build: split on "|"
+# into install_requires), so the test needs no checkout; setuptools writes the Requires-Dist.
+STAND_IN_SETUP_PY = """\
+import os
+from setuptools import setup
+
+extra = os.getenv("PYTORCH_EXTRA_INSTALL_REQUIREMENTS", "")
+setup(name="torch", version=os.environ["PYTORCH_BUILD_VERSION"], py_modules=[],
+      install_requires=["filelock", *(extra.split("|") if extra else [])])
+"""
+
+
+def test_a_wheel_built_with_the_plans_environment_declares_them_and_the_repair_keeps_it(tmp_path: Path) -> None:
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "setup.py").write_text(STAND_IN_SETUP_PY)
+    base = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    env, _ = build_environment(CUDA_128, Activation(requirements=()), {}, base, sccache=False)
+    assert env[VARIABLE] == "|".join(RECORD_2_10_0)
+    run = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", ".", "--no-build-isolation", "--no-deps", "-q", "-w", "dist"],
+        cwd=checkout, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    (built,) = (checkout / "dist").glob("*.whl")
+    requires = wheelfile.read_wheel(built, "test").requires
+    assert requires[0] == "filelock"
+    assert [Requirement(r) for r in requires[1:]] == [Requirement(line) for line in RECORD_2_10_0]
+    # named and tagged as the Plan's wheel (the build stage's job, not the stand-in's), then repaired
+    wheel = built.rename(tmp_path / CUDA_128.wheel)
+    result = repair.run(_ctx(tmp_path, CUDA_128, wheel))
+    assert _metadata_and_record(result.outputs["repaired_wheel"].path)[0] == _metadata_and_record(wheel)[0]
+    assert "Requires-Dist added" not in result.message
