@@ -109,7 +109,12 @@ def declared_requirements(plan: Plan) -> list[str]:
 
 
 def said_added(added: Sequence[str]) -> str:
-    return f"; Requires-Dist added: {'; '.join(added)}" if added else ""
+    """The lines added, without their markers (those are as recorded): the wheel lacked them."""
+    if not added:
+        return ""
+    return f"; Requires-Dist added ({len(added)}, markers as in {cuda_wheels.PINNED_IN}): " + "; ".join(
+        line.split(";")[0].strip() for line in added
+    )
 
 
 def vendored_requirements(plan: Plan) -> list[str]:
