@@ -27,6 +27,7 @@ from torchbuild.stages import Context
 from torchbuild.stages.build.activate import Activation
 from torchbuild.stages.build.stage import build_environment
 from torchbuild.stages.repair import stage as repair
+from torchbuild.stages.source import fetch
 from torchbuild.wheel import checks, wheelfile
 from torchbuild.wheel.wheelfile import WheelError, with_requirements
 
@@ -229,3 +230,17 @@ def test_a_wheel_built_with_the_plans_environment_declares_them_and_the_repair_k
     result = repair.run(_ctx(tmp_path, CUDA_128, wheel))
     assert _metadata_and_record(result.outputs["repaired_wheel"].path)[0] == _metadata_and_record(wheel)[0]
     assert "Requires-Dist added" not in result.message
+
+
+@pytest.mark.slow  # downloads PyPI's torch 2.10.0 linux wheel (915 MB) once into the pipeline's cache
+@pytest.mark.parametrize("platform", ["linux-64", "win-64"])
+def test_pypis_wheels_declare_every_line_already(platform: str, tmp_path: Path) -> None:
+    """The real wheels the records were read from: the repair adds nothing to them."""
+    plan = CUDA_128 if platform == "linux-64" else torch_plan("win-64", "cpu", "3.12", "2.3.1")
+    wheel = fetch(plan, RunOptions().cache_dir, tmp_path / "pip.log", version=plan.torch).path
+    metadata = _metadata_and_record(wheel)[0]
+    assert with_requirements(metadata, repair.declared_requirements(plan)) == (metadata, [])
+    # and every line the Plan passes to a compiled build is one the wheel declares
+    passed = plan.env.get(VARIABLE, "")
+    declared = {Requirement(r).name for r in wheelfile.read_wheel(wheel, "test").requires}
+    assert {Requirement(line).name for line in passed.split("|") if line} <= declared
