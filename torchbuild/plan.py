@@ -299,6 +299,8 @@ def resolve(
     stem = f"pytorch-{release.version}-{build_string}"
     markers = pypi_to_conda.marker_environment(cell.platform, cell.python)
     declared, vendored, choice = cuda_wheels.cell_libraries(cell, release.version)
+    if declared:  # a compiled wheel then declares them as PyPI's does
+        env.update(cuda_wheels.extra_install_requirements(cell.platform, release.version))
     names = pypi_to_conda.load().names
     # The conda packages of the declared requirements (mkl of torch 2.3.x) install their DLLs as the wheels do.
     vc_runtime = pkg.vc_runtime_for(*applies_to)

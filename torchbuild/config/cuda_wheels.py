@@ -1,7 +1,9 @@
 """torchbuild/data/cuda_wheels.yaml, parsed once: which CUDA each of PyPI's unlabelled linux torch wheels is built
 for, and the shared libraries a torch wheel leaves to its declared requirements (the nvidia-* / cuda-toolkit wheels
 of the linux CUDA builds from 1.13 on, ``mkl`` for torch 2.3.x on Windows), each with the exact wheel the
-requirement resolves to for the target (file, sha256, size) and the libraries that wheel installs.
+requirement resolves to for the target (file, sha256, size) and the libraries that wheel installs; and how a wheel
+compiled from a checkout gets the same Requires-Dist (``extra_install_requirements``: torch's setup.py reads them from
+the build environment).
 
 ``declared_libraries`` is the Plan's fact: the requirement wheels of one cell, evaluated with packaging.markers for
 the cell's platform and Python. The versions are the table's resolution (``resolved``; for Windows MKL the newest
@@ -89,6 +91,15 @@ class RequirementWheel:
 
 
 @dataclass(frozen=True)
+class ExtraInstall:
+    """How torch's setup.py takes extra Requires-Dist lines from the environment (extra_install_requirements)."""
+
+    variable: str  # PYTORCH_EXTRA_INSTALL_REQUIREMENTS
+    separator: str  # "|"
+    declared_by_setup_py: Mapping[str, tuple[str, ...]]  # canonical project -> releases whose setup.py declares it
+
+
+@dataclass(frozen=True)
 class CudaWheels:
     """torchbuild/data/cuda_wheels.yaml, typed."""
 
@@ -98,6 +109,7 @@ class CudaWheels:
     windows_wheels: Mapping[str, Mapping[str, WheelRecord]]
     upstream_choice: Mapping[str, str]  # platform -> keep | vendor: what upstream's wheels do (declared_libraries)
     vendor_refused: Mapping[str, str]  # platform -> why its cells cannot vendor them
+    extra_install: ExtraInstall
 
 
 def _wheel(name: str, version: str, raw: Mapping[str, Any], libraries_key: str) -> WheelRecord:
@@ -168,6 +180,8 @@ def _parse(raw: Mapping[str, Any]) -> CudaWheels:
     releases = {str(r["torch"]): _release(r) for r in raw["releases"]}
     mkl = raw.get("windows_mkl") or {}
     choice = raw.get("declared_libraries") or {}
+    extra = raw["extra_install_requirements"]
+    by_setup_py = extra.get("declared_by_setup_py") or {}
     return CudaWheels(
         releases=releases,
         wheels=_wheels(raw["wheels"], "libraries"),
@@ -175,6 +189,11 @@ def _parse(raw: Mapping[str, Any]) -> CudaWheels:
         windows_wheels=_wheels(mkl.get("wheels") or {}, "dlls"),
         upstream_choice={str(k): str(v) for k, v in (choice.get("upstream") or {}).items()},
         vendor_refused={str(k): " ".join(str(v).split()) for k, v in (choice.get("vendor_refused") or {}).items()},
+        extra_install=ExtraInstall(
+            variable=str(extra["variable"]),
+            separator=str(extra["separator"]),
+            declared_by_setup_py={canonicalize_name(str(k)): tuple(map(str, v)) for k, v in by_setup_py.items()},
+        ),
     )
 
 
@@ -263,6 +282,20 @@ def declared_libraries(
             if _applies(more, markers):
                 todo.append((canonicalize_name(more.name), more, line))
     return tuple(found.values())
+
+
+def extra_install_requirements(platform: str, torch: str, data: CudaWheels | None = None) -> dict[str, str]:
+    """The build environment that makes a compiled wheel of ``torch`` declare its release record's library
+    requirements as PyPI's wheel does (the record's Requires-Dist lines, verbatim, markers and all, joined as torch's
+    setup.py splits them), less those the release's setup.py declares itself; empty where nothing is left."""
+    data = data or load()
+    record = release_record(platform, torch, data)
+    extra = data.extra_install
+    lines = [
+        line for line in (record.requires_dist if record else ())
+        if torch not in extra.declared_by_setup_py.get(canonicalize_name(_requirement(line).name), ())
+    ]  # fmt: skip
+    return {extra.variable: extra.separator.join(lines)} if lines else {}
 
 
 @dataclass(frozen=True, kw_only=True)

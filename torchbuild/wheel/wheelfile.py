@@ -15,7 +15,7 @@ import hashlib
 import io
 import re
 import zipfile
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -321,3 +321,40 @@ def without_requirements(metadata: bytes, names: Collection[str]) -> tuple[bytes
                 continue
         kept.append(line)
     return b"".join(kept), dropped
+
+
+def _declared_names(headers: list[bytes]) -> set[str]:
+    """The projects the Requires-Dist ``headers`` declare unconditionally of extras (canonical names)."""
+    names: set[str] = set()
+    for line in headers:
+        text = line.partition(b":")[2].decode("utf-8").strip()
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement as exc:
+            raise WheelError(f"METADATA: Requires-Dist {text!r} is not a requirement: {exc}") from None
+        if requirement.marker is None or "extra" not in str(requirement.marker):
+            names.add(canonicalize_name(requirement.name))
+    return names
+
+
+def with_requirements(metadata: bytes, lines: Sequence[str]) -> tuple[bytes, list[str]]:
+    """METADATA with a Requires-Dist header for each of ``lines`` whose project it does not declare yet, written
+    verbatim after its last Requires-Dist (or at the end of its headers), every other byte kept; and the lines
+    added."""
+    rows = metadata.splitlines(keepends=True)
+    end = next((i for i, row in enumerate(rows) if row.strip() == b""), len(rows))  # the blank line before the body
+    is_requirement = [row.partition(b":")[0].strip().lower() == b"requires-dist" for row in rows[:end]]
+    declared = _declared_names([row for row, yes in zip(rows, is_requirement, strict=False) if yes])
+    added = [line for line in lines if canonicalize_name(Requirement(line).name) not in declared]
+    if not added:
+        return metadata, []
+    at = end
+    if any(is_requirement):
+        at = max(i for i, yes in enumerate(is_requirement) if yes) + 1
+        while at < end and rows[at][:1] in (b" ", b"\t"):  # a folded header's continuation
+            at += 1
+    newline = next((row[len(row.rstrip(b"\r\n")):] for row in rows[:end] if row.endswith(b"\n")), b"\n")
+    if at > 0 and not rows[at - 1].endswith(b"\n"):
+        rows[at - 1] += newline
+    headers = [f"Requires-Dist: {line}".encode() + newline for line in added]
+    return b"".join([*rows[:at], *headers, *rows[at:]]), added

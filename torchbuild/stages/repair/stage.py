@@ -51,7 +51,7 @@ from torchbuild.wheel.provenance import ENV as EPOCH_ENV
 from torchbuild.wheel.provenance import SourceInfo
 from torchbuild.wheel.repair_report import Floor, RepairReport, Vendored
 from torchbuild.wheel.rewrite import dist_info_of
-from torchbuild.wheel.wheelfile import without_requirements
+from torchbuild.wheel.wheelfile import WheelError, with_requirements, without_requirements
 
 if TYPE_CHECKING:
     from torchbuild.plan import Plan
@@ -80,22 +80,41 @@ def source_of(ctx: Context) -> SourceInfo:
 
 def finish(
     ctx: Context, made: Path, target: Path, vendored: Sequence[Vendored], drop: Sequence[str] = ()
-) -> list[str]:
+) -> tuple[list[str], list[str]]:
     """``made`` as ``target``: with the SBOM of what was vendored added (<dist-info>/sboms/, PEP 770), without the
-    Requires-Dist of ``drop`` (the requirements whose libraries it vendored), and in the deterministic form dated the
-    cell's epoch, so that the same inputs give the same bytes. Returns the Requires-Dist lines dropped."""
-    files: dict[str, bytes] = {}
-    dropped: list[str] = []
-    if drop:
-        with zipfile.ZipFile(made) as archive:
-            member = f"{dist_info_of(archive)}/METADATA"
-            text, dropped = without_requirements(archive.read(member), drop)
-        missing = set(drop) - {canonicalize_name(Requirement(line).name) for line in dropped}
-        if missing:
-            raise StageFailed(NAME, f"{made.name} declares no {', '.join(sorted(missing))} to drop from Requires-Dist")
-        files[member] = text
+    Requires-Dist of ``drop`` (the requirements whose libraries it vendored), with those of the requirements that
+    provide the libraries it leaves to them where it lacks them (a compiled wheel whose setup.py ignored the build
+    environment's), and in the deterministic form dated the cell's epoch, so that the same inputs give the same bytes.
+    Returns the Requires-Dist lines dropped and those added."""
+    with zipfile.ZipFile(made) as archive:
+        member = f"{dist_info_of(archive)}/METADATA"
+        metadata = archive.read(member)
+    text, dropped = without_requirements(metadata, drop) if drop else (metadata, [])
+    missing = set(drop) - {canonicalize_name(Requirement(line).name) for line in dropped}
+    if missing:
+        raise StageFailed(NAME, f"{made.name} declares no {', '.join(sorted(missing))} to drop from Requires-Dist")
+    try:
+        text, added = with_requirements(text, declared_requirements(ctx.plan))
+    except WheelError as exc:
+        raise StageFailed(NAME, f"{made.name}: {exc}") from None
+    files = {member: text} if text != metadata else {}
     finish_wheel(made, target, vendored, source_of(ctx), ctx.plan.declared_libraries, files=files)
-    return dropped
+    return dropped, added
+
+
+def declared_requirements(plan: Plan) -> list[str]:
+    """torch's Requires-Dist lines (the release record's, verbatim) that bring the libraries the cell leaves to
+    them."""
+    return list(dict.fromkeys(w.requirement for w in plan.declared_libraries))
+
+
+def said_added(added: Sequence[str]) -> str:
+    """The lines added, without their markers (those are as recorded): the wheel lacked them."""
+    if not added:
+        return ""
+    return f"; Requires-Dist added ({len(added)}, markers as in {cuda_wheels.PINNED_IN}): " + "; ".join(
+        line.split(";")[0].strip() for line in added
+    )
 
 
 def vendored_requirements(plan: Plan) -> list[str]:
@@ -125,7 +144,7 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
         closure = elf.check_wheel(wheel, tag, scratch=out_dir, keep_in=Path(kept), provided=beside)
         fast = manylinux.verdict(wheel, tag, closure, out_dir, Path(kept)) if wheel.name == plan.wheel else None
     if fast is not None and fast.compliant:
-        finish(ctx, wheel, target, [])
+        _, added = finish(ctx, wheel, target, [])
         how = (
             f"already {tag}, nothing to vendor ({fast.reason}; {time.monotonic() - started:.0f} s, auditwheel's "
             "full analysis not needed); copied through (SBOM added)"
@@ -134,7 +153,7 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
     else:
         how, analysis, made = _auditwheel(ctx, wheel, tag, out_dir / "auditwheel" / target.name, fast)
         grafted = _grafted(wheel, made, analysis) if made != wheel else []
-        finish(ctx, made, target, grafted)
+        _, added = finish(ctx, made, target, grafted)
         shutil.rmtree(out_dir / "auditwheel", ignore_errors=True)
         closure = elf.check_wheel(target, tag, scratch=out_dir, provided=beside)
 
@@ -151,7 +170,7 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
         )
     _write_report(ctx, target, grafted)
     left = left_to_dependencies(closure)
-    how += f"; left to the declared requirements: {left}" if left else ""
+    how += (f"; left to the declared requirements: {left}" if left else "") + said_added(added)
     return StageResult(outputs=_outputs(ctx, target), checks=checks, message=f"{how}; closure: {closure.summary()}")
 
 
@@ -253,7 +272,7 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
             got = ", ".join(p.name for p in made) or "no wheel"
             raise StageFailed(NAME, f"delvewheel repair of {wheel} made {got}; expected {wheel.name}")
         vendored = windows.vendored(made[0], located, found.signers)
-        dropped = finish(ctx, made[0], target, vendored, drop=vendored_requirements(plan))
+        dropped, added = finish(ctx, made[0], target, vendored, drop=vendored_requirements(plan))
     repaired_s = time.monotonic() - started
 
     started = time.monotonic()
@@ -279,6 +298,7 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
     if dropped:
         floor += f"; vendored the declared requirements' DLLs ({plan.declared_choice.said}), Requires-Dist dropped: "
         floor += "; ".join(dropped)
+    floor += said_added(added)
     message = (
         f"delvewheel --ignore-existing --no-mangle-all: vendored {names} into {target.name} "
         f"(providers {located_s:.1f} s, delvewheel {repaired_s:.0f} s){floor}; closure checked in "
