@@ -26,7 +26,8 @@ from torchbuild.config.compat import (
     notes_for,
     version_key,
 )
-from torchbuild.config.cuda_wheels import Choice, RequirementWheel
+from torchbuild.config.cuda_wheels import RequirementWheel
+from torchbuild.config.declared_choice import Choice, cell_libraries
 from torchbuild.config.dll_providers import ProviderData
 from torchbuild.config.matrix import LATEST, Cell, Matrix
 from torchbuild.config.pypi_to_conda import NameRule
@@ -216,7 +217,7 @@ def check_cell(cell: Cell, matrix: Matrix, compat: Compat | None = None) -> list
     cuda = check_cuda(compat, cell.cuda)
     newest = resolve_release(compat, cell)
     _toolchain(platform, Target(compat=compat, release=newest, cuda=cuda, python=cell.python, options=matrix.build))
-    cuda_wheels.cell_libraries(cell, newest.version)  # vendoring is refused where the platform cannot
+    cell_libraries(cell, newest.version)  # vendoring is refused where the platform cannot
     if cell.torch != LATEST:
         return [newest]
     return list(reversed(supporting(compat, cell)))
@@ -298,7 +299,7 @@ def resolve(
     site_packages = platform.site_packages(cell.python)
     stem = f"pytorch-{release.version}-{build_string}"
     markers = pypi_to_conda.marker_environment(cell.platform, cell.python)
-    declared, vendored, choice = cuda_wheels.cell_libraries(cell, release.version)
+    declared, vendored, choice = cell_libraries(cell, release.version)
     if declared:  # a compiled wheel then declares them as PyPI's does
         env.update(cuda_wheels.extra_install_requirements(cell.platform, release.version))
     names = pypi_to_conda.load().names

@@ -21,7 +21,7 @@ from torchbuild.errors import UserError, one_of
 
 LATEST = "latest"
 # What the repair does with the libraries a wheel's declared requirements install (mkl, nvidia-*): leave them to the
-# requirement, or vendor them into a self-contained wheel. Unset: what upstream does (config/cuda_wheels.py).
+# requirement, or vendor them into a self-contained wheel. Unset: what upstream does (config/declared_choice.py).
 DECLARED_CHOICES = ("keep", "vendor")
 VENDOR_SUFFIX = "-vendor"  # the id of a cell that vendors them: win-64-cpu-py3.12-torch2.3.1-vendor
 
