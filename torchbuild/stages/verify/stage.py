@@ -25,6 +25,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
 from torchbuild.conda import solve as solver
 from torchbuild.conda.archive import TB100, CondaArchive, PackageUnreadable, read_package
 from torchbuild.conda.checks.package import run_checks
@@ -90,8 +93,30 @@ def _records_in(channel: Path, subdir: str) -> list[dict[str, Any]]:
     return records
 
 
-def _names_in(channel: Path, subdir: str) -> set[str]:
-    return {str(r["name"]) for r in _records_in(channel, subdir)}
+def _admits_python(record: Mapping[str, Any], python: str) -> bool:
+    """Whether a record can install beside Python X.Y: its python / python_abi dependency admits X.Y (no such
+    dependency: any Python; a spec this cannot read counts as admitting)."""
+    probe = Version(f"{python}.99")
+    for depend in record.get("depends", []):
+        name, _, spec = str(depend).partition(" ")
+        if name in ("python", "python_abi") and spec:
+            return any(_conda_version_admits(part, probe) for part in spec.split()[0].split("|"))
+    return True
+
+
+def _conda_version_admits(spec: str, version: Version) -> bool:
+    """A conda version spec (``>=3.8,<3.9.0a0``, ``3.8.*``, ``3.8``) against ``version``, through PEP 440."""
+    if spec[:1].isdigit():
+        spec = "==" + (spec if spec.endswith(".*") else spec + ".*")
+    try:
+        return version in SpecifierSet(spec)
+    except InvalidSpecifier:
+        return True
+
+
+def _names_for_python(channel: Path, subdir: str, python: str) -> set[str]:
+    """The package names with a record that installs beside Python X.Y."""
+    return {str(r["name"]) for r in _records_in(channel, subdir) if _admits_python(r, python)}
 
 
 def _has_python(channel: Path, subdir: str, python: str) -> bool:
@@ -182,7 +207,8 @@ def solve_check(
         local = solver.make_local_channel([package, *companions.values()], Path(tmp) / "channel")
         dropped: list[str] = []
         if plan.solve.absent:
-            unservable = set(plan.solve.absent) - _names_in(real, plan.conda.subdir)
+            # absent for the cell's Python: conda-forge's win-64 subset has numpy, but none for Python 3.8
+            unservable = set(plan.solve.absent) - _names_for_python(real, plan.conda.subdir, plan.python)
             dropped = _leave_out(local, plan.conda.subdir, package.name, unservable)
             for other in companions.values():  # torchvision's numpy and pillow, in the 2018 subset's world
                 dropped += [d for d in _leave_out(local, plan.conda.subdir, other.name, unservable) if d not in dropped]
