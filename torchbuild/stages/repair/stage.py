@@ -39,11 +39,12 @@ from packaging.utils import canonicalize_name
 from torchbuild.config import cuda_wheels
 from torchbuild.errors import StageFailed
 from torchbuild.host.proc import run_tool
-from torchbuild.platforms.closure import left_to_dependencies, with_hints
+from torchbuild.platforms.closure import ClosureReport, left_to_dependencies, with_hints
+from torchbuild.platforms.closure import F as B
 from torchbuild.platforms.linux import elf, manylinux
 from torchbuild.platforms.windows import pe
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, Stage, companion_artifacts
+from torchbuild.stages import Context, Stage, companion_artifacts, requirement_libraries
 from torchbuild.stages.repair import companion, windows
 from torchbuild.stages.repair.auditwheel_run import Analysis, analyse, auditwheel_excludes, auditwheel_repair
 from torchbuild.stages.repair.finish import finish_wheel
@@ -138,7 +139,7 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
         shutil.rmtree(out_dir / "auditwheel", ignore_errors=True)
         closure = elf.check_wheel(target, tag, scratch=out_dir, provided=beside)
 
-    closure = with_hints(closure, hint)
+    closure = _follow_requirements(ctx, with_hints(closure, hint))
     checks = closure.checks()
     problems = [_gap(m.file, m.needed, hint(m.needed)) for m in closure.missing] + [b.reason for b in closure.bad]
     problems += [p for p in (closure.openmp_problem(),) if p]  # two OpenMP runtimes in one process
@@ -153,6 +154,13 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
     left = left_to_dependencies(closure)
     how += f"; left to the declared requirements: {left}" if left else ""
     return StageResult(outputs=_outputs(ctx, target), checks=checks, message=f"{how}; closure: {closure.summary()}")
+
+
+def _follow_requirements(ctx: Context, closure: ClosureReport[B]) -> ClosureReport[B]:
+    """The closure whose OpenMP count follows what the declared requirements' libraries import and load in turn
+    (read from their pinned wheels), passing upstream's recorded set where the wheel is upstream's own."""
+    log = ctx.stage_dir("logs") / f"{NAME}.log"
+    return requirement_libraries.follow(closure, ctx.plan, source_of(ctx), ctx.options.cache_dir, log, NAME)
 
 
 def _hint(plan: Plan) -> Callable[[str], str]:
@@ -259,7 +267,7 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
     started = time.monotonic()
     provided = cuda_wheels.provided_libraries(plan.declared_libraries)
     report = pe.check_wheel(target, python=plan.python, machine=machine, provided=provided)
-    report = with_hints(report, _hint(plan))
+    report = _follow_requirements(ctx, with_hints(report, _hint(plan)))
     checks = [*report.checks(), *windows.runtime_checks(target, plan, found.runtime_loaded, found.floor)]
     failed = [c for c in checks if c.status == "failed" and c.code != "P100"]
     if failed:
