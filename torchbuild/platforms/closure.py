@@ -11,7 +11,13 @@ keep a thread pool and their own idea of the thread count; Intel's aborts with "
 another, the others do not, and pytorch/pytorch#193784 (torch_cpu.dll importing both vcomp140.dll and
 libomp140.x86_64.dll) gave silent wrong results. Every library and extension a package ships may end up in one
 process (torch loads every DLL of torch\\lib at import on Windows; extensions load torch's libraries), so every
-OpenMP runtime any of them imports counts; executables run as processes of their own and do not.
+OpenMP runtime any of them imports counts; executables run as processes of their own and do not. So does every
+runtime the libraries of the package's declared requirements bring in, transitively, from those its files import
+(``with_requirement_libraries``: torch 2.3.x's torch_cpu.dll imports vcomp140.dll and mkl_intel_thread.1.dll of its
+``mkl`` requirement, which loads Intel's libiomp5md.dll by name); each is named with the chain that brings it. The
+caller reads those libraries (their imports, what the data says they load by name) and passes them in: this module
+never sees where they come from. The one exception to "two runtimes fail" is a set recorded for upstream's own wheel
+(``UpstreamOpenMp``), passed exactly and said in full where the caller finds the package is that wheel.
 """
 
 from __future__ import annotations

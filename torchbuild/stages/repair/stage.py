@@ -12,10 +12,13 @@ as they are. The PE import-closure check (platforms/windows/pe.py) then proves e
 that what is loaded by name is there, and that every VC runtime DLL serves the binaries' MSVC. Every DLL taken from a
 provider must carry its vendor's valid Authenticode signature (windows.signer_of).
 
-Both: the result gets the SBOM of what was vendored (<dist-info>/sboms/torchbuild.cdx.json, wheel/sbom.py) and is
-written in a deterministic form dated the cell's epoch (wheel/rewrite.py, wheel/provenance.py), without
-recompressing a member; auditwheel and delvewheel run with SOURCE_DATE_EPOCH set to it. The same inputs give the
-same bytes.
+Both: one OpenMP runtime per process, counted with what the declared requirements' libraries (kept or vendored)
+import and load by name in turn, read from their pinned wheels (stages/requirement_libraries.py); upstream's own
+wheel of a release recorded with more than one (companions.yaml upstream_openmp) passes with exactly that set, said
+in the message. The result gets the SBOM of what was vendored (<dist-info>/sboms/torchbuild.cdx.json,
+wheel/sbom.py) and is written in a deterministic form dated the cell's epoch (wheel/rewrite.py,
+wheel/provenance.py), without recompressing a member; auditwheel and delvewheel run with SOURCE_DATE_EPOCH set to
+it. The same inputs give the same bytes.
 
 Reads ``built_wheel`` and ``source_info``; writes ``repaired_wheel`` (named ``plan.wheel``) and ``repair_report``
 (``repair.json``: what was vendored, from where, signed by whom, and the VC runtime floor the binaries set;
@@ -149,6 +152,7 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
             f"import closure of {target} is broken ({len(problems)} problems): "
             + "; ".join(problems[:10])
             + (" ..." if len(problems) > 10 else ""),
+            checks,
         )
     _write_report(ctx, target, grafted)
     left = left_to_dependencies(closure)
