@@ -12,6 +12,8 @@ import pytest
 
 from tests.builders import torch_plan
 from tests.unit.test_openmp import dll_importing, runtime_dll
+from torchbuild.config import companions
+from torchbuild.errors import UserError
 from torchbuild.platforms.closure import (
     ClosureReport,
     RequirementLibrary,
@@ -193,3 +195,19 @@ def test_elf_a_declared_requirements_library_needing_gnu_openmp_is_counted() -> 
     assert ("libgomp.so.1 (GNU's OpenMP) imported by libfoo.so.1 of foo==1.0, which torch/lib/libtorch_cpu.so "
             "imports") in check.message  # fmt: skip
     assert "libiomp5.so (Intel's OpenMP) imported by torch/lib/libtorch_cpu.so" in check.message
+
+
+@pytest.mark.parametrize(
+    ("row", "problem"),
+    [
+        ({"runtimes": ["vcomp140.dll"], "wheels": {"3.12": ["t.whl", "a" * 64]}},
+         ": needs two or more runtimes and the wheels (Python -> [file, sha256]) they hold for"),
+        ({"runtimes": ["vcomp140.dll", "libiomp5md.dll"], "wheels": {"3.12": ["t.whl", "not-a-sha"]}},
+         " wheels 3.12: give [file name, sha256 of 64 hex digits]"),
+    ],
+    ids=["one runtime", "bad sha256"],
+)  # fmt: skip
+def test_a_bad_upstream_openmp_row_is_refused_naming_it(row: dict[str, object], problem: str) -> None:
+    with pytest.raises(UserError) as info:
+        companions._parse({"upstream_openmp": {"win-64": {"2.3.1": row}}})
+    assert str(info.value) == f"torchbuild/data/companions.yaml: upstream_openmp win-64 2.3.1{problem}"
