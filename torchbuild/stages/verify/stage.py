@@ -1,7 +1,9 @@
 """verify: static checks of the cell's artifacts, read back from disk, and a solve against real repodata.
 
 - the conda package: conda-verify's checks (C11xx) and torchbuild's (TB10x), that it is the Plan's package, and
-  (win-64) that it works in the environment it is installed into (TB105-TB107, checks/conda_environment.py);
+  (win-64) that it works in the environment it is installed into (TB105-TB107, checks/conda_environment.py) with
+  one OpenMP runtime (P103: the declared requirements' libraries followed, upstream's recorded set passed only for
+  upstream's own wheel, which ``source_info`` says);
 - the wheel: RECORD, tags, member paths (TB20x);
 - (win-64) the loader check (TB205 wheel, TB108 conda layout, checks/loader.py): every DLL and extension loaded
   with LoadLibraryExW under Wine, so a DLL that would not load stops the cell before smoke and publish;
