@@ -39,7 +39,8 @@ UPSTREAM_OPENMP_IN = "torchbuild/data/companions.yaml upstream_openmp"
 def read(plan: Plan, cache_dir: Path, log: Path, stage: str) -> tuple[RequirementLibrary, ...]:
     """Every library of the cell's declared requirements (kept or vendored), with what it imports and loads by
     name; StageFailed naming the requirement whose wheel cannot be had or read."""
-    target = pip.target_args(plan.python, None, [plan.wheel_tags.platform])
+    # every platform tag the cell accepts: nvidia-cuda-nvrtc-cu12's linux wheel is manylinux_2_12 for a 2_28 cell
+    target = pip.target_args(plan.python, None, list(plan.wheel_tags.accepted_platforms))
     found: list[RequirementLibrary] = []
     for wheel in (*plan.declared_libraries, *plan.vendored_libraries):
         try:
