@@ -11,7 +11,8 @@ of torch's wheel import (the closure's P103), those of the torchvision and torch
 
 The wheels are PyPI's as uploaded (torch's before its repair: the runtimes a repair vendors do not change which ones
 are imported). A release whose wheel the indexes do not offer here says so. The libraries of declared requirements
-(torch 2.3.x's mkl, whose mkl_intel_thread.1.dll imports Intel's OpenMP) are not read.
+(torch 2.3.x's mkl, whose mkl_intel_thread.1.dll loads Intel's OpenMP by name) are not read here; the repair's and
+verify's closure checks follow them (stages/requirement_libraries.py).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from torchbuild.conda.requirements import Conversion
 from torchbuild.conda.selectors import conda_selectors
 from torchbuild.config import build_deps, cuda_wheels, dll_providers, era_names, pairing, pypi_to_conda, smoke_envs
 from torchbuild.config.build_deps import Dependency
+from torchbuild.config.companions import UpstreamOpenMp, upstream_openmp
 from torchbuild.config.compat import (
     CPU,
     Compat,
@@ -140,6 +141,9 @@ class Plan:
     # wheel and drops the requirement; the conda package then needs no package for them either
     vendored_libraries: tuple[RequirementWheel, ...] = ()
     declared_choice: Choice = dataclasses.field(default_factory=lambda: Choice(choice="keep", upstream="keep"))
+    # The OpenMP runtimes upstream's own wheels of the release load together where that is more than one
+    # (companions.yaml upstream_openmp): the repair and verify pass exactly that set for exactly those wheels
+    upstream_openmp: UpstreamOpenMp | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -390,5 +394,6 @@ def resolve(
         declared_libraries=declared,
         vendored_libraries=vendored,
         declared_choice=choice,
+        upstream_openmp=upstream_openmp(cell.platform, release.version),
         **dll_providers.windows_facts(cell.platform, cell.cuda, cell.python),
     )

@@ -67,6 +67,58 @@ def test_the_pipeline_leaves_mkl_to_its_requirement(torch_2_3_1: Path, tmp_path:
     checks = {c["code"]: c for c in json.loads((work / "verify" / "checks.json").read_text())}
     assert checks["TB105"]["status"] == "passed"  # torch_cpu.dll's MKL import resolves to the mkl run dependency
     assert checks["TB301"]["status"] == "passed", checks["TB301"]["message"]
+    # two OpenMP runtimes, as upstream ships them: the repair and verify (in the conda environment) say so
+    assert f"upstream's torch 2.3.1 ({UPSTREAM_WHEEL}) loads 2 OpenMP runtimes in one process: " in output
+    said = checks["P103"]["message"]  # the conda package's files lie below Lib/site-packages
+    assert checks["P103"]["status"] == "passed" and "passed through as upstream ships it" in said, said
+    assert MKL_CHAIN.replace("torch/lib", "Lib/site-packages/torch/lib") in said, said
+
+
+UPSTREAM_WHEEL = "torch-2.3.1-cp312-cp312-win_amd64.whl"
+MKL_CHAIN = (
+    "libiomp5md.dll (Intel's OpenMP) loaded by name by mkl_intel_thread.1.dll of mkl==2021.4.0 (cuda_wheels.yaml), "
+    "which torch/lib/torch_cpu.dll imports"
+)
+
+
+def test_the_repair_names_both_openmp_runtimes_of_torch_2_3_1_and_passes_upstreams_own_wheel(
+    torch_2_3_1: Path, tmp_path: Path
+) -> None:
+    """The source and repair stages as the runner calls them, on PyPI's wheel: torch_cpu.dll imports vcomp140.dll and
+    mkl_intel_thread.1.dll of the `mkl` requirement, which loads Intel's libiomp5md.dll: two runtimes, each named with
+    its chain, passed because this is upstream's own wheel (companions.yaml upstream_openmp). The same closure of a
+    wheel that is not upstream's (compiled here) fails naming both."""
+    from torchbuild.config import matrix
+    from torchbuild.config.matrix import Cell
+    from torchbuild.plan import resolve
+    from torchbuild.stages import Context, requirement_libraries
+    from torchbuild.stages import source as source_stage
+    from torchbuild.stages.repair import stage as repair
+    from torchbuild.wheel.provenance import SourceInfo
+
+    cell = Cell(platform="win-64", cuda="cpu", python="3.12", torch="2.3.1")
+    plan = resolve(cell, matrix.with_packages(matrix.load(ROOT / "matrix.yaml"), "torch"))
+    options = RunOptions(wheel=torch_2_3_1)
+    source = source_stage.run(Context(plan=plan, root=tmp_path, options=options))
+    inputs = {"built_wheel": source.outputs["source_wheel"], "source_info": source.outputs["source_info"]}
+    result = repair.run(Context(plan=plan, root=tmp_path, options=options, inputs=inputs))
+    openmp = next(c for c in result.checks if c.name == "one OpenMP runtime per process")
+    assert openmp.status == "passed"
+    assert openmp.message.startswith(
+        f"upstream's torch 2.3.1 ({UPSTREAM_WHEEL}) loads 2 OpenMP runtimes in one process: {MKL_CHAIN}; "
+        "vcomp140.dll (MSVC's vcomp) imported by torch/bin/fbgemm.dll, torch/lib/fbgemm.dll, torch/lib/torch_cpu.dll: "
+        "passed through as upstream ships it (torchbuild/data/companions.yaml upstream_openmp"
+    ), openmp.message
+    assert openmp.message in result.message
+
+    compiled = SourceInfo("checkout", "https://github.com/pytorch/pytorch@v2.3.1", "", "63d5e92", 1717000000, "commit")
+    provided = cuda_wheels.provided_libraries(plan.declared_libraries)
+    closure = pe.check_wheel(torch_2_3_1, python="3.12", provided=provided)
+    followed = requirement_libraries.follow(closure, plan, compiled, RunOptions().cache_dir, tmp_path / "log", "test")
+    check = followed.openmp_check()
+    assert check.status == "failed"
+    assert check.message.startswith(f"2 OpenMP runtimes in one process: {MKL_CHAIN}; vcomp140.dll"), check.message
+    assert "passes upstream's own wheels of torch 2.3.1 only: this wheel was compiled here" in check.message
 
 
 def test_torch_2_10_0s_cuda_libraries_resolve_to_its_nvidia_requirements(tmp_path: Path) -> None:

@@ -20,6 +20,8 @@ GCC = "x86_64-w64-mingw32-gcc"
 DLLTOOL = "x86_64-w64-mingw32-dlltool"
 RUNTIMES = {"vcomp140.dll": "omp_get_max_threads", "libomp140.x86_64.dll": "__kmpc_fork_call",
             "libiomp5md.dll": "omp_get_num_threads"}  # fmt: skip
+# what the fixtures may import besides the runtimes (a declared requirement's library: MKL's threading layer)
+IMPORTABLE = {**RUNTIMES, "mkl_intel_thread.2.dll": "mkl_set_num_threads", "mkl_core.2.dll": "mkl_serv_malloc"}
 
 
 def _run(argv: list[str], cwd: Path) -> None:
@@ -28,18 +30,19 @@ def _run(argv: list[str], cwd: Path) -> None:
 
 
 def dll_importing(folder: Path, name: str, runtimes: list[str]) -> Path:
-    """A real AMD64 DLL ``name`` whose import table names each of ``runtimes`` (one function of each)."""
+    """A real AMD64 DLL ``name`` whose import table names each of ``runtimes`` (one function of each; any DLL of
+    IMPORTABLE)."""
     if shutil.which(GCC) is None or shutil.which(DLLTOOL) is None:
         pytest.skip(f"skipped: mingw-w64 is not installed ({GCC}; apt-get install mingw-w64)")
     folder.mkdir(parents=True, exist_ok=True)
     calls, libs = [], []
     for index, runtime in enumerate(runtimes):
-        symbol = RUNTIMES[runtime]
-        (folder / f"r{index}.def").write_text(f"LIBRARY {runtime}\nEXPORTS\n  {symbol}\n")
+        symbol = IMPORTABLE[runtime]
+        (folder / f"r{index}.def").write_text(f"LIBRARY \"{runtime}\"\nEXPORTS\n  {symbol}\n")
         _run([DLLTOOL, "--input-def", f"r{index}.def", "--dllname", runtime, "--output-lib", f"libr{index}.a"], folder)
         calls.append(f"extern int {symbol}(void);")
         libs.append(f"-lr{index}")
-    body = " + ".join(f"{RUNTIMES[r]}()" for r in runtimes) or "0"
+    body = " + ".join(f"{IMPORTABLE[r]}()" for r in runtimes) or "0"
     source = folder / f"{name}.c"
     source.write_text("\n".join(calls) + f"\n__declspec(dllexport) int work(void) {{ return {body}; }}\n")
     _run([GCC, "-shared", "-o", name, source.name, "-L.", *libs], folder)

@@ -1,6 +1,8 @@
 """torchbuild/data/companions.yaml, parsed once: which torchvision and torchaudio release pairs with each torch
 release, what each requires of torch, and the wheels PyPI has of it per platform (its build, the torch libraries
-its extension modules link, the files by Python version with sha256). Also the names ``packages:`` takes."""
+its extension modules link, the files by Python version with sha256). Also the names ``packages:`` takes, the
+OpenMP runtimes torch's own wheels import (``torch_openmp``) and the releases whose own wheels load more than one
+(``upstream_openmp``)."""
 
 from __future__ import annotations
 
@@ -90,11 +92,27 @@ class Pair:
 
 
 @dataclass(frozen=True, kw_only=True)
+class UpstreamOpenMp:
+    """A torch release whose own wheels (PyPI's, by sha256) load more than one OpenMP runtime into one process."""
+
+    platform: str
+    torch: str
+    runtimes: tuple[str, ...]  # lower-case DLL names, sorted, the declared requirements' included
+    wheels: Mapping[str, Wheel]  # Python X.Y -> upstream's wheel
+
+    def of(self, sha256: str) -> Wheel | None:
+        """Upstream's wheel whose sha256 is ``sha256``, or None (a compiled or altered wheel)."""
+        return next((wheel for wheel in self.wheels.values() if wheel.sha256 == sha256), None)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Table:
     pairs: Mapping[str, Mapping[str, Pair]]  # torch release -> companion name -> Pair
     releases: Mapping[str, Mapping[str, Release]]  # companion name -> version -> Release
     # platform -> torch release -> the OpenMP runtimes torch's wheel imports (read from PyPI's wheels)
     torch_openmp: Mapping[str, Mapping[str, tuple[str, ...]]] = dataclasses.field(default_factory=dict)
+    # platform -> torch release -> what its own wheels load together, where that is more than one runtime
+    upstream_openmp: Mapping[str, Mapping[str, UpstreamOpenMp]] = dataclasses.field(default_factory=dict)
 
     def pair(self, name: str, torch_release: str) -> Pair:
         row = self.pairs.get(torch_release)
@@ -143,11 +161,7 @@ def _build(name: str, version: str, platform: str, raw: Mapping[str, Any]) -> Bu
         SpecifierSet(requires)
     except InvalidSpecifier:
         raise _fail(where, f"requires_torch {requires!r} is not a version specifier") from None
-    wheels = {}
-    for python, row in (raw.get("wheels") or {}).items():
-        if not (isinstance(row, list) and len(row) == 2 and re.fullmatch(r"[0-9a-f]{64}", str(row[1]))):
-            raise _fail(where, f"wheels {python}: give [file name, sha256 of 64 hex digits]")
-        wheels[str(python)] = Wheel(file=str(row[0]), sha256=str(row[1]))
+    wheels = {str(python): _wheel(row, f"{where} wheels {python}") for python, row in (raw.get("wheels") or {}).items()}
     return Build(
         platform=platform,
         requires_torch=requires,
@@ -159,6 +173,12 @@ def _build(name: str, version: str, platform: str, raw: Mapping[str, Any]) -> Bu
         on_demand=_on_demand(raw["on_demand"], f"{where} on_demand") if "on_demand" in raw else {},
         openmp=_dll_names(raw["openmp"], f"{where} openmp") if "openmp" in raw else None,
     )
+
+
+def _wheel(row: Any, where: str) -> Wheel:
+    if not (isinstance(row, list) and len(row) == 2 and re.fullmatch(r"[0-9a-f]{64}", str(row[1]))):
+        raise _fail(where, "give [file name, sha256 of 64 hex digits]")
+    return Wheel(file=str(row[0]), sha256=str(row[1]))
 
 
 def _dll_names(raw: Any, where: str) -> tuple[str, ...]:
@@ -204,7 +224,29 @@ def _parse(raw: Mapping[str, Any]) -> Table:
                         (rows or {}).items()}
         for platform, rows in (raw.get("torch_openmp") or {}).items()
     }  # fmt: skip
-    return Table(pairs=pairs, releases=releases, torch_openmp=openmp)
+    return Table(pairs=pairs, releases=releases, torch_openmp=openmp, upstream_openmp=_upstream_openmp(raw))
+
+
+def _upstream_openmp(raw: Mapping[str, Any]) -> dict[str, dict[str, UpstreamOpenMp]]:
+    found: dict[str, dict[str, UpstreamOpenMp]] = {}
+    for platform, rows in (raw.get("upstream_openmp") or {}).items():
+        for release, row in (rows or {}).items():
+            where = f"upstream_openmp {platform} {release}"
+            runtimes = _dll_names((row or {}).get("runtimes"), f"{where} runtimes")
+            wheels = (row or {}).get("wheels") or {}
+            if len(runtimes) < 2 or not wheels:
+                raise _fail(where, "needs two or more runtimes and the wheels (Python -> [file, sha256]) they hold for")
+            found.setdefault(str(platform), {})[str(release)] = UpstreamOpenMp(
+                platform=str(platform), torch=str(release), runtimes=tuple(sorted({r.lower() for r in runtimes})),
+                wheels={str(py): _wheel(pair, f"{where} wheels {py}") for py, pair in wheels.items()},
+            )  # fmt: skip
+    return found
+
+
+def upstream_openmp(platform: str, torch_release: str) -> UpstreamOpenMp | None:
+    """The OpenMP runtimes upstream's own wheels of ``torch_release`` load together, where the data records more
+    than one; None where it records none."""
+    return load().upstream_openmp.get(platform, {}).get(torch_release)
 
 
 def load() -> Table:

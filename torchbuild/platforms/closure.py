@@ -11,7 +11,13 @@ keep a thread pool and their own idea of the thread count; Intel's aborts with "
 another, the others do not, and pytorch/pytorch#193784 (torch_cpu.dll importing both vcomp140.dll and
 libomp140.x86_64.dll) gave silent wrong results. Every library and extension a package ships may end up in one
 process (torch loads every DLL of torch\\lib at import on Windows; extensions load torch's libraries), so every
-OpenMP runtime any of them imports counts; executables run as processes of their own and do not.
+OpenMP runtime any of them imports counts; executables run as processes of their own and do not. So does every
+runtime the libraries of the package's declared requirements bring in, transitively, from those its files import
+(``with_requirement_libraries``: torch 2.3.x's torch_cpu.dll imports vcomp140.dll and mkl_intel_thread.1.dll of its
+``mkl`` requirement, which loads Intel's libiomp5md.dll by name); each is named with the chain that brings it. The
+caller reads those libraries (their imports, what the data says they load by name) and passes them in: this module
+never sees where they come from. The one exception to "two runtimes fail" is a set recorded for upstream's own wheel
+(``UpstreamOpenMp``), passed exactly and said in full where the caller finds the package is that wheel.
 """
 
 from __future__ import annotations
@@ -51,8 +57,40 @@ def openmp_family(name: str) -> str | None:
 class OpenMpRuntime:
     name: str  # the library, lower case, as imported
     family: str
-    importers: tuple[str, ...]  # the files that import it
+    importers: tuple[str, ...]  # the package's files that import it
     where: tuple[str, ...]  # where it resolves: the file in the package, or why it is allowed
+    # how a declared requirement's library brings it in, each a phrase: "loaded by name by mkl_intel_thread.1.dll of
+    # mkl==2021.4.0 (cuda_wheels.yaml), which torch/lib/torch_cpu.dll imports"
+    chains: tuple[str, ...] = ()
+
+    def how(self) -> str:
+        """"imported by a, b; loaded by name by ..., which a imports"."""
+        return "; ".join([f"imported by {', '.join(self.importers)}"] * bool(self.importers) + list(self.chains))
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.family}) {self.how()}"
+
+
+@dataclass(frozen=True)
+class RequirementLibrary:
+    """A library a declared requirement installs beside the package (read from its file by the caller), and what
+    it brings into the process in turn: an in-process binary that imports it loads these too."""
+
+    name: str  # its file name (mkl_intel_thread.1.dll, libcublas.so.12)
+    provider: str  # the requirement that installs it: mkl==2021.4.0
+    imports: tuple[str, ...]  # its import tables (DT_NEEDED)
+    loads: tuple[str, ...] = ()  # what it loads by name at run time (no import table names them: recorded data)
+    loads_recorded_in: str = ""  # where ``loads`` is recorded
+
+
+@dataclass(frozen=True)
+class UpstreamOpenMp:
+    """The OpenMP runtimes upstream's own wheel of a release is recorded to load together: where the package is that
+    wheel, passed through unchanged, exactly this set passes (repackaging cannot change it), saying so."""
+
+    runtimes: frozenset[str]  # lower-case library names
+    who: str  # "upstream's torch 2.3.1 (torch-2.3.1-cp312-cp312-win_amd64.whl)"
+    recorded_in: str  # the data file
 
 
 @dataclass(frozen=True)
@@ -105,6 +143,9 @@ class ClosureReport(Generic[F]):
     missing: tuple[Missing, ...]  # of libraries and extensions: the stage fails
     bad: tuple[Unusable, ...]
     unenforced: tuple[Missing, ...] = ()  # of executables: reported only
+    requirement_libraries: tuple[RequirementLibrary, ...] = ()  # installed beside it (with_requirement_libraries)
+    upstream_openmp: UpstreamOpenMp | None = None  # accepted where it is upstream's wheel unchanged
+    upstream_refused: str = ""  # why a recorded upstream set does not apply to this package (said with a problem)
 
     @property
     def ok(self) -> bool:
@@ -130,38 +171,89 @@ class ClosureReport(Generic[F]):
     def openmp_runtimes(self) -> tuple[OpenMpRuntime, ...]:
         """Every OpenMP runtime the libraries and extensions import, with who imports it: resolved (in the package,
         the system's or a dependency's) or not (torch 2.3's torch_cpu.dll imports vcomp140.dll, which no wheel
-        carries: the process loads whichever the machine has, beside the package's own)."""
+        carries: the process loads whichever the machine has, beside the package's own); and every one the declared
+        requirements' libraries they import bring in turn (``requirement_libraries``, followed transitively)."""
         in_process = {f.path for f in self.files if self.form.in_process(f)}
-        found: dict[str, tuple[str, list[str], set[str]]] = {}
+        found: dict[str, tuple[str, set[str], set[str], list[str]]] = {}
         rows = [(r.file, r.needed, r.target) for r in self.resolved]
         rows += [(m.file, m.needed, "not found") for m in self.missing]
+        rows = [row for row in rows if row[0] in in_process]
         for file, needed, target in rows:
-            family = openmp_family(needed)
-            if family is None or file not in in_process:
-                continue
-            entry = found.setdefault(needed.lower(), (family, [], set()))
-            if file not in entry[1]:
-                entry[1].append(file)
-            entry[2].add(target)
-        return tuple(OpenMpRuntime(name, family, tuple(sorted(files)), tuple(sorted(where)))
-                     for name, (family, files, where) in sorted(found.items()))  # fmt: skip
+            if (family := openmp_family(needed)) is not None:
+                entry = found.setdefault(needed.lower(), (family, set(), set(), []))
+                entry[1].add(file)
+                entry[2].add(target)
+        for needed, target, chain in self._through_requirements(rows):
+            if (family := openmp_family(needed)) is not None:
+                entry = found.setdefault(needed.lower(), (family, set(), set(), []))
+                entry[2].add(target)
+                entry[3].append(chain)
+        return tuple(OpenMpRuntime(name, family, tuple(sorted(files)), tuple(sorted(where)),
+                                   tuple(dict.fromkeys(chains)))
+                     for name, (family, files, where, chains) in sorted(found.items()))  # fmt: skip
+
+    def _through_requirements(self, rows: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """(what, where, how) for each library the declared requirements' libraries import or load by
+        name, breadth first from the ones the package's in-process files import; each library is followed once,
+        by the shortest chain."""
+        libraries = {lib.name.lower(): lib for lib in self.requirement_libraries}
+        importers: dict[str, list[str]] = {}
+        for file, needed, _ in rows:
+            if needed.lower() in libraries:
+                importers.setdefault(needed.lower(), []).append(file)
+        todo = [(libraries[name], _which_import(files)) for name, files in importers.items()]
+        seen = set(importers)
+        reached = []
+        while todo:
+            lib, tail = todo.pop(0)
+            where = f" ({lib.loads_recorded_in})" if lib.loads_recorded_in else ""
+            edges = [(n, f"imported by {lib.name} of {lib.provider}", "imports") for n in lib.imports]
+            edges += [(n, f"loaded by name by {lib.name} of {lib.provider}{where}", "loads by name") for n in lib.loads]
+            for needed, how, verb in edges:
+                low = needed.lower()
+                target = f"installed by {libraries[low].provider}" if low in libraries else "not a declared library"
+                reached.append((needed, target, f"{how}, {tail}"))
+                if low in libraries and low not in seen:
+                    seen.add(low)
+                    todo.append((libraries[low], f"which {lib.name} of {lib.provider} {verb}, {tail}"))
+        return reached
+
+    def openmp_accepted(self) -> bool:
+        """Whether the runtimes are exactly the set upstream's own wheel is recorded to load (``upstream_openmp``)."""
+        known = self.upstream_openmp
+        return known is not None and {r.name for r in self.openmp_runtimes()} == known.runtimes
 
     def openmp_problem(self) -> str:
         runtimes = self.openmp_runtimes()
-        if len(runtimes) < 2:
+        if len(runtimes) < 2 or self.openmp_accepted():
             return ""
-        return (
+        problem = (
             f"{len(runtimes)} OpenMP runtimes in one process: "
-            + "; ".join(f"{r.name} ({r.family}) imported by {', '.join(r.importers)}" for r in runtimes)
+            + "; ".join(r.describe() for r in runtimes)
             + ": each keeps its own thread pool (Intel's aborts with 'OMP: Error #15', the others can give wrong "
             "results silently, pytorch/pytorch#193784)"
         )
+        known = self.upstream_openmp
+        if known is not None:
+            problem += (
+                f"; {known.recorded_in} records {', '.join(sorted(known.runtimes))} for {known.who}, "
+                "not this set: only exactly that set passes, as upstream ships it"
+            )
+        return problem + (f"; {self.upstream_refused}" if self.upstream_refused else "")
 
     def openmp_line(self) -> str:
         runtimes = self.openmp_runtimes()
         if not runtimes:
             return "no OpenMP runtime imported"
-        return "OpenMP: " + "; ".join(f"{r.name} ({r.family}, imported by {', '.join(r.importers)})" for r in runtimes)
+        if len(runtimes) > 1 and self.openmp_accepted() and self.upstream_openmp is not None:
+            known = self.upstream_openmp
+            return (
+                f"{known.who} loads {len(runtimes)} OpenMP runtimes in one process: "
+                + "; ".join(r.describe() for r in runtimes)
+                + f": passed through as upstream ships it ({known.recorded_in}; repackaging cannot change which "
+                "runtimes its binaries load)"
+            )
+        return "OpenMP: " + "; ".join(f"{r.name} ({r.family}, {r.how()})" for r in runtimes)
 
     def openmp_check(self) -> Check:
         problem = self.openmp_problem()
@@ -206,6 +298,27 @@ def with_hints(report: ClosureReport[F], hint: Callable[[str], str]) -> ClosureR
     )
 
 
+def _which_import(files: Sequence[str], tail: str = "") -> str:
+    """"which torch/lib/torch_cpu.dll imports" (more files: "which a, b import"), then how those got in."""
+    names = sorted(set(files))
+    text = f"which {', '.join(names)} import{'s' if len(names) == 1 else ''}"
+    return f"{text}, {tail}" if tail else text
+
+
+def with_requirement_libraries(
+    report: ClosureReport[F],
+    libraries: Sequence[RequirementLibrary],
+    upstream: UpstreamOpenMp | None = None,
+    refused: str = "",
+) -> ClosureReport[F]:
+    """``report`` whose OpenMP count follows what the declared requirements' ``libraries`` import and load in turn,
+    and accepts exactly ``upstream``'s recorded set (None: no acceptance: a compiled wheel, or one not upstream's;
+    ``refused``: why not, said where the count fails)."""
+    return dataclasses.replace(
+        report, requirement_libraries=tuple(libraries), upstream_openmp=upstream, upstream_refused=refused
+    )
+
+
 def left_to_dependencies(report: ClosureReport[F]) -> str:
     """Which imports resolve to packages installed beside the artifact (its declared requirements), by package: one
     line for a stage's message ("libcudart.so.12 from nvidia-cuda-runtime-cu12==12.8.90 (...)")."""
@@ -216,21 +329,30 @@ def left_to_dependencies(report: ClosureReport[F]) -> str:
     return "; ".join(f"{', '.join(sorted(names))} from {who}" for who, names in sorted(by_provider.items()))
 
 
-def joint_openmp(runtimes: Mapping[str, Sequence[OpenMpRuntime]]) -> tuple[str, str]:
+def joint_openmp(
+    runtimes: Mapping[str, Sequence[OpenMpRuntime]], upstream: UpstreamOpenMp | None = None
+) -> tuple[str, str]:
     """(problem or "", line) for one process that imports several packages (torch and its companions): each package
     (name -> the OpenMP runtimes its libraries and extensions import) may be fine alone and still bring a second
     runtime into the process. Two imports of one name are one runtime: the loader reuses a library already loaded
     under that name (Windows: the module's base name; Linux: its soname), so a vendored copy with a hashed name counts
-    again."""
+    again. ``upstream``: torch's recorded set where its wheel is upstream's own, passed where the process has exactly
+    that set."""
     by_name: dict[str, tuple[str, list[str]]] = {}
     for package, found in runtimes.items():
         for runtime in found:
             entry = by_name.setdefault(runtime.name, (runtime.family, []))
-            entry[1].append(f"{package} ({', '.join(runtime.importers)})")
+            how = "; ".join([", ".join(runtime.importers)] * bool(runtime.importers) + list(runtime.chains))
+            entry[1].append(f"{package} ({how})")
     described = [f"{name} ({family}) imported by {'; '.join(who)}" for name, (family, who) in sorted(by_name.items())]
     together = ", ".join(runtimes)
     if len(by_name) < 2:
         return "", f"import {together}: " + (described[0] if described else "no OpenMP runtime") + " in the process"
+    if upstream is not None and set(by_name) == upstream.runtimes:
+        return "", (
+            f"import {together}: {upstream.who} loads {len(by_name)} OpenMP runtimes in one process, the companions "
+            f"add none: {' | '.join(described)}: passed through as upstream ships it ({upstream.recorded_in})"
+        )
     problem = (
         f"import {together} loads {len(by_name)} OpenMP runtimes into one process: {' | '.join(described)}: each keeps "
         "its own thread pool (Intel's aborts with 'OMP: Error #15' beside another copy of itself, the others can give "

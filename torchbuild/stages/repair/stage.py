@@ -12,10 +12,13 @@ as they are. The PE import-closure check (platforms/windows/pe.py) then proves e
 that what is loaded by name is there, and that every VC runtime DLL serves the binaries' MSVC. Every DLL taken from a
 provider must carry its vendor's valid Authenticode signature (windows.signer_of).
 
-Both: the result gets the SBOM of what was vendored (<dist-info>/sboms/torchbuild.cdx.json, wheel/sbom.py) and is
-written in a deterministic form dated the cell's epoch (wheel/rewrite.py, wheel/provenance.py), without
-recompressing a member; auditwheel and delvewheel run with SOURCE_DATE_EPOCH set to it. The same inputs give the
-same bytes.
+Both: one OpenMP runtime per process, counted with what the declared requirements' libraries (kept or vendored)
+import and load by name in turn, read from their pinned wheels (stages/requirement_libraries.py); upstream's own
+wheel of a release recorded with more than one (companions.yaml upstream_openmp) passes with exactly that set, said
+in the message. The result gets the SBOM of what was vendored (<dist-info>/sboms/torchbuild.cdx.json,
+wheel/sbom.py) and is written in a deterministic form dated the cell's epoch (wheel/rewrite.py,
+wheel/provenance.py), without recompressing a member; auditwheel and delvewheel run with SOURCE_DATE_EPOCH set to
+it. The same inputs give the same bytes.
 
 Reads ``built_wheel`` and ``source_info``; writes ``repaired_wheel`` (named ``plan.wheel``) and ``repair_report``
 (``repair.json``: what was vendored, from where, signed by whom, and the VC runtime floor the binaries set;
@@ -39,11 +42,12 @@ from packaging.utils import canonicalize_name
 from torchbuild.config import cuda_wheels
 from torchbuild.errors import StageFailed
 from torchbuild.host.proc import run_tool
-from torchbuild.platforms.closure import left_to_dependencies, with_hints
+from torchbuild.platforms.closure import ClosureReport, left_to_dependencies, with_hints
+from torchbuild.platforms.closure import F as B
 from torchbuild.platforms.linux import elf, manylinux
 from torchbuild.platforms.windows import pe
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, Stage, companion_artifacts
+from torchbuild.stages import Context, Stage, companion_artifacts, requirement_libraries
 from torchbuild.stages.repair import companion, windows
 from torchbuild.stages.repair.auditwheel_run import Analysis, analyse, auditwheel_excludes, auditwheel_repair
 from torchbuild.stages.repair.finish import finish_wheel
@@ -157,7 +161,7 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
         shutil.rmtree(out_dir / "auditwheel", ignore_errors=True)
         closure = elf.check_wheel(target, tag, scratch=out_dir, provided=beside)
 
-    closure = with_hints(closure, hint)
+    closure = _follow_requirements(ctx, with_hints(closure, hint))
     checks = closure.checks()
     problems = [_gap(m.file, m.needed, hint(m.needed)) for m in closure.missing] + [b.reason for b in closure.bad]
     problems += [p for p in (closure.openmp_problem(),) if p]  # two OpenMP runtimes in one process
@@ -167,11 +171,19 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
             f"import closure of {target} is broken ({len(problems)} problems): "
             + "; ".join(problems[:10])
             + (" ..." if len(problems) > 10 else ""),
+            checks,
         )
     _write_report(ctx, target, grafted)
     left = left_to_dependencies(closure)
     how += (f"; left to the declared requirements: {left}" if left else "") + said_added(added)
     return StageResult(outputs=_outputs(ctx, target), checks=checks, message=f"{how}; closure: {closure.summary()}")
+
+
+def _follow_requirements(ctx: Context, closure: ClosureReport[B]) -> ClosureReport[B]:
+    """The closure whose OpenMP count follows what the declared requirements' libraries import and load in turn
+    (read from their pinned wheels), passing upstream's recorded set where the wheel is upstream's own."""
+    log = ctx.stage_dir("logs") / f"{NAME}.log"
+    return requirement_libraries.follow(closure, ctx.plan, source_of(ctx), ctx.options.cache_dir, log, NAME)
 
 
 def _hint(plan: Plan) -> Callable[[str], str]:
@@ -278,7 +290,7 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
     started = time.monotonic()
     provided = cuda_wheels.provided_libraries(plan.declared_libraries)
     report = pe.check_wheel(target, python=plan.python, machine=machine, provided=provided)
-    report = with_hints(report, _hint(plan))
+    report = _follow_requirements(ctx, with_hints(report, _hint(plan)))
     checks = [*report.checks(), *windows.runtime_checks(target, plan, found.runtime_loaded, found.floor)]
     failed = [c for c in checks if c.status == "failed" and c.code != "P100"]
     if failed:

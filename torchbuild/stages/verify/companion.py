@@ -12,7 +12,8 @@ shares with torch's package:
   libraries (loaded by ``import torch`` first) or to the libraries of torch's declared requirements.
 
 - TB114: ``import torch, <companions>`` loads one OpenMP runtime: the runtimes the packages' binaries import, torch's
-  included, counted by name across them (each package's own P103 sees only itself).
+  included (with what its declared requirements' libraries load in turn), counted by name across them (each
+  package's own P103 sees only itself); upstream's recorded set passes where torch's wheel is upstream's own.
 
 The joint solve (TB302: ``pytorch <companions>`` picks these builds together) is the verify stage's solve_check.
 """
@@ -29,7 +30,7 @@ from torchbuild.conda.extract import extract_package
 from torchbuild.config import cuda_wheels
 from torchbuild.config.pairing import Companion
 from torchbuild.plan import Plan
-from torchbuild.platforms.closure import OpenMpRuntime, joint_openmp
+from torchbuild.platforms.closure import OpenMpRuntime, UpstreamOpenMp, joint_openmp
 from torchbuild.platforms.linux import elf
 from torchbuild.platforms.windows import pe
 from torchbuild.results import Artifact, Check, define, result, skipped
@@ -109,10 +110,13 @@ def closure_check(
     return result(TB112, pkg.path, gaps + [b.reason for b in closure.bad], note), closure.openmp_runtimes()
 
 
-def joint_openmp_check(where: Path, runtimes: Mapping[str, Sequence[OpenMpRuntime]]) -> Check:
+def joint_openmp_check(
+    where: Path, runtimes: Mapping[str, Sequence[OpenMpRuntime]], upstream: UpstreamOpenMp | None = None
+) -> Check:
     """TB114: ``import torch, <companions>`` has one OpenMP runtime in its process (each package's own P103 sees only
-    itself: torch 2.5.1's torch_cpu.dll imports libiomp5md.dll, torchaudio 2.5.1's libtorchaudio.pyd vcomp140.dll)."""
-    problem, line = joint_openmp(runtimes)
+    itself: torch 2.5.1's torch_cpu.dll imports libiomp5md.dll, torchaudio 2.5.1's libtorchaudio.pyd vcomp140.dll);
+    ``upstream``: the set upstream's own torch wheel loads, passed as it ships it where the process has exactly it."""
+    problem, line = joint_openmp(runtimes, upstream)
     return result(TB114, where, [problem] if problem else [], line)
 
 
@@ -121,6 +125,7 @@ def companion_checks(
     packages: Mapping[str, Artifact],
     torch_package: Artifact | None,
     torch_openmp: Sequence[OpenMpRuntime] | None = None,
+    upstream: UpstreamOpenMp | None = None,
 ) -> list[Check]:
     """Every check of each companion package in ``packages`` (companion name -> its artifact), and TB114 over torch's
     package (``torch_openmp``: the OpenMP runtimes its binaries import; None where not read) and them."""
@@ -145,5 +150,5 @@ def companion_checks(
         check, openmp[companion.name] = closure_check(pkg, plan, companion, beside)
         checks.append(check)
     if torch_package is not None and "torch" in openmp and len(openmp) > 1:
-        checks.append(joint_openmp_check(torch_package.path, openmp))
+        checks.append(joint_openmp_check(torch_package.path, openmp, upstream))
     return checks

@@ -8,7 +8,8 @@
   dependencies.
 - TB107: the package depends on a VC runtime at least as new as the MSVC that linked its binaries (the floor the
   repair read; vc_runtime.py).
-- P103: one OpenMP runtime in the environment's process, its run dependencies' included (platforms/closure.py).
+- P103: one OpenMP runtime in the environment's process, its run dependencies' included (platforms/closure.py), and
+  what the declared requirements' libraries load in turn (the verify stage passes them in).
 """
 
 from __future__ import annotations

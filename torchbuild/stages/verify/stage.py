@@ -1,7 +1,9 @@
 """verify: static checks of the cell's artifacts, read back from disk, and a solve against real repodata.
 
 - the conda package: conda-verify's checks (C11xx) and torchbuild's (TB10x), that it is the Plan's package, and
-  (win-64) that it works in the environment it is installed into (TB105-TB107, checks/conda_environment.py);
+  (win-64) that it works in the environment it is installed into (TB105-TB107, checks/conda_environment.py) with
+  one OpenMP runtime (P103: the declared requirements' libraries followed, upstream's recorded set passed only for
+  upstream's own wheel, which ``source_info`` says);
 - the wheel: RECORD, tags, member paths (TB20x);
 - (win-64) the loader check (TB205 wheel, TB108 conda layout, checks/loader.py): every DLL and extension loaded
   with LoadLibraryExW under Wine, so a DLL that would not load stops the cell before smoke and publish;
@@ -21,7 +23,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +37,15 @@ from torchbuild.config import datafiles
 from torchbuild.errors import StageFailed
 from torchbuild.host.files import write_atomic
 from torchbuild.plan import Plan
-from torchbuild.platforms.closure import OpenMpRuntime
+from torchbuild.platforms.closure import ClosureReport, OpenMpRuntime, UpstreamOpenMp
+from torchbuild.platforms.windows.pe import PeInfo
 from torchbuild.results import Artifact, Check, StageResult, define, failures, result, sha256_of, skipped, summary
-from torchbuild.stages import Context, Stage, companion_artifact, companion_artifacts
+from torchbuild.stages import Context, Stage, companion_artifact, companion_artifacts, requirement_libraries
 from torchbuild.stages.verify import companion
 from torchbuild.stages.verify.environment import environment_checks, environment_closure
 from torchbuild.stages.verify.loader import loader_checks
 from torchbuild.wheel.checks import TB207, check_wheel
+from torchbuild.wheel.provenance import SourceInfo
 from torchbuild.wheel.repair_report import RepairReport
 
 NAME = "verify"
@@ -252,10 +256,16 @@ def _chosen(solution: Sequence[Any], names: set[str]) -> list[str]:
 
 
 def conda_checks(
-    artifact: Artifact, plan: Plan, repodata: Path | None, work: Path, report: RepairReport | None = None
+    artifact: Artifact,
+    plan: Plan,
+    repodata: Path | None,
+    work: Path,
+    report: RepairReport | None = None,
+    follow: Callable[[ClosureReport[PeInfo]], ClosureReport[PeInfo]] | None = None,
 ) -> tuple[list[Check], tuple[OpenMpRuntime, ...] | None]:
     """The package's checks, and the OpenMP runtimes its binaries import (None where not read: not a win-64
-    package, or unreadable) for the check of the process it shares with the companions."""
+    package, or unreadable) for the check of the process it shares with the companions; ``follow``: what the
+    OpenMP count adds of the declared requirements' libraries (requirement_libraries.follow)."""
     # The solve (rattler, in a process of its own) runs while this one reads the package back.
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         solved = pool.submit(solve_check, artifact.path, plan, repodata, work)
@@ -265,6 +275,7 @@ def conda_checks(
             reason = "the package could not be read (TB100)"
             return [result(TB100, artifact.path, [str(exc)]), skipped(TB301, artifact.path, reason)], None
         closure = environment_closure(pkg, plan) if pkg.is_windows else None
+        closure = follow(closure) if closure is not None and follow is not None else closure
         checks = [
             result(TB100, pkg.path, [], f"{pkg.format}, {len(pkg.files()):,} payload files"),
             *run_checks(pkg),
@@ -279,6 +290,21 @@ def _write(checks: Sequence[Check], path: Path) -> None:
     write_atomic(path, json.dumps([c.to_dict() for c in checks], indent=2) + "\n")
 
 
+def _source(ctx: Context) -> SourceInfo | None:
+    info = ctx.inputs.get("source_info")
+    return SourceInfo.read(info.path) if info is not None else None
+
+
+def _upstream(ctx: Context) -> UpstreamOpenMp | None:
+    return requirement_libraries.upstream_openmp(ctx.plan, _source(ctx))
+
+
+def _follower(ctx: Context) -> Callable[[ClosureReport[PeInfo]], ClosureReport[PeInfo]]:
+    """What P103 of torch's package adds: the declared requirements' libraries, and upstream's recorded set."""
+    source, log = _source(ctx), ctx.stage_dir("logs") / f"{NAME}.log"
+    return lambda closure: requirement_libraries.follow(closure, ctx.plan, source, ctx.options.cache_dir, log, NAME)
+
+
 def run(ctx: Context) -> StageResult:
     plan = ctx.plan
     work = ctx.stage_dir(NAME)
@@ -291,11 +317,11 @@ def run(ctx: Context) -> StageResult:
     repaired = RepairReport.read(repair.path) if repair else None
     torch_openmp = None
     if conda is not None:
-        found, torch_openmp = conda_checks(conda, plan, ctx.options.repodata, work, repaired)
+        found, torch_openmp = conda_checks(conda, plan, ctx.options.repodata, work, repaired, _follower(ctx))
         checks += found
     built = {c.name: a for c in plan.companions if (a := ctx.inputs.get(companion_artifact("conda_package", c.name)))}
     if built:
-        checks += companion.companion_checks(plan, built, conda, torch_openmp)
+        checks += companion.companion_checks(plan, built, conda, torch_openmp, _upstream(ctx))
         if conda is not None:
             paths = {name: artifact.path for name, artifact in built.items()}
             checks.append(solve_check(conda.path, plan, ctx.options.repodata, work, paths))
@@ -323,7 +349,7 @@ def run(ctx: Context) -> StageResult:
 STAGE = Stage(
     name=NAME,
     run=run,
-    reads=("repaired_wheel", "repair_report", "conda_package", *companion_artifacts("conda_package")),
+    reads=("repaired_wheel", "repair_report", "conda_package", "source_info", *companion_artifacts("conda_package")),
     writes=("checks",),
     shaped_by=("repodata",),
 )
