@@ -8,12 +8,17 @@ The PE cases are real DLLs built with mingw-w64 (tests/unit/test_openmp.py ``dll
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.builders import torch_plan
+from tests.conftest import ROOT
 from tests.unit.test_openmp import dll_importing, runtime_dll
 from torchbuild.config import companions
+from torchbuild.config.matrix import Cell, load
 from torchbuild.errors import UserError
+from torchbuild.plan import resolve
 from torchbuild.platforms.closure import (
     ClosureReport,
     RequirementLibrary,
@@ -211,3 +216,14 @@ def test_a_bad_upstream_openmp_row_is_refused_naming_it(row: dict[str, object], 
     with pytest.raises(UserError) as info:
         companions._parse({"upstream_openmp": {"win-64": {"2.3.1": row}}})
     assert str(info.value) == f"torchbuild/data/companions.yaml: upstream_openmp win-64 2.3.1{problem}"
+
+
+def test_a_cuda_set_recorded_free_of_openmp_is_not_fetched(tmp_path: Path) -> None:
+    """torch 2.10.0's CUDA 12.8 set (15 wheels, 3.0 GB) is recorded as read (cuda_wheels.yaml no_openmp): the count
+    takes every library of it, imports none, and the cache stays empty."""
+    plan = resolve(Cell(platform="linux-64", cuda="12.8", python="3.11", torch="2.10.0"), load(ROOT / "matrix.yaml"))
+    cache = tmp_path / "cache"
+    found = requirement_libraries.read(plan, cache, tmp_path / "log", "repair")
+    assert {lib.name for lib in found} >= {"libcudart.so.12", "libcublas.so.12", "libcudnn.so.9", "libnccl.so.2"}
+    assert all(lib.imports == () and lib.loads == () for lib in found)
+    assert not cache.exists() or not any(cache.rglob("*"))

@@ -43,6 +43,7 @@ class WheelRecord:
     libraries: tuple[str, ...]  # shared libraries it installs, as wheel members (nvidia/cublas/lib/libcublas.so.12)
     requires: tuple[str, ...]  # its own Requires-Dist (extras left out)
     loaded_by_name: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (library, what it loads by name at run time)
+    no_openmp: bool = False  # its libraries were read: none imports or loads an OpenMP runtime (``no_openmp``)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,9 @@ class RequirementWheel:
     # (one of its libraries, the libraries of this wheel it loads by name at run time: MKL's CPU kernels), which a
     # wheel that vendors this one must carry although no import table names them
     loaded_by_name: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # read once, recorded in the data: none of its libraries imports or loads an OpenMP runtime, so the closure's
+    # OpenMP count need not fetch it (the CUDA sets are GBs)
+    no_openmp: bool = False
 
     @property
     def pin(self) -> str:
@@ -111,7 +115,9 @@ class CudaWheels:
     extra_install: ExtraInstall
 
 
-def _wheel(name: str, version: str, raw: Mapping[str, Any], libraries_key: str) -> WheelRecord:
+def _wheel(
+    name: str, version: str, raw: Mapping[str, Any], libraries_key: str, no_openmp: Mapping[str, Any]
+) -> WheelRecord:
     try:
         return WheelRecord(
             name=name,
@@ -125,14 +131,18 @@ def _wheel(name: str, version: str, raw: Mapping[str, Any], libraries_key: str) 
                 (str(loader), tuple(str(n) for n in loads))
                 for loader, loads in (raw.get("loaded_by_name") or {}).items()
             ),
+            no_openmp=version in map(str, no_openmp.get(name) or ()),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"{DATA_FILE}: wheels.{name}.{version} lacks file, sha256 or size ({exc})") from None
 
 
-def _wheels(raw: Mapping[str, Any], libraries_key: str) -> dict[str, dict[str, WheelRecord]]:
+def _wheels(
+    raw: Mapping[str, Any], libraries_key: str, no_openmp: Mapping[str, Any] | None = None
+) -> dict[str, dict[str, WheelRecord]]:
+    read: dict[str, Any] = {canonicalize_name(str(k)): v for k, v in (no_openmp or {}).items()}
     return {
-        canonicalize_name(str(name)): {str(v): _wheel(canonicalize_name(str(name)), str(v), w, libraries_key)
+        canonicalize_name(str(name)): {str(v): _wheel(canonicalize_name(str(name)), str(v), w, libraries_key, read)
                                        for v, w in versions.items()}
         for name, versions in raw.items()
     }  # fmt: skip
@@ -183,7 +193,7 @@ def _parse(raw: Mapping[str, Any]) -> CudaWheels:
     by_setup_py = extra.get("declared_by_setup_py") or {}
     return CudaWheels(
         releases=releases,
-        wheels=_wheels(raw["wheels"], "libraries"),
+        wheels=_wheels(raw["wheels"], "libraries", raw.get("no_openmp")),
         windows_releases={str(k): _windows_release(str(k), v) for k, v in (mkl.get("torch") or {}).items()},
         windows_wheels=_wheels(mkl.get("wheels") or {}, "dlls"),
         upstream_choice={str(k): str(v) for k, v in (choice.get("upstream") or {}).items()},
@@ -275,6 +285,7 @@ def declared_libraries(
             found[name] = RequirementWheel(
                 requirement=line, name=name, version=wheel.version, file=wheel.file, sha256=wheel.sha256,
                 size=wheel.size, libraries=wheel.libraries, loaded_by_name=wheel.loaded_by_name,
+                no_openmp=wheel.no_openmp,
             )  # fmt: skip
         for text in (*wheel.requires, *record.extra_requires.get(name, ())):
             more = _requirement(text)

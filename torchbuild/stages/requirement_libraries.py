@@ -4,7 +4,8 @@ count (platforms/closure.py ``with_requirement_libraries``), shared by the repai
 Each library of ``plan.declared_libraries`` and ``plan.vendored_libraries`` is read from its pinned wheel (fetched
 once by sha256 and unpacked, host/downloads.py): its import table (PE) or DT_NEEDED (ELF), and what cuda_wheels.yaml
 records it loads by name (MKL's threading layer loads Intel's OpenMP with LoadLibrary: its import table names
-KERNEL32.dll alone). The acceptance of upstream's own OpenMP set needs the wheel to be upstream's file: the sha256
+KERNEL32.dll alone). A wheel the data records as read and free of OpenMP (cuda_wheels.yaml ``no_openmp``: the nvidia-*
+sets, GBs) is not fetched. The acceptance of upstream's own OpenMP set needs the wheel to be upstream's file: the sha256
 the source stage recorded (source.json) must be one of the wheels the Plan's ``upstream_openmp`` names.
 """
 
@@ -43,6 +44,10 @@ def read(plan: Plan, cache_dir: Path, log: Path, stage: str) -> tuple[Requiremen
     target = pip.target_args(plan.python, None, list(plan.wheel_tags.accepted_platforms))
     found: list[RequirementLibrary] = []
     for wheel in (*plan.declared_libraries, *plan.vendored_libraries):
+        if wheel.no_openmp:  # read once, recorded: nothing of it bears on the count, no need to fetch GBs
+            found += [RequirementLibrary(name=PurePosixPath(member).name, provider=wheel.pin, imports=(), loads=(),
+                                         loads_recorded_in="") for member in wheel.libraries]  # fmt: skip
+            continue
         try:
             root = downloads.requirement_libraries(wheel, target, cache_dir, log)
         except DependencyError as exc:
