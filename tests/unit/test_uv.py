@@ -87,6 +87,18 @@ def test_a_re_upload_with_a_build_number_is_the_wheel_taken(only: Path, tmp_path
     assert chosen.filename == "torch-2.10.0-3-cp311-cp311-manylinux_2_28_x86_64.whl"
 
 
+def test_of_several_wheels_for_the_target_the_one_an_installer_prefers_is_taken(only: Path, tmp_path: Path) -> None:
+    """charset-normalizer 3.5.3 publishes cp39-cp39-win_amd64, cp37-abi3-win_amd64 and py3-none-any: uv lists all
+    three for a Windows CPython 3.9 (the corpus's Wine smoke of 2.0.0/3.9 stopped on it), pip takes the cp39 one."""
+    for tags in ("cp39-cp39-win_amd64", "cp37-abi3-win_amd64", "py3-none-any"):
+        make_wheel(only, f"charset_normalizer-3.5.3-{tags}.whl", {"charset_normalizer/__init__.py": b""})
+    target = uv.Target(python="3.9.13", platform=uv.python_platform("win_amd64"))
+    (chosen,) = uv.lock(["charset-normalizer==3.5.3"], target, log=tmp_path / "uv.log", deps=False)
+    assert chosen.filename == "charset_normalizer-3.5.3-cp39-cp39-win_amd64.whl"
+    (on_311,) = uv.lock(["charset-normalizer==3.5.3"], WINDOWS, log=tmp_path / "uv.log", deps=False)
+    assert on_311.filename == "charset_normalizer-3.5.3-cp37-abi3-win_amd64.whl"  # no cp311 one: abi3 before any
+
+
 def test_nothing_offered_is_told_apart_from_not_asking(only: Path, tmp_path: Path) -> None:
     with pytest.raises(uv.UvError) as none:
         uv.lock(["torch==2.14.1+cpu"], WINDOWS, log=tmp_path / "uv.log", deps=False)  # only a cp312 one

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.tags import Tag
+from packaging.utils import BuildTag, InvalidWheelFilename, parse_wheel_filename
 
 from torchbuild.errors import UserError
 from torchbuild.host import pip_config
@@ -189,18 +190,37 @@ def _wheel_name(wheel: Mapping[str, Any]) -> str:
     return str(wheel.get("name") or urllib.parse.unquote(Path(urllib.parse.urlparse(where).path).name))
 
 
+def _tag_preference(tags: frozenset[Tag]) -> tuple[bool, int, bool, int]:
+    """How an installer ranks a wheel's best tag among compatible ones (lower first, packaging.tags' order): a
+    platform wheel before ``any``, the interpreter's own ABI before ``abi3`` before ``none``, ``cpXY`` before ``pyX``,
+    the newer interpreter first."""
+
+    def rank(tag: Tag) -> tuple[bool, int, bool, int]:
+        digits = "".join(c for c in tag.interpreter if c.isdigit())
+        abi = {"abi3": 1, "none": 2}.get(tag.abi, 0)
+        return (tag.platform == "any", abi, not tag.interpreter.startswith("cp"), -int(digits or 0))
+
+    return min(map(rank, tags))
+
+
 def _one_wheel(wheels: Sequence[Mapping[str, Any]], source: Path, name: str) -> Mapping[str, Any]:
-    """The wheel of a locked package: the only one, or of several with the same tags (a re-upload with a build
-    number: torch-2.10.0-3-cp311-...), the one with the highest build number, as pip takes it."""
+    """The wheel of a locked package: the only one, or of several for the target (charset-normalizer 3.5.3 offers
+    cp39-cp39, cp37-abi3 and py3-none-any to a Windows CPython 3.9) the one an installer prefers (``_tag_preference``),
+    of equal tags (a re-upload with a build number: torch-2.10.0-3-cp311-...) the highest build number, as pip
+    takes it."""
     if len(wheels) == 1:
         return wheels[0]
     try:
         parsed = [(parse_wheel_filename(_wheel_name(w)), w) for w in wheels]
     except InvalidWheelFilename:
         parsed = []
-    if not parsed or len({tags for (_n, _v, _b, tags), _w in parsed}) != 1:
-        raise UvError(f"{source}: {name} has {len(wheels)} wheels for the target, not 1")
-    return max(parsed, key=lambda item: item[0][2])[1]
+    if not parsed:
+        raise UvError(f"{source}: {name} has {len(wheels)} files for the target, not every one a wheel")
+    return min(parsed, key=lambda item: (_tag_preference(item[0][3]), -_build_number(item[0][2])))[1]
+
+
+def _build_number(build: BuildTag) -> int:
+    return build[0] if build else -1
 
 
 def _locked(text: str, source: Path) -> list[Locked]:
