@@ -5,10 +5,14 @@ failed TB302 before."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from tests.builders import torch_plan
 from tests.conftest import REPODATA
-from torchbuild.stages.verify.stage import _admits_python, _names_for_python
+from torchbuild.stages.verify.stage import _admits_python, _leave_out_other_pythons, _names_for_python
 
 CONDA_FORGE = REPODATA / "conda-forge"
 
@@ -37,3 +41,20 @@ def test_a_records_python_dependency_decides_whether_it_installs_beside_the_cell
     depends: list[str], python: str, admits: bool
 ) -> None:
     assert _admits_python({"depends": depends}, python) is admits
+
+
+@pytest.mark.skipif(not CONDA_FORGE.is_dir(), reason=f"skipped: no stored repodata at {CONDA_FORGE}")
+def test_a_companions_dependency_the_subset_lacks_for_the_cells_python_is_left_out_and_said(tmp_path: Path) -> None:
+    """torchvision 0.13.0 for Python 3.10 needs pillow; the stored win-64 subset has pillow for 3.8, 3.9 and 3.11 on,
+    none for 3.10 (the corpus's 1.12.0/3.10 TB302 failed on it). numpy, which it has for 3.10, stays."""
+    plan = torch_plan(platform="win-64", cuda="cpu", python="3.10", torch="1.12.0")
+    local = tmp_path / "channel"
+    (local / "win-64").mkdir(parents=True)
+    vision = "torchvision-0.13.0-py3.10_cpu_0.conda"
+    record = {"name": "torchvision", "version": "0.13.0", "build": "py3.10_cpu_0", "build_number": 0,
+              "depends": ["python >=3.10,<3.11.0a0", "pytorch 1.12.0 py3.10_cpu_0", "numpy", "pillow >=5.3.0,!=8.3.*"]}
+    (local / "win-64" / "repodata.json").write_text(json.dumps({"packages.conda": {vision: record}}))
+    dropped = _leave_out_other_pythons(local, [CONDA_FORGE], plan, [local / vision], {"torchvision": local / vision})
+    assert dropped == ["pillow >=5.3.0,!=8.3.* (stored: none for Python 3.10)"]
+    left = json.loads((local / "win-64" / "repodata.json").read_text())["packages.conda"][vision]["depends"]
+    assert left == ["python >=3.10,<3.11.0a0", "pytorch 1.12.0 py3.10_cpu_0", "numpy"]

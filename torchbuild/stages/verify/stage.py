@@ -181,6 +181,24 @@ def _unrecorded_pins(depends: Sequence[str], versions: Mapping[str, set[str]]) -
     return found
 
 
+def _leave_out_other_pythons(
+    local: Path, stored: Sequence[Path], plan: Plan, packages: Sequence[Path], files_of: Mapping[str, Path]
+) -> list[str]:
+    """Drop, from each of ``packages``' records in the local channel, the run dependencies no stored record installs
+    beside the cell's Python (the subset has them for other Pythons, or not at all); returns them, said."""
+    subdir, python = plan.conda.subdir, plan.python
+    servable = set().union(*(_names_for_python(channel, subdir, python) for channel in stored))
+    servable |= {plan.conda.name, *files_of}
+    dropped: list[str] = []
+    for package in packages:
+        names = {d.split()[0] for d in _depends_of(local, subdir, package.name)}
+        missing = {name for name in names - servable if not name.startswith("__")}
+        for spec in _leave_out(local, subdir, package.name, missing) if missing else []:
+            said = f"{spec} (stored: none for Python {python})"
+            dropped += [said] if said not in dropped else []
+    return dropped
+
+
 def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
 
@@ -224,6 +242,8 @@ def solve_check(
         if unrecorded:
             _leave_out(local, plan.conda.subdir, package.name, set(unrecorded))
             dropped += list(unrecorded.values())
+        # A dependency the stored subset holds for other Pythons only (conda-forge's win-64 pillow has none for 3.10)
+        dropped += _leave_out_other_pythons(local, stored, plan, [package, *companions.values()], files_of=companions)
         try:
             channels = [local, *stored]
             solution = solver.solve(channels, specs, plan.conda.subdir, virtual, cache_dir=Path(tmp) / "cache")
