@@ -51,8 +51,14 @@ STAGES = ("source", "build", "repair", "conda", "verify", "smoke-wheel", "smoke-
 SMOKE_STAGES = ("smoke-wheel", "smoke-conda")
 SHORT = {"passed": "ok", "failed": "FAIL", "skipped": "skip", "cached": "cached", "not run": "-"}
 NOT_OFFERED = "not offered here"
-# Failures that are the input's fault, not the pipeline's: pair key -> the explanation. None known today.
-KNOWN_INPUT_FAULTS: dict[str, str] = {}
+# Failures that are the input's fault, not the pipeline's: pair key -> the explanation.
+LIBOMP_240 = (
+    "PyPI's torch 2.4.0 win_amd64 wheels import LLVM's libomp140.x86_64.dll (torch_cpu.dll, fbgemm.dll) beside "
+    "vcomp140.dll and ship no copy; no redistributable wheel the index offers has it (msvc-runtime 14.51: vcomp140.dll "
+    "only), so the repair cannot make the wheel self-contained and says so; 2.4.1 imports libiomp5md.dll instead "
+    "(companions.yaml torch_openmp)"
+)
+KNOWN_INPUT_FAULTS: dict[str, str] = {f"2.4.0/{py}": LIBOMP_240 for py in ("3.8", "3.9", "3.10", "3.11", "3.12")}
 
 
 @dataclass(frozen=True)
