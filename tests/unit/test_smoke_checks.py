@@ -285,6 +285,11 @@ def test_the_cpp_consumer_of_a_cuda_torch_without_its_cuda_toolkit_says_skipped(
     (tmp_path / "cu13" / "include" / "cuda_runtime_api.h").write_text("#define CUDART_VERSION  13000\n")
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cu13"))
     assert checks_more._cuda_toolkit_missing("12.8") == f"CUDA toolkit 13.0 at {tmp_path / 'cu13'}, not CUDA 12.x"
+    assert checks_more._cuda_toolkit_missing("13.0") == (  # installed in part, as this project's machines have it
+        f"CUDA toolkit 13.0 at {tmp_path / 'cu13'} without libnvrtc.so, which find_package(Torch) links"
+    )
+    (tmp_path / "cu13" / "lib64").mkdir()
+    (tmp_path / "cu13" / "lib64" / "libnvrtc.so").write_bytes(b"")
     assert checks_more._cuda_toolkit_missing("13.0") == ""
     monkeypatch.setattr(checks_more, "_torch_folder", lambda: tmp_path)
     fields = {f: None for f in smoke_base.Expect.__dataclass_fields__} | {"version": "2.10.0+cu128", "cuda": "12.8"}

@@ -52,8 +52,14 @@ project(torchbuild_consumer CXX)
 find_package(Torch REQUIRED)
 add_executable(consumer consumer.cpp)
 target_link_libraries(consumer "${TORCH_LIBRARIES}")
-set_property(TARGET consumer PROPERTY CXX_STANDARD 17)
+get_target_property(torch_standard torch CXX_STANDARD)
+if(NOT torch_standard)
+  set(torch_standard 17)
+endif()
+set_property(TARGET consumer PROPERTY CXX_STANDARD ${torch_standard})
 """
+# The C++ standard is the one the release's TorchConfig.cmake gives its torch target (20 from 2.13 on; 2.14's
+# headers need it: "'requires' does not name a type" under C++17), else 17.
 # ATen, the library every C++ consumer links: a matmul and a conv2d with known answers (trace of A A^T for
 # A = arange(12) as 3x4 is 506; a 3x3 all-ones kernel over 5x5 ones gives 9 at each of 2x3x3 outputs: 162).
 CONSUMER_CPP = """\
@@ -292,10 +298,14 @@ def _run(argv: list[str], cwd: Path, what: str, env: dict[str, str] | None = Non
     return proc.stdout
 
 
+def _cuda_root() -> Path:
+    return Path(os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda")
+
+
 def _cuda_toolkit_missing(cuda: str) -> str:
     """Why the CUDA toolkit here (CUDA_HOME, else /usr/local/cuda) cannot serve a consumer of a CUDA ``cuda`` torch
     (its headers missing, or another CUDA major: CUDART_VERSION of cuda_runtime_api.h); "" where it can."""
-    root = Path(os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda")
+    root = _cuda_root()
     header = root / "include" / "cuda_runtime_api.h"
     if not header.is_file():
         return f"no {header}"
@@ -306,6 +316,9 @@ def _cuda_toolkit_missing(cuda: str) -> str:
     toolkit = f"{version // 1000}.{version % 1000 // 10}"
     if toolkit.split(".")[0] != cuda.split(".")[0]:
         return f"CUDA toolkit {toolkit} at {root}, not CUDA {cuda.split('.')[0]}.x"
+    # TorchConfig.cmake links CUDA's nvrtc (Caffe2's cuda.cmake): a toolkit installed in part (nvcc, cudart) lacks it
+    if not any((root / lib / "libnvrtc.so").exists() for lib in ("lib64", "lib", "targets/x86_64-linux/lib")):
+        return f"CUDA toolkit {toolkit} at {root} without libnvrtc.so, which find_package(Torch) links"
     return ""
 
 
@@ -332,8 +345,12 @@ def check_cpp_consumer(expect: Expect) -> Outcome:
         (project / "CMakeLists.txt").write_text(CONSUMER_CMAKE, encoding="utf-8")
         (project / "consumer.cpp").write_text(CONSUMER_CPP, encoding="utf-8")
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+        # the toolkit checked above, named: FindCUDA takes its root from the first nvcc on PATH, which may be a
+        # wrapper outside it (this project's Linux machines: /usr/local/bin/nvcc -> /usr/local/cuda-13.0/bin/nvcc)
+        cuda = [] if sys.platform == "win32" or expect.cuda == "cpu" else [
+            f"-DCUDA_TOOLKIT_ROOT_DIR={_cuda_root()}", f"-DCUDAToolkit_ROOT={_cuda_root()}"]
         _run([cmake, "-S", ".", "-B", "build", *generator, f"-DCMAKE_PREFIX_PATH={config}",
-              "-DCMAKE_BUILD_TYPE=Release"], project, "cmake (configure)")  # fmt: skip
+              "-DCMAKE_BUILD_TYPE=Release", *cuda], project, "cmake (configure)")  # fmt: skip
         _run([cmake, "--build", "build", "--config", "Release", "--parallel", "2"], project, "cmake --build")
         exe = next((p for p in (project / "build").rglob("consumer*") if p.is_file() and os.access(p, os.X_OK)
                     and p.suffix in ("", ".exe")), None)  # fmt: skip
