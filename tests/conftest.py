@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -39,3 +41,23 @@ def _no_github_summary(monkeypatch: pytest.MonkeyPatch) -> None:
     # A test run inside GitHub Actions must not append to the job's real summary.
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     os.environ.setdefault("COLUMNS", "200")
+
+
+@pytest.fixture(scope="module")
+def module_scratch(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Callable[[str], Path]]:
+    """Folders for the pipeline runs a module's tests share, removed when the module ends with none of its tests
+    failed: the disk holds one module's runs (a few GB each) at a time, not the whole session's (CI's disk filled with
+    them once). A failure keeps them to look at."""
+    made: list[Path] = []
+    failed_before = request.session.testsfailed
+
+    def make(name: str) -> Path:
+        made.append(tmp_path_factory.mktemp(name))
+        return made[-1]
+
+    yield make
+    if request.session.testsfailed == failed_before:
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)

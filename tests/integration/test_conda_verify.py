@@ -1,5 +1,5 @@
 """The conda and verify stages end to end: on a small wheel made in tmp (fast), and on the real torch 2.13.0 CPU
-wheel for the linux-64 / cpu / py3.11 Plan (slow, one session-scoped build shared by its tests)."""
+wheel for the linux-64 / cpu / py3.11 Plan (slow, one build per module, shared by its tests)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -240,9 +241,9 @@ def _extract_payload(package: Path, prefix: Path) -> None:
 # --- the real torch wheel --------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def torch_built(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    root = tmp_path_factory.mktemp("torch-conda")
+@pytest.fixture(scope="module")
+def torch_built(module_scratch: Callable[[str], Path]) -> Built:
+    root = module_scratch("torch-conda")
     wheel = with_sbom(Path(shutil.copy(real_torch_wheel(), root / real_torch_wheel().name)))  # as the repair leaves it
     return build(root, torch_plan(), wheel, compression_level=3, compression_threads=2)
 

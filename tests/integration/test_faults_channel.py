@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +39,8 @@ PADDING = 8 << 20  # copies long enough for the two publishers to overlap (witho
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Build]:
-    root = tmp_path_factory.mktemp("builds")
+def builds(module_scratch: Callable[[str], Path]) -> dict[str, Build]:
+    root = module_scratch("builds")
     return {
         "a": small_build(root / "a", "a", padding=PADDING),
         "b": small_build(root / "b", "b", padding=PADDING),  # the same names as a's, other bytes

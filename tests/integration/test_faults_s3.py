@@ -8,7 +8,7 @@ import hashlib
 import json
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,8 @@ def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Build]:
-    root = tmp_path_factory.mktemp("builds")
+def builds(module_scratch: Callable[[str], Path]) -> dict[str, Build]:
+    root = module_scratch("builds")
     return {name: small_build(root / name, name, padding=4 << 20) for name in ("a", "b")}
 
 

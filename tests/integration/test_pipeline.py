@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import venv
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -71,9 +72,9 @@ def snapshot(directory: Path) -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="session")
-def first_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    workspace = tmp_path_factory.mktemp("workspace")
+@pytest.fixture(scope="module")
+def first_run(module_scratch: Callable[[str], Path]) -> Run:
+    workspace = module_scratch("workspace")
     result = pipeline(workspace, "--cuda", "cpu", "--py", "3.11", "--matrix", str(ROOT / "matrix.yaml"))
     return Run(workspace=workspace, result=result)
 

@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -45,8 +46,8 @@ def wheel_2_14_1(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def new_run(wheel_2_14_1: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    workspace = tmp_path_factory.mktemp("win-2.14.1")
+def new_run(wheel_2_14_1: Path, module_scratch: Callable[[str], Path]) -> Run:
+    workspace = module_scratch("win-2.14.1")
     # torch's runtimes alone: torchvision beside torch is test_windows.py's (issue 28)
     return Run(workspace, pipeline(workspace, "--wheel", str(wheel_2_14_1), "--torch", "2.14.1", "--packages", "torch"))
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,10 +85,10 @@ class Jobs:
     big: JobBuild  # bigger than one multipart part
 
 
-@pytest.fixture(scope="session")
-def jobs(tmp_path_factory: pytest.TempPathFactory) -> Jobs:
-    machine = tmp_path_factory.mktemp("ci-machine")
-    artifacts = tmp_path_factory.mktemp("publish-job") / "artifacts"
+@pytest.fixture(scope="module")
+def jobs(module_scratch: Callable[[str], Path]) -> Jobs:
+    machine = module_scratch("ci-machine")
+    artifacts = module_scratch("publish-job") / "artifacts"
     built = {name: job_build(machine / name, python) for name, python in (("py311", "3.11"), ("py312", "3.12"))}
     built["big"] = job_build(machine / "big", "3.10", padding=12 << 20)
     moved = {}

@@ -8,6 +8,7 @@ version is one whose dependencies really are installable.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,10 +43,10 @@ def _package(root: Path, plan: Plan) -> Path:
 
 
 @pytest.fixture(scope="module")
-def channel(tmp_path_factory: pytest.TempPathFactory) -> Channel:
+def channel(module_scratch: Callable[[str], Path]) -> Channel:
     if not (REPODATA / "conda-forge" / "win-64" / "repodata.json").is_file():
         pytest.skip(f"skipped: the real repodata is not at {REPODATA}")
-    root = tmp_path_factory.mktemp("selection")
+    root = module_scratch("selection")
     cpu = torch_plan("win-64", "cpu", "3.11", TORCH)
     cuda = torch_plan("win-64", CUDA, "3.11", TORCH)
     assert cpu.conda.version == cuda.conda.version

@@ -9,7 +9,7 @@ import io
 import platform
 import shutil
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -44,12 +44,12 @@ def torch_wheel() -> Path:
     return real_torch_wheel()
 
 
-@pytest.fixture(scope="session")
-def torch_conda(torch_wheel: Path, linux_plan: Plan, tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module")
+def torch_conda(torch_wheel: Path, linux_plan: Plan, module_scratch: Callable[[str], Path]) -> Path:
     """The .conda of the cell, assembled from the wheel with py-rattler-build (what the conda stage does)."""
     from rattler_build import assemble_package
 
-    work = tmp_path_factory.mktemp("conda-from-wheel")
+    work = module_scratch("conda-from-wheel")
     files = work / "files"
     with zipfile.ZipFile(torch_wheel) as archive:
         archive.extractall(files / linux_plan.conda.site_packages)
@@ -84,12 +84,12 @@ def context(plan: Plan, root: Path, wheel: Path | None, conda: Path | None) -> C
     return Context(plan=plan, root=root, options=RunOptions(), inputs=inputs)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def smoke_results(
-    linux_plan: Plan, torch_wheel: Path, torch_conda: Path, tmp_path_factory: pytest.TempPathFactory
+    linux_plan: Plan, torch_wheel: Path, torch_conda: Path, module_scratch: Callable[[str], Path]
 ) -> tuple[dict[str, StageResult], Path]:
     """Both smoke stages, side by side as the runner runs them on this host."""
-    root = tmp_path_factory.mktemp("smoke-root")
+    root = module_scratch("smoke-root")
     ctx = context(linux_plan, root, torch_wheel, torch_conda)
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         wheel, conda = pool.submit(smoke_wheel.run, ctx), pool.submit(smoke_conda.run, ctx)

@@ -12,6 +12,7 @@ index before solving; test_records_have_the_real_2018_shape checks that nothing 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -49,10 +50,10 @@ def _fixture_torchvision(directory: Path, plan: Plan) -> Path:
 
 
 @pytest.fixture(scope="module")
-def published(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, object]], Path]:
+def published(module_scratch: Callable[[str], Path]) -> tuple[Path, dict[str, dict[str, object]], Path]:
     """(a channel of the published packages, less what the 2018 subset lacks; the published index records by file
     name; the channel the publish stage wrote)."""
-    root = tmp_path_factory.mktemp("era-names")
+    root = module_scratch("era-names")
     options = RunOptions(repodata=REPODATA, compression_level=3)
     records: dict[str, dict[str, object]] = {}
     # The second CUDA 8.0 cell (Python 3.7, another source time) publishes cuda80-1.0-0 again: the same file, or the

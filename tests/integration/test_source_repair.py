@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -146,11 +147,11 @@ def test_build_passes_the_prebuilt_wheel_through(tmp_path: Path) -> None:
 # --- repair on the real wheel ----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def repaired_real(tmp_path_factory: pytest.TempPathFactory) -> tuple[Artifact, StageResult]:
-    """source (--wheel) -> build -> repair on the real torch wheel, once per session (about 1.5 minutes)."""
+@pytest.fixture(scope="module")
+def repaired_real(module_scratch: Callable[[str], Path]) -> tuple[Artifact, StageResult]:
+    """source (--wheel) -> build -> repair on the real torch wheel, once for this module (about 1.5 minutes)."""
     given = real_torch_wheel()
-    root = tmp_path_factory.mktemp("real")
+    root = module_scratch("real")
     cache = root / "cache"
     got = source.run(_ctx(root, cache, wheel=given)).outputs
     built = stage.run(_ctx(root, cache, inputs=dict(got))).outputs

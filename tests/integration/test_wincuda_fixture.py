@@ -23,7 +23,7 @@ import dataclasses
 import hashlib
 import json
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
 import pefile
@@ -81,13 +81,13 @@ def repaired(variant: CudaVariant, shape: str, tmp: Path) -> Repaired:
 
 
 @pytest.fixture(scope="module")
-def left(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Repaired]:
-    return {cuda: repaired(VARIANTS[cuda], "left", tmp_path_factory.mktemp(f"left{cuda}")) for cuda in CUDAS}
+def left(module_scratch: Callable[[str], Path]) -> dict[str, Repaired]:
+    return {cuda: repaired(VARIANTS[cuda], "left", module_scratch(f"left{cuda}")) for cuda in CUDAS}
 
 
 @pytest.fixture(scope="module")
-def vendored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Repaired]:
-    return {cuda: repaired(VARIANTS[cuda], "vendored", tmp_path_factory.mktemp(f"vendored{cuda}")) for cuda in CUDAS}
+def vendored(module_scratch: Callable[[str], Path]) -> dict[str, Repaired]:
+    return {cuda: repaired(VARIANTS[cuda], "vendored", module_scratch(f"vendored{cuda}")) for cuda in CUDAS}
 
 
 def needs_wine() -> wine.Wine:

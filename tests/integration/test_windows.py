@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,9 +75,9 @@ def torch_win_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return fetch(plan, RunOptions().cache_dir, tmp_path_factory.mktemp("fetch") / "pip.log", version=plan.torch).path
 
 
-@pytest.fixture(scope="session")
-def win_run(torch_win_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    workspace = tmp_path_factory.mktemp("win")
+@pytest.fixture(scope="module")
+def win_run(torch_win_wheel: Path, module_scratch: Callable[[str], Path]) -> Run:
+    workspace = module_scratch("win")
     # the default packages: torchaudio 2.5.1 is left out by the plan (a second OpenMP runtime beside torch 2.5.1's)
     return Run(workspace, pipeline(workspace, "--wheel", str(torch_win_wheel)))
 
