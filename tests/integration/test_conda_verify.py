@@ -248,7 +248,7 @@ def torch_built(module_scratch: Callable[[str], Path]) -> Built:
     return build(root, torch_plan(), wheel, compression_level=3, compression_threads=2)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def torch_verified(torch_built: Built) -> StageResult:
     inputs = {"repaired_wheel": torch_built.wheel, "conda_package": torch_built.conda.outputs["conda_package"]}
     return verify.run(context(torch_built.root, torch_built.plan, inputs))
