@@ -72,7 +72,9 @@ def test_the_fast_verdict_is_auditwheels(case: str, tmp_path: Path, monkeypatch:
     assert (fast.compliant, auditwheel) == (expected, expected), (fast.reason, said)
 
 
+# ~90 s (auditwheel analyses the whole 2.13.0 wheel): the nightly carries it (CI's time); the cases above run in CI
 @pytest.mark.slow
+@pytest.mark.nightly
 def test_the_fast_verdict_is_auditwheels_on_the_real_torch_wheel(tmp_path: Path) -> None:
     fast, auditwheel, said = _both_verdicts(real_torch_wheel(), tmp_path)
     assert fast.compliant and auditwheel, (fast.reason, said)

@@ -96,6 +96,8 @@ def test_the_sbom_of_the_real_wheel_is_valid_cyclonedx_and_names_each_vendored_f
     assert "4 vendored files; CycloneDX 1.6" in shown.stdout
 
 
+# ~90 s: the nightly carries it (CI's time); tests/unit/test_repro.py proves the same on small artifacts in CI
+@pytest.mark.nightly
 def test_a_forced_rebuild_gives_the_same_bytes(new_run: Run, wheel_2_14_1: Path) -> None:
     made = [next((new_run.workspace / "build" / CELL / stage).glob(glob)) for stage, glob in
             (("repair", "*.whl"), ("conda", "*.conda"))]  # fmt: skip
