@@ -21,6 +21,7 @@ from torchbuild.config.compat import (
     CPU,
     Compat,
     CudaRelease,
+    Rule,
     TorchRelease,
     VcRuntimeRule,
     load,
@@ -144,6 +145,8 @@ class Plan:
     # The OpenMP runtimes upstream's own wheels of the release load together where that is more than one
     # (companions.yaml upstream_openmp): the repair and verify pass exactly that set for exactly those wheels
     upstream_openmp: UpstreamOpenMp | None = None
+    # Requirements torch imports but its wheel lacks (packaging.yaml undeclared_requirements): the repair adds them
+    added_requirements: tuple[Rule, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -395,5 +398,6 @@ def resolve(
         vendored_libraries=vendored,
         declared_choice=choice,
         upstream_openmp=upstream_openmp(cell.platform, release.version),
+        added_requirements=pkg.undeclared_for(*applies_to, cell.python),
         **dll_providers.windows_facts(cell.platform, cell.cuda, cell.python),
     )

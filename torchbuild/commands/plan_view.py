@@ -29,6 +29,7 @@ def print_plan(plan: Plan) -> None:
         ("DLLs from redistributables", ", ".join(plan.redistributable_dlls) or "-"),
         ("loaded by name", "; ".join(f"{a} loads {', '.join(b)}" for a, b in plan.loaded_by_name) or "-"),
         *(("declared library", line) for line in declared_lines(plan)),
+        *(("added requirement", f"{r.value}: torch imports it undeclared ({r.why})") for r in plan.added_requirements),
         ("left to conda deps", ", ".join(sorted(set(plan.conda.provided_dlls.values()))) or "-"),
         ("wheel", plan.wheel),
         ("conda", f"{plan.conda.filename} (build number {plan.conda.build_number})"),
@@ -60,6 +61,8 @@ def _era_line(plan: Plan) -> str:
     if era.features:
         said.append(f"this build has features {' '.join(era.features)}")
     return "; ".join(said) or "none; forbids the selectors " + ", ".join(c.split()[0] for c in era.constrains)
+
+
 def declared_lines(plan: Plan) -> list[str]:
     """One line per library a declared requirement of the wheel installs: left to that requirement, or vendored."""
     said = plan.declared_choice.said

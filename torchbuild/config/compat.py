@@ -184,7 +184,11 @@ class Packaging:
     solve_channels: tuple[SolveChannel, ...] = ()
     requirement_overrides: tuple[Override, ...] = ()
     unlabelled_wheels: tuple[Rule, ...] = ()  # rule.value is the local label PyPI leaves off (cpu)
+    undeclared_requirements: tuple[Rule, ...] = ()  # rule.value is the Requires-Dist line torch lacks
     vc_runtime: tuple[tuple[Rule, VcRuntimeRule], ...] = ()
+
+    def undeclared_for(self, platform: str, torch: str, cuda: str, python: str) -> tuple[Rule, ...]:
+        return tuple(r for r in self.undeclared_requirements if r.applies(platform, torch, cuda, python))
 
     def vc_runtime_for(self, platform: str, torch: str, cuda: str) -> VcRuntimeRule | None:
         return next((v for rule, v in self.vc_runtime if rule.applies(platform, torch, cuda)), None)
@@ -348,6 +352,7 @@ def load() -> Compat:
             for row in pkg.get("requirement_overrides") or []
         ),
         unlabelled_wheels=_rules(pkg.get("unlabelled_wheels") or [], "label"),
+        undeclared_requirements=_rules(pkg.get("undeclared_requirements") or [], "requirement"),
         vc_runtime=tuple(
             (
                 Rule(value=str(row["package"]), when=row.get("when") or {}),

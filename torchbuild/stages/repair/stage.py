@@ -88,7 +88,8 @@ def finish(
     """``made`` as ``target``: with the SBOM of what was vendored added (<dist-info>/sboms/, PEP 770), without the
     Requires-Dist of ``drop`` (the requirements whose libraries it vendored), with those of the requirements that
     provide the libraries it leaves to them where it lacks them (a compiled wheel whose setup.py ignored the build
-    environment's), and in the deterministic form dated the cell's epoch, so that the same inputs give the same bytes.
+    environment's) and of those torch imports without declaring them, and in the deterministic form dated the cell's
+    epoch, so that the same inputs give the same bytes.
     Returns the Requires-Dist lines dropped and those added."""
     with zipfile.ZipFile(made) as archive:
         member = f"{dist_info_of(archive)}/METADATA"
@@ -98,7 +99,7 @@ def finish(
     if missing:
         raise StageFailed(NAME, f"{made.name} declares no {', '.join(sorted(missing))} to drop from Requires-Dist")
     try:
-        text, added = with_requirements(text, declared_requirements(ctx.plan))
+        text, added = with_requirements(text, [*declared_requirements(ctx.plan), *undeclared_requirements(ctx.plan)])
     except WheelError as exc:
         raise StageFailed(NAME, f"{made.name}: {exc}") from None
     files = {member: text} if text != metadata else {}
@@ -112,13 +113,24 @@ def declared_requirements(plan: Plan) -> list[str]:
     return list(dict.fromkeys(w.requirement for w in plan.declared_libraries))
 
 
-def said_added(added: Sequence[str]) -> str:
-    """The lines added, without their markers (those are as recorded): the wheel lacked them."""
-    if not added:
-        return ""
-    return f"; Requires-Dist added ({len(added)}, markers as in {cuda_wheels.PINNED_IN}): " + "; ".join(
-        line.split(";")[0].strip() for line in added
-    )
+def undeclared_requirements(plan: Plan) -> list[str]:
+    """The Requires-Dist lines of what torch imports without declaring it (packaging.yaml undeclared_requirements)."""
+    return [rule.value for rule in plan.added_requirements]
+
+
+def said_added(added: Sequence[str], plan: Plan) -> str:
+    """The lines added, those of the declared libraries without their markers (those are as recorded), those torch
+    lacks with the reason: the wheel lacked them."""
+    undeclared = [rule for rule in plan.added_requirements if rule.value in added]
+    libraries = [line for line in added if line not in {rule.value for rule in undeclared}]
+    said = ""
+    if libraries:
+        said += f"; Requires-Dist added ({len(libraries)}, markers as in {cuda_wheels.PINNED_IN}): " + "; ".join(
+            line.split(";")[0].strip() for line in libraries
+        )
+    for rule in undeclared:
+        said += f"; Requires-Dist added: {rule.value}, which torch {plan.torch} imports undeclared ({rule.why})"
+    return said
 
 
 def vendored_requirements(plan: Plan) -> list[str]:
@@ -175,7 +187,7 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
         )
     _write_report(ctx, target, grafted)
     left = left_to_dependencies(closure)
-    how += (f"; left to the declared requirements: {left}" if left else "") + said_added(added)
+    how += (f"; left to the declared requirements: {left}" if left else "") + said_added(added, plan)
     return StageResult(outputs=_outputs(ctx, target), checks=checks, message=f"{how}; closure: {closure.summary()}")
 
 
@@ -310,7 +322,7 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
     if dropped:
         floor += f"; vendored the declared requirements' DLLs ({plan.declared_choice.said}), Requires-Dist dropped: "
         floor += "; ".join(dropped)
-    floor += said_added(added)
+    floor += said_added(added, plan)
     message = (
         f"delvewheel --ignore-existing --no-mangle-all: vendored {names} into {target.name} "
         f"(providers {located_s:.1f} s, delvewheel {repaired_s:.0f} s){floor}; closure checked in "
