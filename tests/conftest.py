@@ -43,10 +43,12 @@ def _no_github_summary(monkeypatch: pytest.MonkeyPatch) -> None:
     os.environ.setdefault("COLUMNS", "200")
 
 
+# module_scratch's folder maker: a name in, a fresh folder out
+Scratch = Callable[[str], Path]
+
+
 @pytest.fixture(scope="module")
-def module_scratch(
-    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-) -> Iterator[Callable[[str], Path]]:
+def module_scratch(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Scratch]:
     """Folders for the pipeline runs a module's tests share, removed when the module ends with none of its tests
     failed: the disk holds one module's runs (a few GB each) at a time, not the whole session's (CI's disk filled with
     them once). A failure keeps them to look at."""

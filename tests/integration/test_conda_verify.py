@@ -10,14 +10,13 @@ import shutil
 import subprocess
 import sys
 import tarfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.builders import make_wheel, real_torch_wheel, source_info, torch_plan, with_sbom
-from tests.conftest import REPODATA
+from tests.conftest import REPODATA, Scratch
 from tests.integration.support_conda import repack, tiny_torch_wheel
 from torchbuild.conda.checks.package import CondaArchive, read_package
 from torchbuild.config.options import RunOptions
@@ -242,7 +241,7 @@ def _extract_payload(package: Path, prefix: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def torch_built(module_scratch: Callable[[str], Path]) -> Built:
+def torch_built(module_scratch: Scratch) -> Built:
     root = module_scratch("torch-conda")
     wheel = with_sbom(Path(shutil.copy(real_torch_wheel(), root / real_torch_wheel().name)))  # as the repair leaves it
     return build(root, torch_plan(), wheel, compression_level=3, compression_threads=2)

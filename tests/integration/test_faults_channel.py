@@ -11,13 +11,12 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, Scratch
 from tests.integration.support_faults import (
     WHEEL,
     Build,
@@ -39,7 +38,7 @@ PADDING = 8 << 20  # copies long enough for the two publishers to overlap (witho
 
 
 @pytest.fixture(scope="module")
-def builds(module_scratch: Callable[[str], Path]) -> dict[str, Build]:
+def builds(module_scratch: Scratch) -> dict[str, Build]:
     root = module_scratch("builds")
     return {
         "a": small_build(root / "a", "a", padding=PADDING),

@@ -8,12 +8,13 @@ import hashlib
 import json
 import subprocess
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import Scratch
 from tests.integration.support_faults import Build, outputs, publish_argv, small_build
 from tests.integration.support_s3 import ACCESS_KEY, SECRET_KEY, bucket_state, consistent, s3_env
 from torchbuild.channels import pep503
@@ -38,7 +39,7 @@ def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def builds(module_scratch: Callable[[str], Path]) -> dict[str, Build]:
+def builds(module_scratch: Scratch) -> dict[str, Build]:
     root = module_scratch("builds")
     return {name: small_build(root / name, name, padding=4 << 20) for name in ("a", "b")}
 

@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import sys
 import venv
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -21,7 +20,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.builders import make_wheel
-from tests.conftest import REPODATA, ROOT
+from tests.conftest import REPODATA, ROOT, Scratch
 from torchbuild.plan import STAGES
 
 pytestmark = pytest.mark.slow
@@ -73,7 +72,7 @@ def snapshot(directory: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def first_run(module_scratch: Callable[[str], Path]) -> Run:
+def first_run(module_scratch: Scratch) -> Run:
     workspace = module_scratch("workspace")
     result = pipeline(workspace, "--cuda", "cpu", "--py", "3.11", "--matrix", str(ROOT / "matrix.yaml"))
     return Run(workspace=workspace, result=result)

@@ -13,14 +13,13 @@ import json
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tests.builders import make_wheel, source_info, torch_plan
-from tests.conftest import ROOT
+from tests.conftest import ROOT, Scratch
 from tests.integration.test_windows import Run, pipeline
 from tests.pe_fixtures import PeFixtures, build, with_linker
 from torchbuild.conda.archive import read_package
@@ -46,7 +45,7 @@ def wheel_2_14_1(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def new_run(wheel_2_14_1: Path, module_scratch: Callable[[str], Path]) -> Run:
+def new_run(wheel_2_14_1: Path, module_scratch: Scratch) -> Run:
     workspace = module_scratch("win-2.14.1")
     # torch's runtimes alone: torchvision beside torch is test_windows.py's (issue 28)
     return Run(workspace, pipeline(workspace, "--wheel", str(wheel_2_14_1), "--torch", "2.14.1", "--packages", "torch"))

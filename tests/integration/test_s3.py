@@ -16,14 +16,14 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPODATA
+from tests.conftest import REPODATA, Scratch
 from tests.integration.support_s3 import (
     ACCESS_KEY,
     PUBLIC_READ,
@@ -86,7 +86,7 @@ class Jobs:
 
 
 @pytest.fixture(scope="module")
-def jobs(module_scratch: Callable[[str], Path]) -> Jobs:
+def jobs(module_scratch: Scratch) -> Jobs:
     machine = module_scratch("ci-machine")
     artifacts = module_scratch("publish-job") / "artifacts"
     built = {name: job_build(machine / name, python) for name, python in (("py311", "3.11"), ("py312", "3.12"))}

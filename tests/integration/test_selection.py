@@ -8,14 +8,13 @@ version is one whose dependencies really are installable.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.builders import source_info, torch_plan
-from tests.conftest import REPODATA
+from tests.conftest import REPODATA, Scratch
 from tests.integration.support_conda import tiny_torch_wheel
 from torchbuild.conda import solve
 from torchbuild.config.options import RunOptions
@@ -43,7 +42,7 @@ def _package(root: Path, plan: Plan) -> Path:
 
 
 @pytest.fixture(scope="module")
-def channel(module_scratch: Callable[[str], Path]) -> Channel:
+def channel(module_scratch: Scratch) -> Channel:
     if not (REPODATA / "conda-forge" / "win-64" / "repodata.json").is_file():
         pytest.skip(f"skipped: the real repodata is not at {REPODATA}")
     root = module_scratch("selection")

@@ -9,13 +9,14 @@ import io
 import platform
 import shutil
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 
 from tests.builders import real_torch_wheel, record_hash, torch_plan
+from tests.conftest import Scratch
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed
 from torchbuild.host import scratch
@@ -45,7 +46,7 @@ def torch_wheel() -> Path:
 
 
 @pytest.fixture(scope="module")
-def torch_conda(torch_wheel: Path, linux_plan: Plan, module_scratch: Callable[[str], Path]) -> Path:
+def torch_conda(torch_wheel: Path, linux_plan: Plan, module_scratch: Scratch) -> Path:
     """The .conda of the cell, assembled from the wheel with py-rattler-build (what the conda stage does)."""
     from rattler_build import assemble_package
 
@@ -86,7 +87,7 @@ def context(plan: Plan, root: Path, wheel: Path | None, conda: Path | None) -> C
 
 @pytest.fixture(scope="module")
 def smoke_results(
-    linux_plan: Plan, torch_wheel: Path, torch_conda: Path, module_scratch: Callable[[str], Path]
+    linux_plan: Plan, torch_wheel: Path, torch_conda: Path, module_scratch: Scratch
 ) -> tuple[dict[str, StageResult], Path]:
     """Both smoke stages, side by side as the runner runs them on this host."""
     root = module_scratch("smoke-root")

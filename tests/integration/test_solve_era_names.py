@@ -12,13 +12,12 @@ index before solving; test_records_have_the_real_2018_shape checks that nothing 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.builders import make_wheel, source_info, torch_plan
-from tests.conftest import REPODATA
+from tests.conftest import REPODATA, Scratch
 from tests.integration.support_conda import tiny_torch_wheel
 from torchbuild.conda import solve as solver
 from torchbuild.conda.checks.package import read_package
@@ -50,7 +49,7 @@ def _fixture_torchvision(directory: Path, plan: Plan) -> Path:
 
 
 @pytest.fixture(scope="module")
-def published(module_scratch: Callable[[str], Path]) -> tuple[Path, dict[str, dict[str, object]], Path]:
+def published(module_scratch: Scratch) -> tuple[Path, dict[str, dict[str, object]], Path]:
     """(a channel of the published packages, less what the 2018 subset lacks; the published index records by file
     name; the channel the publish stage wrote)."""
     root = module_scratch("era-names")

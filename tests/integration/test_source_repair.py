@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.builders import make_wheel, real_torch_wheel, source_info, torch_plan
+from tests.conftest import Scratch
 from tests.integration.support_source_repair import (
     Index,
     build_so,
@@ -148,7 +148,7 @@ def test_build_passes_the_prebuilt_wheel_through(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def repaired_real(module_scratch: Callable[[str], Path]) -> tuple[Artifact, StageResult]:
+def repaired_real(module_scratch: Scratch) -> tuple[Artifact, StageResult]:
     """source (--wheel) -> build -> repair on the real torch wheel, once for this module (about 1.5 minutes)."""
     given = real_torch_wheel()
     root = module_scratch("real")

@@ -23,13 +23,14 @@ import dataclasses
 import hashlib
 import json
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 import pefile
 import pytest
 
 from tests.builders import torch_plan
+from tests.conftest import Scratch
 from tests.cuda_win_fixture import VARIANTS, CudaVariant, NvidiaWheel, build_wheel, probe_script
 from torchbuild.config.options import RunOptions
 from torchbuild.host import downloads, pip
@@ -81,12 +82,12 @@ def repaired(variant: CudaVariant, shape: str, tmp: Path) -> Repaired:
 
 
 @pytest.fixture(scope="module")
-def left(module_scratch: Callable[[str], Path]) -> dict[str, Repaired]:
+def left(module_scratch: Scratch) -> dict[str, Repaired]:
     return {cuda: repaired(VARIANTS[cuda], "left", module_scratch(f"left{cuda}")) for cuda in CUDAS}
 
 
 @pytest.fixture(scope="module")
-def vendored(module_scratch: Callable[[str], Path]) -> dict[str, Repaired]:
+def vendored(module_scratch: Scratch) -> dict[str, Repaired]:
     return {cuda: repaired(VARIANTS[cuda], "vendored", module_scratch(f"vendored{cuda}")) for cuda in CUDAS}
 
 

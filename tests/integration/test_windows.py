@@ -11,14 +11,13 @@ import os
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.builders import make_wheel, torch_plan
-from tests.conftest import REPODATA, ROOT
+from tests.conftest import REPODATA, ROOT, Scratch
 from tests.pe_fixtures import PeFixtures, build
 from torchbuild.config import companions
 from torchbuild.config.options import RunOptions
@@ -76,7 +75,7 @@ def torch_win_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def win_run(torch_win_wheel: Path, module_scratch: Callable[[str], Path]) -> Run:
+def win_run(torch_win_wheel: Path, module_scratch: Scratch) -> Run:
     workspace = module_scratch("win")
     # the default packages: torchaudio 2.5.1 is left out by the plan (a second OpenMP runtime beside torch 2.5.1's)
     return Run(workspace, pipeline(workspace, "--wheel", str(torch_win_wheel)))
