@@ -252,7 +252,7 @@ def test_a_companions_own_requirements_are_read_from_its_installed_dist_info(tmp
     """Under Wine the environments get what each companion requires besides torch (torchvision 0.20.1's METADATA,
     as its wheel and its conda package both install it); WineBackend.dependencies resolves them for the target but
     torch (the one installed) and the extras (their markers do not hold)."""
-    from torchbuild.stages.smoke.wine import installed_requires
+    from torchbuild.stages.smoke.env import installed_requires
 
     info = tmp_path / "Lib" / "site-packages" / "torchvision-0.20.1.dist-info"
     info.mkdir(parents=True)
@@ -261,7 +261,7 @@ def test_a_companions_own_requirements_are_read_from_its_installed_dist_info(tmp
         "Requires-Dist: torch (==2.5.1)\nRequires-Dist: pillow (!=8.3.*,>=5.3.0)\n"
         "Requires-Dist: gdown (>=4.7.3) ; extra == 'gdown'\n\nThe description: Requires-Dist: not-a-field\n"
     )
-    assert installed_requires(tmp_path, "torchvision") == [
+    assert installed_requires(tmp_path / "Lib" / "site-packages", "torchvision") == [
         "numpy", "torch (==2.5.1)", "pillow (!=8.3.*,>=5.3.0)", "gdown (>=4.7.3) ; extra == 'gdown'",
     ]  # fmt: skip
-    assert installed_requires(tmp_path, "torchaudio") == []
+    assert installed_requires(tmp_path / "Lib" / "site-packages", "torchaudio") == []

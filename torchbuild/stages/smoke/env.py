@@ -9,6 +9,7 @@ stage makes one environment with a backend of its own.
 
 from __future__ import annotations
 
+import email.parser
 import json
 import shutil
 from collections.abc import Mapping, Sequence
@@ -152,3 +153,13 @@ def leftovers(env: Env) -> list[Check]:
 def log_run(env: Env, argv: Sequence[str], stdout: str, stderr: str) -> None:
     with env.log.open("a", encoding="utf-8") as handle:
         handle.write(f"$ (cd {env.cwd}; {' '.join(argv)})\n{stdout}\n{stderr}\n")
+
+
+def installed_requires(site_packages: Path, name: str) -> list[str]:
+    """The Requires-Dist of ``name`` as installed in ``site_packages`` (its dist-info's METADATA, which the wheel and
+    the conda package both carry); none where it has no dist-info."""
+    for metadata in sorted(site_packages.glob(f"{name}-*.dist-info/METADATA")):
+        text = metadata.read_text(encoding="utf-8", errors="replace")
+        parsed = email.parser.Parser().parsestr(text, headersonly=True)
+        return [str(line) for line in parsed.get_all("Requires-Dist") or []]
+    return []

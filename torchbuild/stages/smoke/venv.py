@@ -16,7 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +33,7 @@ from torchbuild.stages.smoke.env import (
     BackendError,
     Env,
     expect_args,
+    installed_requires,
     leftovers,
     log_run,
     parse_results,
@@ -74,12 +75,25 @@ def wheel_requirements(wheel: Path) -> list[str]:
         metadata = wheelfile.read_metadata(wheel)
     except wheelfile.WheelError as exc:
         raise BackendError(f"cannot read {wheel}: {exc}") from None
+    return _without_extras(metadata.get_all("Requires-Dist") or [], wheel.name)
+
+
+def pip_requirements(torch_requires: Sequence[str], companions: Mapping[str, Sequence[str]]) -> list[str]:
+    """What pip installs beside the conda-installed torch and ``companions`` (name -> its Requires-Dist): their
+    requirements but those only for extras and the conda-installed projects, each line once."""
+    from_conda = {"torch", *(canonicalize_name(name) for name in companions)}
+    beside = [line for name, lines in companions.items() for line in _without_extras(lines, f"{name}'s METADATA")]
+    lines = dict.fromkeys([*_without_extras(torch_requires, "torch's METADATA"), *beside])
+    return [line for line in lines if canonicalize_name(Requirement(line).name) not in from_conda]
+
+
+def _without_extras(lines: Sequence[str], source: str) -> list[str]:
     requirements = []
-    for line in metadata.get_all("Requires-Dist") or []:
+    for line in lines:
         try:
             requirement = Requirement(line)
         except InvalidRequirement as exc:
-            raise BackendError(f"{wheel.name}: invalid Requires-Dist '{line}': {exc}") from None
+            raise BackendError(f"{source}: invalid Requires-Dist '{line}': {exc}") from None
         if requirement.marker is None or "extra" not in str(requirement.marker):
             requirements.append(line)
     return requirements
@@ -154,19 +168,19 @@ class VenvBackend:
             )
         # the companions beside it, as conda links them into one prefix
         installed = _rattler_install(env, env.artifact, list(env.companions.values()))
-        # Only the pytorch package comes from a conda file: its dependencies (sympy, filelock, ...) have no
-        # package files here (the repodata is metadata only), so the wheel's own requirements come from pip. pip
-        # sees the conda-installed torch by its .dist-info and leaves it alone; conda_origin() proves that.
-        requirements = [
-            r for r in wheel_requirements(self.wheel) if canonicalize_name(Requirement(r).name) != "torch"
-        ]
+        # Only the pytorch package (and its companions) come from conda files: their dependencies (sympy, filelock,
+        # torchvision's pillow, ...) have no package files here (the repodata is metadata only), so the wheels' own
+        # requirements come from pip. pip sees the conda-installed torch by its .dist-info and leaves it alone;
+        # conda_origin() proves that.
+        beside = {name: installed_requires(site_packages, name) for name in env.companions}
+        requirements = pip_requirements(wheel_requirements(self.wheel), beside)
         _pip_install(env, [*requirements, *self.extras()])
         origin = conda_origin(env, plan)
         from_pip = {canonicalize_name(Requirement(r).name) for r in requirements}
         not_from_pip = [d for d in installed["depends"] if canonicalize_name(d.split()[0]) not in from_pip]
         return (
             f"venv prefix + rattler install {' '.join([env.artifact.name, *(p.name for p in env.companions.values())])}"
-            f" ({origin}) + uv pip install of the wheel's "
+            f" ({origin}) + uv pip install of the wheels' "
             f"requirements and numpy; conda-only dependencies not installed: {', '.join(not_from_pip) or 'none'}"
         )
 

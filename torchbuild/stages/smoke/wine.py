@@ -22,7 +22,6 @@ the two workarounds in ``wine_fixes``.
 
 from __future__ import annotations
 
-import email.parser
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from torchbuild.stages.smoke.env import (
     CHECKS_TIMEOUT_S,
     Env,
     expect_args,
+    installed_requires,
     leftovers,
     log_run,
     parse_results,
@@ -172,7 +172,8 @@ class WineBackend:
             else:
                 extract.extract_package(artifact, root)
             what.append(f"beside it {name}'s {artifact.name}")
-        deps = self.dependencies(env.log, {name: installed_requires(root, name) for name in env.companions})
+        site_packages = root / win_env.SITE_PACKAGES
+        deps = self.dependencies(env.log, {name: installed_requires(site_packages, name) for name in env.companions})
         for dep in deps:
             win_deps.install(dep.wheel, root, scheme)
         what.append(f"{len(deps)} win_amd64 wheels: {', '.join(f'{d.name} {d.version}' for d in deps)}")
@@ -197,16 +198,6 @@ class WineBackend:
 
 def prefix(env: Env) -> Path:
     return env.root / "env"
-
-
-def installed_requires(root: Path, name: str) -> list[str]:
-    """The Requires-Dist of ``name`` as installed under ``root`` (its dist-info's METADATA, which the wheel and the
-    conda package both carry); none where it has no dist-info."""
-    for metadata in sorted((root / win_env.SITE_PACKAGES).glob(f"{name}-*.dist-info/METADATA")):
-        text = metadata.read_text(encoding="utf-8", errors="replace")
-        parsed = email.parser.Parser().parsestr(text, headersonly=True)
-        return [str(line) for line in parsed.get_all("Requires-Dist") or []]
-    return []
 
 
 def script_check(env: Env, session: wine.Session) -> Check:
