@@ -147,6 +147,8 @@ class Plan:
     upstream_openmp: UpstreamOpenMp | None = None
     # Requirements torch imports but its wheel lacks (packaging.yaml undeclared_requirements): the repair adds them
     added_requirements: tuple[Rule, ...] = ()
+    # Console scripts upstream's wheel declares but cannot start (packaging.yaml broken_console_scripts)
+    broken_scripts: tuple[Rule, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -399,5 +401,6 @@ def resolve(
         declared_choice=choice,
         upstream_openmp=upstream_openmp(cell.platform, release.version),
         added_requirements=pkg.undeclared_for(*applies_to, cell.python),
+        broken_scripts=pkg.broken_scripts_for(*applies_to),
         **dll_providers.windows_facts(cell.platform, cell.cuda, cell.python),
     )

@@ -132,6 +132,8 @@ def test_smoke_passes_on_the_real_wheel_and_conda_package(
         assert "worst relative error" in messages[f"{env}: conv2d"]
         if "c++ consumer" not in host_skips:
             assert "find_package(Torch)" in messages[f"{env}: c++ consumer"]
+        said = messages[f"{env}: console scripts"]  # 2.13.0 declares torchfrtrace and torchrun
+        assert said.startswith("2 of 2 console scripts load their entry point: ") and "torchrun" in said, said
     assert messages["conda: dist-info"].startswith("torch 2.13.0+cpu (installer: ")
     assert "98 License-File fields" in messages["wheel: dist-info"]
     # torch came from each environment itself, not from the host or the working directory

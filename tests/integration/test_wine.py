@@ -126,8 +126,8 @@ def test_a_real_release_passes_every_stage_with_the_smoke_under_wine(
     lines = output.splitlines()
     report = json.loads((tmp_path / "build" / "report.json").read_text())
     # the conda environment also runs its console script's launcher (Scripts/torchrun.exe --help)
-    for kind, counts, described in (("wheel", "11/14", "a fresh embeddable CPython"),
-                                    ("conda", "12/15", "the conda layout")):  # fmt: skip
+    for kind, counts, described in (("wheel", "12/15", "a fresh embeddable CPython"),
+                                    ("conda", "13/16", "the conda layout")):  # fmt: skip
         smoke_line = next(line for line in lines if line.startswith(f"✓ smoke-{kind}"))
         assert f"{counts} checks passed {where} in {described}" in smoke_line
         compile_skip = "torch.compile (checked on Linux hosts, as upstream does; this is Windows under Wine"
@@ -135,6 +135,10 @@ def test_a_real_release_passes_every_stage_with_the_smoke_under_wine(
         assert f"{kind}: c++ consumer (no MSVC here, Windows under Wine" in smoke_line
         stage = next(s for s in report["cells"][0]["stages"] if s["stage"] == f"smoke-{kind}")
         assert stage["ran_on"] == where
+        scripts = next(c["message"] for c in stage["checks"] if c["name"] == f"{kind}: console scripts")
+        assert "torchrun" in scripts.split("; ")[0], scripts  # torch.distributed.run imports under Wine
+        # 1.13.1's caffe2 converters need protobuf, click and onnx, undeclared (packaging.yaml broken_console_scripts)
+        assert ("convert-caffe2-to-onnx (caffe2.python" in scripts) == release.startswith("1."), scripts
         assert f"- win-64-cpu-py{python}-torch{release} / smoke-{kind}: passed {where}" in (
             (tmp_path / "build" / "report.md").read_text()
         )

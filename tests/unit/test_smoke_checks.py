@@ -181,7 +181,7 @@ def _dist_info(site: Path, metadata_version: str, licenses: dict[str, str]) -> N
 def _check_dist_info(site: Path) -> str:
     code = (
         f"import sys; sys.path.insert(0, {str(site)!r})\n"
-        "from torchbuild.stages.smoke.resources.checks_more import check_dist_info\n"
+        "from torchbuild.stages.smoke.resources.checks_install import check_dist_info\n"
         "from torchbuild.stages.smoke.resources.smoke_base import CheckFailed, Expect\n"
         "try:\n    print(check_dist_info(Expect('1.10.1+cpu', 'cpu', None, None)).message)\n"
         "except CheckFailed as exc:\n    print('failed:', exc)\n"
@@ -291,7 +291,7 @@ def test_the_cpp_consumer_of_a_cuda_torch_without_its_cuda_toolkit_says_skipped(
     (tmp_path / "cu13" / "lib64").mkdir()
     (tmp_path / "cu13" / "lib64" / "libnvrtc.so").write_bytes(b"")
     assert checks_more._cuda_toolkit_missing("13.0") == ""
-    monkeypatch.setattr(checks_more, "_torch_folder", lambda: tmp_path)
+    monkeypatch.setattr(checks_more, "torch_folder", lambda: tmp_path)
     fields = {f: None for f in smoke_base.Expect.__dataclass_fields__} | {"version": "2.10.0+cu128", "cuda": "12.8"}
     if sys.platform == "win32" or checks_more._compiler() is None or checks_more.shutil.which("cmake") is None:
         pytest.skip("skipped: needs a C++ compiler and cmake (the check says so before the toolkit)")

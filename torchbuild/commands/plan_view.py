@@ -30,6 +30,8 @@ def print_plan(plan: Plan) -> None:
         ("loaded by name", "; ".join(f"{a} loads {', '.join(b)}" for a, b in plan.loaded_by_name) or "-"),
         *(("declared library", line) for line in declared_lines(plan)),
         *(("added requirement", f"{r.value}: torch imports it undeclared ({r.why})") for r in plan.added_requirements),
+        *(("broken script", f"{r.value}: upstream's; the smoke expects it to fail ({r.why})")
+          for r in plan.broken_scripts),
         ("left to conda deps", ", ".join(sorted(set(plan.conda.provided_dlls.values()))) or "-"),
         ("wheel", plan.wheel),
         ("conda", f"{plan.conda.filename} (build number {plan.conda.build_number})"),

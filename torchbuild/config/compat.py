@@ -185,10 +185,14 @@ class Packaging:
     requirement_overrides: tuple[Override, ...] = ()
     unlabelled_wheels: tuple[Rule, ...] = ()  # rule.value is the local label PyPI leaves off (cpu)
     undeclared_requirements: tuple[Rule, ...] = ()  # rule.value is the Requires-Dist line torch lacks
+    broken_scripts: tuple[Rule, ...] = ()  # rule.value is a console script upstream's wheel cannot start
     vc_runtime: tuple[tuple[Rule, VcRuntimeRule], ...] = ()
 
     def undeclared_for(self, platform: str, torch: str, cuda: str, python: str) -> tuple[Rule, ...]:
         return tuple(r for r in self.undeclared_requirements if r.applies(platform, torch, cuda, python))
+
+    def broken_scripts_for(self, platform: str, torch: str, cuda: str) -> tuple[Rule, ...]:
+        return tuple(r for r in self.broken_scripts if r.applies(platform, torch, cuda))
 
     def vc_runtime_for(self, platform: str, torch: str, cuda: str) -> VcRuntimeRule | None:
         return next((v for rule, v in self.vc_runtime if rule.applies(platform, torch, cuda)), None)
@@ -353,6 +357,7 @@ def load() -> Compat:
         ),
         unlabelled_wheels=_rules(pkg.get("unlabelled_wheels") or [], "label"),
         undeclared_requirements=_rules(pkg.get("undeclared_requirements") or [], "requirement"),
+        broken_scripts=_rules(pkg.get("broken_console_scripts") or [], "script"),
         vc_runtime=tuple(
             (
                 Rule(value=str(row["package"]), when=row.get("when") or {}),

@@ -104,6 +104,8 @@ def expect_args(plan: Plan, torch_file: str, companions: Sequence[str] = ()) -> 
         args += ["--expect-cudnn-version", ".".join(cudnn.split(".")[:3])]
     if names := sorted({name for w in declared for name in w.library_names}):
         args += ["--expect-from-environment", ",".join(names)]
+    if plan.broken_scripts:
+        args += ["--expect-broken-scripts", ",".join(rule.value for rule in plan.broken_scripts)]
     return args
 
 

@@ -3,8 +3,9 @@
 (``torch.__config__.show()``, which upstream prints), conv2d and SVD against a float64 reference (upstream runs
 them and compares nothing), a numpy round trip of every dtype both share, ``torch.compile`` on a Linux host with a
 C++ compiler (upstream: Linux and macOS), a C++ consumer built with CMake's ``find_package(Torch)`` against the
-installed torch and run (upstream builds one on Windows, conda-forge's recipe tests one), and the installed
-distribution's metadata as pip and importlib.metadata read it. Standard library only at module level.
+installed torch and run (upstream builds one on Windows, conda-forge's recipe tests one). What the installed
+distribution declares (its metadata, its console scripts) is checked by checks_install.py. Standard library only at
+module level.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ if __package__:
         built_with,
         numpy_module,
         tail,
+        torch_folder,
         torch_module,
     )
 else:  # in a test environment, beside smoke_base.py
@@ -42,6 +44,7 @@ else:  # in a test environment, beside smoke_base.py
         built_with,
         numpy_module,
         tail,
+        torch_folder,
         torch_module,
     )
 
@@ -223,15 +226,6 @@ def importlib_module(name: str) -> Any:
     return importlib.import_module(name)
 
 
-def _torch_folder() -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec("torch")
-    if spec is None or spec.origin is None:
-        raise CheckFailed("torch is not importable here")
-    return Path(spec.origin).parent
-
-
 # --- torch.compile -------------------------------------------------------------------------------------------
 
 
@@ -243,7 +237,7 @@ def _compiler() -> str | None:
 
 
 def check_compile(expect: Expect) -> Outcome:
-    _torch_folder()  # torch is there (found, not imported: where the check is skipped, torch is not loaded)
+    torch_folder()  # torch is there (found, not imported: where the check is skipped, torch is not loaded)
     if not sys.platform.startswith("linux"):
         return Outcome("skipped", f"skipped (checked on Linux hosts, as upstream does; this is {_host()})")
     compiler = _compiler()
@@ -323,7 +317,7 @@ def _cuda_toolkit_missing(cuda: str) -> str:
 
 
 def check_cpp_consumer(expect: Expect) -> Outcome:
-    folder = _torch_folder()
+    folder = torch_folder()
     if sys.platform == "win32" and not shutil.which("cl"):
         return Outcome("skipped", f"skipped (no MSVC here, {_host()}: a C++ consumer of torch on Windows is built "
                        "with MSVC, cl.exe is not on PATH)")  # fmt: skip
@@ -367,45 +361,6 @@ def check_cpp_consumer(expect: Expect) -> Outcome:
                    f"conv2d give the known answers, {out.get('threads')} threads")  # fmt: skip
 
 
-# --- the installed distribution's metadata -------------------------------------------------------------------
-
-
-def check_dist_info(expect: Expect) -> Outcome:
-    """What pip show/uninstall and importlib.metadata read: the version, RECORD's files all present, every
-    License-File present: in the dist-info's licenses/ from Metadata-Version 2.4 (PEP 639), in the dist-info itself
-    before (setuptools wrote License-File: LICENSE beside METADATA, as torch 1.9 to 2.12 have it)."""
-    import importlib.metadata as metadata
-
-    dist = metadata.distribution("torch")
-    problems = []
-    if dist.version != expect.version:
-        problems.append(f"importlib.metadata says torch {dist.version}, the Plan {expect.version}")
-    files = list(dist.files or [])
-    absent = [str(f) for f in files if not Path(str(f.locate())).exists()]
-    if not files:
-        problems.append("the dist-info has no RECORD (pip cannot uninstall it)")
-    if absent:
-        problems.append(f"{len(absent)} files of RECORD are not there: {', '.join(absent[:5])}")
-    fields = dist.metadata.get_all("License-File") or []
-    record = next((f for f in files if f.name == "METADATA" and f.parent.name.endswith(".dist-info")), None)
-    if files and record is None:
-        problems.append("RECORD does not list the dist-info's METADATA")
-    folder = Path(str(record.locate())).parent if record is not None else None
-    pep639 = tuple(int(n) for n in (dist.metadata["Metadata-Version"] or "1.0").split(".")[:2]) >= (2, 4)
-    where = "licenses/" if pep639 else ""
-    missing = [f for f in fields if folder is not None and not (folder / where / f).is_file()]
-    if missing:
-        place = "licenses/" if pep639 else "the dist-info"
-        problems.append(f"{len(missing)} License-File fields name no file in {place}: {', '.join(missing[:3])}")
-    if problems:
-        raise CheckFailed("; ".join(problems))
-    installer = (dist.read_text("INSTALLER") or "no INSTALLER").strip()
-    place = "the dist-info's licenses/" if pep639 else "the dist-info"
-    licensed = f"{len(fields)} License-File fields, each in {place}" if fields else "no License-File"
-    return Outcome("passed", f"torch {dist.version} (installer: {installer}): {len(files):,} files in RECORD, every "
-                   f"one present; {licensed}")  # fmt: skip
-
-
 CHECKS: dict[str, Callable[[Expect], Outcome]] = {
     "build config": check_build_config,
     "conv2d": check_conv2d,
@@ -413,9 +368,7 @@ CHECKS: dict[str, Callable[[Expect], Outcome]] = {
     "numpy round trip": check_numpy_round_trip,
     "torch.compile": check_compile,
     "c++ consumer": check_cpp_consumer,
-    "dist-info": check_dist_info,
 }
 # Cheap ones run in the core's first process (torch imported once, which under Wine takes seconds); torch.compile
-# and the C++ build each in a process of their own, beside the others.
+# and the C++ build each in a process of their own, beside the others (smoke_checks.PROCESSES).
 WITH_IMPORT = ("build config", "conv2d", "linalg svd", "numpy round trip")
-PROCESSES = (("torch.compile",), ("dist-info", "c++ consumer"))

@@ -4,6 +4,7 @@ process runs in. Standard library only (copied into the fresh environments with 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import subprocess
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ class Expect:
     from_environment: tuple[str, ...] = ()
     torchaudio: str | None = None  # the release of torchaudio installed beside torch (its checks run only then)
     torchvision: str | None = None  # the release of torchvision installed beside torch (its checks run only then)
+    broken_scripts: tuple[str, ...] = ()  # console scripts the Plan records as upstream's faults (they may fail)
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,14 @@ class CheckFailed(Exception):
 
 def torch_module() -> Any:
     return importlib.import_module("torch")
+
+
+def torch_folder() -> Path:
+    """The installed torch package's folder, found without importing it."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        raise CheckFailed("torch is not importable here")
+    return Path(spec.origin).parent
 
 
 def numpy_module() -> Any:

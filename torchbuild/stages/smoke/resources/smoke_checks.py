@@ -1,15 +1,16 @@
 """Smoke checks that run INSIDE a fresh environment (a venv with the wheel, a prefix with the conda package).
 
-This file and its siblings (smoke_base.py: what the checks share; checks_core.py and checks_more.py: torch's checks;
-checks_vision.py and checks_audio.py: the companions') are copied into the environment and run by that environment's
-Python from an empty working directory. They import only the standard library at module level: torch, numpy and the
-companions are imported inside the checks, in child processes
+This file and its siblings (smoke_base.py: what the checks share; checks_core.py, checks_more.py and
+checks_install.py: torch's checks; checks_vision.py and checks_audio.py: the companions') are copied into the
+environment and run by that environment's Python from an empty working directory. They import only the standard
+library at module level: torch, numpy and the companions are imported inside the checks, in child processes
 (PROCESSES: the checks that can share one run in one, in order). A child that crashes (a segfault, "OMP: Error #15"
 aborting the process) or ends without every result is not trusted: each of its checks runs again in a process of its
 own, so a crash fails its one check and leaves the others to run.
 
     python smoke_checks.py --expect-version 2.13.0+cpu --expect-cuda cpu [--expect-cudnn 9] \
-        [--expect-torch-file PATH] [--expect-torchvision 0.20.1] [--expect-torchaudio 2.5.1] [--only NAME ...]
+        [--expect-torch-file PATH] [--expect-torchvision 0.20.1] [--expect-torchaudio 2.5.1] \
+        [--expect-broken-scripts torchfrtrace,...] [--only NAME ...]
 
 prints one JSON object per line on stdout, one per check:
     {"check": "import", "status": "passed" | "failed" | "skipped", "message": "...", "output": "..."}
@@ -29,7 +30,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 if __package__:
-    from torchbuild.stages.smoke.resources import checks_audio, checks_core, checks_more, checks_vision
+    from torchbuild.stages.smoke.resources import checks_audio, checks_core, checks_install, checks_more, checks_vision
     from torchbuild.stages.smoke.resources.smoke_base import (
         CHECK_TIMEOUT_S,
         CheckFailed,
@@ -44,6 +45,7 @@ else:  # run in a test environment: the siblings are in this file's folder (whic
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import checks_audio  # type: ignore[import-not-found,no-redef]
     import checks_core  # type: ignore[import-not-found,no-redef]
+    import checks_install  # type: ignore[import-not-found,no-redef]
     import checks_more  # type: ignore[import-not-found,no-redef]
     import checks_vision  # type: ignore[import-not-found,no-redef]
     from smoke_base import (  # type: ignore[import-not-found,no-redef]
@@ -64,7 +66,8 @@ __all__ = [
 CHILD_FLAG = "--child"
 JOBS = 2
 CHECKS: dict[str, Callable[[Expect], Outcome]] = {
-    **checks_core.CHECKS, **checks_more.CHECKS, **checks_vision.CHECKS, **checks_audio.CHECKS,
+    **checks_core.CHECKS, **checks_more.CHECKS, **checks_install.CHECKS, **checks_vision.CHECKS,
+    **checks_audio.CHECKS,
 }  # fmt: skip
 # A companion's checks, run only where it is installed beside torch (``--expect-<name>``).
 COMPANION_CHECKS: dict[str, tuple[str, ...]] = {
@@ -73,11 +76,13 @@ COMPANION_CHECKS: dict[str, tuple[str, ...]] = {
 }
 # The checks that share a child process, in the order they run there (checks_core.py and checks_more.py say why);
 # every check is in exactly one. The cheap checks of checks_more.py join the core's first process (torch imported
-# once), after its own.
+# once), after its own, and the console scripts last (their imports, caffe2's among them, may leave the process
+# unlike a user's). The dist-info check, which imports nothing, shares the C++ consumer's process.
 PROCESSES: tuple[tuple[str, ...], ...] = (
-    (*checks_core.PROCESSES[0], *checks_more.WITH_IMPORT),
+    (*checks_core.PROCESSES[0], *checks_more.WITH_IMPORT, "console scripts"),
     *checks_core.PROCESSES[1:],
-    *checks_more.PROCESSES,
+    ("torch.compile",),
+    ("dist-info", "c++ consumer"),
     *checks_vision.PROCESSES,
     *checks_audio.PROCESSES,
 )
@@ -174,6 +179,8 @@ def _expect_args(expect: Expect) -> list[str]:
         args += ["--expect-torchvision", expect.torchvision]
     if expect.torchaudio:
         args += ["--expect-torchaudio", expect.torchaudio]
+    if expect.broken_scripts:
+        args += ["--expect-broken-scripts", ",".join(expect.broken_scripts)]
     return args
 
 
@@ -199,6 +206,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--expect-from-environment", default="", help="library file names, comma-separated")
     parser.add_argument("--expect-torchvision", default=None, help="torchvision's release, installed beside torch")
     parser.add_argument("--expect-torchaudio", default=None, help="torchaudio's release, installed beside torch")
+    parser.add_argument("--expect-broken-scripts", default="", help="scripts upstream ships broken, comma-separated")
     parser.add_argument("--only", action="append", choices=list(CHECKS), default=None)
     parser.add_argument("--jobs", type=int, default=JOBS, help="checks run at the same time (default %(default)s)")
     parser.add_argument(CHILD_FLAG, action="append", choices=list(CHECKS), default=None, help=argparse.SUPPRESS)
@@ -210,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     expect = Expect(
         args.expect_version, args.expect_cuda, args.expect_cudnn, args.expect_torch_file, args.expect_cudnn_version,
         tuple(name for name in args.expect_from_environment.split(",") if name), args.expect_torchaudio,
-        args.expect_torchvision,
+        args.expect_torchvision, tuple(name for name in args.expect_broken_scripts.split(",") if name),
     )
     if args.child:
         for name in args.child:
