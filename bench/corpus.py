@@ -20,7 +20,8 @@ the OpenMP runtimes the wheel ships and its libraries import (the closure's P103
     python bench/corpus.py --json out.json       # the results as JSON too, rewritten after each pair (the nightly's
                                                  # summary reads it)
     python bench/corpus.py --work DIR            # the pairs' workspaces (logs) in DIR (default: a temporary one)
-    python bench/corpus.py --keep                # keep each pair's build/ and channel/ (default: removed after it)
+    python bench/corpus.py --keep                # keep each pair's build/ and channel/ (default: removed after it,
+                                                 # its report.json kept beside pipeline.log)
 """
 
 from __future__ import annotations
@@ -296,12 +297,15 @@ def main(argv: list[str] | None = None) -> int:
         results.append(result)
         print("   " + " | ".join(result["row"]) + f" [{result.get('seconds', 0):.0f} s]", file=sys.stderr, flush=True)
         if not args.keep and "workspace" in result:
+            kept = result["workspace"] / "build" / "report.json"  # small, and every check's message is in it
+            if kept.is_file():
+                shutil.copy2(kept, result["workspace"] / "report.json")
             for heavy in ("build", "channel"):
                 shutil.rmtree(result["workspace"] / heavy, ignore_errors=True)
         if args.json:  # after every pair: a run stopped halfway keeps the pairs it finished
             _write_json(args.json, as_json(results, args.shard or "all"))
     print(table(results))
-    print(f"(logs of each pair: {base}/*/pipeline.log)", file=sys.stderr)
+    print(f"(logs and reports of each pair: {base}/*/pipeline.log, report.json)", file=sys.stderr)
     failed = [r for r in results if verdict(r)[0] in ("failed", "no report")]
     return 1 if [r for r in failed if r["pair"].key not in KNOWN_INPUT_FAULTS] else 0
 
