@@ -274,8 +274,26 @@ def check_compile(expect: Expect) -> Outcome:
         isa = codecache.pick_vec_isa()
         if not isa:
             raise CheckFailed("torch._inductor found no vectorized ISA for this CPU")
+        on_gpu = _compile_on_cuda(torch, foo)
     return Outcome("passed", f"torch.compile(sin(x) + cos(x)) matches eager for {', '.join(ran)} with {compiler} "
-                   f"(inductor's CPU ISA {type(isa).__name__}, {isa.bit_width()} bits)")  # fmt: skip
+                   f"(inductor's CPU ISA {type(isa).__name__}, {isa.bit_width()} bits){on_gpu}")  # fmt: skip
+
+
+def _compile_on_cuda(torch: Any, foo: Callable[[Any], Any]) -> str:
+    """Upstream compiles on the GPU where there is one (inductor's Triton kernels): float16, float32 and float64 on
+    cuda:0, each against eager; how to say it (what ran, or why not)."""
+    if torch.version.cuda is None:
+        return ""
+    if not torch.cuda.is_available():
+        return "; CUDA part not run (no GPU)"
+    ran = []
+    for dtype in (torch.float16, torch.float32, torch.float64):
+        x = torch.rand(3, 3, device="cuda").type(dtype)
+        torch.testing.assert_close(foo(x), torch.compile(foo)(x))
+        ran.append(str(dtype).replace("torch.", ""))
+    triton = sys.modules.get("triton")
+    through = f"Triton {triton.__version__}" if triton is not None else "inductor"
+    return f"; on {torch.cuda.get_device_name(0)}: {', '.join(ran)} through {through}"
 
 
 # --- a C++ consumer ------------------------------------------------------------------------------------------

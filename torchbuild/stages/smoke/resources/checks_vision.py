@@ -70,10 +70,29 @@ def check_torchvision_import(expect: Expect) -> Outcome:
         problems.append("its C++ operators did not load (torchvision.extension._has_ops() is False)")
     elif loaded and not hasattr(torch.ops.torchvision, "nms"):
         problems.append("torch.ops.torchvision has no nms operator")
+    built_for = _built_for_cuda(torch) if loaded else ""
+    if built_for.startswith("built for "):
+        problems.append(f"torchvision was {built_for}")
     if problems:
         raise CheckFailed("; ".join(problems))
     said = "its C++ operators registered (torch.ops.torchvision.nms)" if loaded else "a release without C++ operators"
+    said += f", {built_for}" if built_for else ""
     return Outcome("passed", f"torchvision {version} from {where} ({said}), imported in {took:.1f} s")
+
+
+def _built_for_cuda(torch: Any) -> str:
+    """The CUDA its operators were built for against a CUDA torch's: "for CUDA 13.0 as torch" where they agree,
+    "built for ..." where they do not (a CPU torchvision beside a CUDA torch runs no op on the GPU; upstream's import
+    refuses only a major mismatch), "" for a CPU torch or a release that cannot say."""
+    if torch.version.cuda is None or not hasattr(torch.ops.torchvision, "_cuda_version"):
+        return ""
+    code = int(torch.ops.torchvision._cuda_version())
+    if code == -1:
+        return f"built for no CUDA (a CPU build) beside torch's CUDA {torch.version.cuda}"
+    major, minor = code // 1000, code % 1000 // 10  # CUDA_VERSION: 13000 is 13.0, 9020 is 9.2
+    if f"{major}.{minor}" != ".".join(torch.version.cuda.split(".")[:2]):
+        return f"built for CUDA {major}.{minor}, torch for CUDA {torch.version.cuda}"
+    return f"for CUDA {major}.{minor} as torch"
 
 
 def check_nms(expect: Expect) -> Outcome:

@@ -1,7 +1,7 @@
 """Smoke checks that run INSIDE a fresh environment (a venv with the wheel, a prefix with the conda package).
 
-This file and its siblings (smoke_base.py: what the checks share; checks_core.py, checks_more.py and
-checks_install.py: torch's checks; checks_vision.py and checks_audio.py: the companions') are copied into the
+This file and its siblings (smoke_base.py: what the checks share; checks_core.py, checks_more.py, checks_install.py
+and checks_cuda.py: torch's checks; checks_vision.py and checks_audio.py: the companions') are copied into the
 environment and run by that environment's Python from an empty working directory. They import only the standard
 library at module level: torch, numpy and the companions are imported inside the checks, in child processes
 (PROCESSES: the checks that can share one run in one, in order). A child that crashes (a segfault, "OMP: Error #15"
@@ -30,7 +30,14 @@ import traceback
 from collections.abc import Callable, Sequence
 
 if __package__:
-    from torchbuild.stages.smoke.resources import checks_audio, checks_core, checks_install, checks_more, checks_vision
+    from torchbuild.stages.smoke.resources import (
+        checks_audio,
+        checks_core,
+        checks_cuda,
+        checks_install,
+        checks_more,
+        checks_vision,
+    )
     from torchbuild.stages.smoke.resources.smoke_base import (
         CHECK_TIMEOUT_S,
         CheckFailed,
@@ -45,6 +52,7 @@ else:  # run in a test environment: the siblings are in this file's folder (whic
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import checks_audio  # type: ignore[import-not-found,no-redef]
     import checks_core  # type: ignore[import-not-found,no-redef]
+    import checks_cuda  # type: ignore[import-not-found,no-redef]
     import checks_install  # type: ignore[import-not-found,no-redef]
     import checks_more  # type: ignore[import-not-found,no-redef]
     import checks_vision  # type: ignore[import-not-found,no-redef]
@@ -66,8 +74,8 @@ __all__ = [
 CHILD_FLAG = "--child"
 JOBS = 2
 CHECKS: dict[str, Callable[[Expect], Outcome]] = {
-    **checks_core.CHECKS, **checks_more.CHECKS, **checks_install.CHECKS, **checks_vision.CHECKS,
-    **checks_audio.CHECKS,
+    **checks_core.CHECKS, **checks_more.CHECKS, **checks_install.CHECKS, **checks_cuda.CHECKS,
+    **checks_vision.CHECKS, **checks_audio.CHECKS,
 }  # fmt: skip
 # A companion's checks, run only where it is installed beside torch (``--expect-<name>``).
 COMPANION_CHECKS: dict[str, tuple[str, ...]] = {
@@ -77,12 +85,14 @@ COMPANION_CHECKS: dict[str, tuple[str, ...]] = {
 # The checks that share a child process, in the order they run there (checks_core.py and checks_more.py say why);
 # every check is in exactly one. The cheap checks of checks_more.py join the core's first process (torch imported
 # once), after its own, and the console scripts last (their imports, caffe2's among them, may leave the process
-# unlike a user's). The dist-info check, which imports nothing, shares the C++ consumer's process.
+# unlike a user's). The dist-info check, which imports nothing, shares the C++ consumer's process. The CUDA runtime
+# check ends with a device-side assert, after which nothing can use the GPU in that process: it runs alone.
 PROCESSES: tuple[tuple[str, ...], ...] = (
     (*checks_core.PROCESSES[0], *checks_more.WITH_IMPORT, "console scripts"),
     *checks_core.PROCESSES[1:],
     ("torch.compile",),
     ("dist-info", "c++ consumer"),
+    ("cuda runtime",),
     *checks_vision.PROCESSES,
     *checks_audio.PROCESSES,
 )
