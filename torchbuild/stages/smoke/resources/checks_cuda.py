@@ -52,13 +52,16 @@ def nccl_state(torch: Any) -> str:
     nccl = getattr(torch.cuda, "nccl", None)
     if nccl is None or not hasattr(nccl, "version"):
         return "NCCL: this release cannot say"
-    version = nccl.version()
+    try:
+        version = nccl.version()
+    except (AttributeError, RuntimeError) as exc:  # a build without NCCL has no torch._C._nccl_version
+        return f"NCCL: none in this build ({type(exc).__name__})"
     reported = ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
     installed = installed_nccl()
     if installed is None:
         return f"NCCL {reported} (no nvidia-nccl distribution in this environment to compare)"
     name, found = installed
-    if not found.startswith(reported):
+    if found.split(".")[: len(reported.split("."))] != reported.split("."):  # 2.28.9 is 2.28.9 or 2.28.9.x
         raise CheckFailed(f"torch reports NCCL {reported}, but the environment's {name} is {found}")
     return f"NCCL {reported} from {name} {found}"
 
@@ -83,6 +86,9 @@ def check_cuda_runtime(expect: Expect) -> Outcome:
     if expect.cuda == "cpu":  # said without importing torch (seconds under Wine): the import check holds the Plan
         return Outcome("skipped", "skipped (CPU build)")
     torch = torch_module()
+    if torch.version.cuda is None:
+        return Outcome("skipped", f"skipped (torch {torch.__version__} is a CPU build; the import check compares it "
+                       "with the Plan)")  # fmt: skip
     said = [nccl_state(torch)]  # the library's version needs no GPU
     if torch.cuda.is_available():
         torch.cuda.init()
