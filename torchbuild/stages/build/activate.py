@@ -15,11 +15,11 @@ from pathlib import Path
 from torchbuild.platforms import provision
 from torchbuild.plan import Plan
 from torchbuild.platforms.toolchain import Requirement, ToolchainError, describe_missing
+from torchbuild.host.interpreters import find_python
 from torchbuild.host.platform import host_platform
 from torchbuild.platforms import cuda
 from torchbuild.platforms.linux import gcc as gnu
 from torchbuild.platforms.windows import msvc, traps
-
 
 
 @dataclass(frozen=True)
@@ -33,23 +33,6 @@ class Activation:
     @property
     def ok(self) -> bool:
         return all(r.found or not r.required for r in self.requirements)
-
-
-def find_python(version: str, environ: Mapping[str, str]) -> str | None:
-    """The interpreter for Python X.Y: this one when it matches, else pythonX.Y on PATH, else ``py -X.Y``."""
-    if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
-        return sys.executable
-    found = shutil.which(f"python{version}", path=environ.get("PATH"))
-    if found:
-        return found
-    launcher = shutil.which("py", path=environ.get("PATH"))
-    if launcher:
-        proc = subprocess.run(
-            [launcher, f"-{version}", "-c", "import sys; print(sys.executable)"], capture_output=True, text=True
-        )
-        if proc.returncode == 0 and proc.stdout.strip():
-            return proc.stdout.strip()
-    return None
 
 
 def _tool(name: str, environ: Mapping[str, str], fix: str, required: bool = True) -> Requirement:
@@ -89,7 +72,7 @@ def discover(
         Requirement(
             f"Python {plan.python}",
             python is not None,
-            python or f"no python{plan.python} on PATH",
+            python or f"no working python{plan.python} on PATH (nor py -{plan.python})",
             f"install Python {plan.python} (64-bit) and put it on PATH",
         )
     )

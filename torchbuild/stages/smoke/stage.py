@@ -30,6 +30,7 @@ from torchbuild.config.python_embed import not_pinned
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.host import scratch
 from torchbuild.host.files import write_atomic
+from torchbuild.host.interpreters import find_python
 from torchbuild.host.platform import host_platform
 from torchbuild.plan import Plan
 from torchbuild.platforms.windows import python_embed, wine
@@ -37,7 +38,7 @@ from torchbuild.results import Check, StageResult
 from torchbuild.stages import Context, Stage, companion_artifact
 from torchbuild.stages.smoke.env import Backend, Env, parse_results
 from torchbuild.stages.smoke.resources import smoke_checks
-from torchbuild.stages.smoke.venv import VenvBackend, find_python, wheel_requirements
+from torchbuild.stages.smoke.venv import VenvBackend, wheel_requirements
 from torchbuild.stages.smoke.wine import WineBackend
 
 __all__ = ["parse_results", "reads", "run", "stage", "stage_name", "wheel_requirements"]

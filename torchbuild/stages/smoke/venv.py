@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,27 +44,6 @@ if TYPE_CHECKING:
 
 INSTALL_TIMEOUT_S = 900.0
 KINDS = {"wheel": "a fresh venv", "conda": "a fresh conda prefix"}
-
-
-def find_python(version: str) -> str | None:
-    """An interpreter of this X.Y: the one running torchbuild, else ``pythonX.Y`` on PATH if it really is one
-    (a pyenv shim for a version that is not active is on PATH but fails)."""
-    if f"{sys.version_info[0]}.{sys.version_info[1]}" == version:
-        return sys.executable
-    candidate = shutil.which(f"python{version}")
-    if candidate is None:
-        return None
-    try:
-        probe = subprocess.run(
-            [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return candidate if probe.returncode == 0 and probe.stdout.strip() == version else None
 
 
 def wheel_requirements(wheel: Path) -> list[str]:
