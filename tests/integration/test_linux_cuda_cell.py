@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -83,6 +84,13 @@ def test_the_linux_cuda_12_8_cell_passes_every_stage_with_its_cuda_from_the_requ
         assert imported["message"].startswith("torch 2.10.0+cu128 (CUDA 12.8, cuDNN 9.10.2 as the wheel pins)")
         assert "of the declared requirements' libraries loaded" in imported["message"]
         assert checks[f"{kind}: cuda matmul"]["status"] == "skipped"
+        # upstream's CUDA checks: what needs no GPU runs (torch's NCCL is the requirement's), the rest says why not
+        runtime = checks[f"{kind}: cuda runtime"]
+        assert runtime["status"] == "passed", runtime
+        assert re.search(r"^NCCL (\d+\.\d+\.\d+) from nvidia-nccl-cu12 \1(\.\d+)?; ", runtime["message"]), runtime
+        assert runtime["message"].endswith("device-side assert not run (no GPU)")
+        compiled = checks[f"{kind}: torch.compile"]
+        assert compiled["status"] == "passed" and compiled["message"].endswith("; CUDA part not run (no GPU)")
 
     channel = tmp_path / "channel"
     assert (channel / "linux-64" / CONDA).is_file()

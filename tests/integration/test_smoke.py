@@ -106,7 +106,7 @@ def test_smoke_passes_on_the_real_wheel_and_conda_package(
     where = f"on this linux-64 host (Python {platform.python_version()})"
     # torch.compile and the C++ consumer need a C++ compiler (and cmake): each says so where there is none
     compiler = any(shutil.which(c) for c in ("g++", "c++", "clang++"))
-    host_skips = {"cuda matmul", *(() if compiler else ("torch.compile", "c++ consumer"))}
+    host_skips = {"cuda matmul", "cuda runtime", *(() if compiler else ("torch.compile", "c++ consumer"))}
     if compiler and not shutil.which("cmake"):
         host_skips.add("c++ consumer")
     messages = {}
@@ -126,6 +126,7 @@ def test_smoke_passes_on_the_real_wheel_and_conda_package(
         messages.update({c.name: c.message for c in result.checks})
     assert messages["wheel: cuda matmul"] == gpu_skip
     assert messages["conda: cuda matmul"] == gpu_skip
+    assert messages["wheel: cuda runtime"] == messages["conda: cuda runtime"] == "skipped (CPU build)"
     for env in ("wheel", "conda"):
         assert messages[f"{env}: build config"].startswith("torch.__config__.show(): MKL on, OpenMP on, oneDNN on; ")
         assert "\nPyTorch built with:\n" in messages[f"{env}: build config"], "the whole text is in the report"
