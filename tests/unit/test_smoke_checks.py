@@ -277,25 +277,25 @@ def test_the_cpp_consumer_of_a_cuda_torch_without_its_cuda_toolkit_says_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A CUDA torch's TorchConfig.cmake stops without a toolkit of its CUDA: the check says why it did not run."""
-    from torchbuild.stages.smoke.resources import checks_more, smoke_base
+    from torchbuild.stages.smoke.resources import checks_consumer, smoke_base
 
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "none"))
-    assert checks_more._cuda_toolkit_missing("12.8") == f"no {tmp_path / 'none' / 'include' / 'cuda_runtime_api.h'}"
+    assert checks_consumer.cuda_toolkit_missing("12.8") == f"no {tmp_path / 'none' / 'include' / 'cuda_runtime_api.h'}"
     (tmp_path / "cu13" / "include").mkdir(parents=True)
     (tmp_path / "cu13" / "include" / "cuda_runtime_api.h").write_text("#define CUDART_VERSION  13000\n")
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cu13"))
-    assert checks_more._cuda_toolkit_missing("12.8") == f"CUDA toolkit 13.0 at {tmp_path / 'cu13'}, not CUDA 12.x"
-    assert checks_more._cuda_toolkit_missing("13.0") == (  # installed in part, as this project's machines have it
+    assert checks_consumer.cuda_toolkit_missing("12.8") == f"CUDA toolkit 13.0 at {tmp_path / 'cu13'}, not CUDA 12.x"
+    assert checks_consumer.cuda_toolkit_missing("13.0") == (  # installed in part, as this project's machines have it
         f"CUDA toolkit 13.0 at {tmp_path / 'cu13'} without libnvrtc.so, which find_package(Torch) links"
     )
     (tmp_path / "cu13" / "lib64").mkdir()
     (tmp_path / "cu13" / "lib64" / "libnvrtc.so").write_bytes(b"")
-    assert checks_more._cuda_toolkit_missing("13.0") == ""
-    monkeypatch.setattr(checks_more, "torch_folder", lambda: tmp_path)
+    assert checks_consumer.cuda_toolkit_missing("13.0") == ""
+    monkeypatch.setattr(checks_consumer, "torch_folder", lambda: tmp_path)
     fields = {f: None for f in smoke_base.Expect.__dataclass_fields__} | {"version": "2.10.0+cu128", "cuda": "12.8"}
-    if sys.platform == "win32" or checks_more._compiler() is None or checks_more.shutil.which("cmake") is None:
+    if sys.platform == "win32" or smoke_base.cxx_compiler() is None or checks_consumer.shutil.which("cmake") is None:
         pytest.skip("skipped: needs a C++ compiler and cmake (the check says so before the toolkit)")
-    outcome = checks_more.check_cpp_consumer(smoke_base.Expect(**fields))
+    outcome = checks_consumer.check_cpp_consumer(smoke_base.Expect(**fields))
     assert outcome.status == "skipped"
     assert outcome.message == (
         "skipped (a CUDA torch's find_package(Torch) needs the CUDA toolkit's headers and cudart of its CUDA 12.8: "

@@ -2,102 +2,45 @@
 (``.ci/pytorch/smoke_test/smoke_test.py`` of pytorch/pytorch) and more: the build configuration recorded
 (``torch.__config__.show()``, which upstream prints), conv2d and SVD against a float64 reference (upstream runs
 them and compares nothing), a numpy round trip of every dtype both share, ``torch.compile`` on a Linux host with a
-C++ compiler (upstream: Linux and macOS), a C++ consumer built with CMake's ``find_package(Torch)`` against the
-installed torch and run (upstream builds one on Windows, conda-forge's recipe tests one). What the installed
-distribution declares (its metadata, its console scripts) is checked by checks_install.py. Standard library only at
-module level.
+C++ compiler (upstream: Linux and macOS), and on the GPU where there is one. The C++ consumer is checks_consumer.py's;
+what the installed distribution declares (its metadata, its console scripts) is checked by checks_install.py.
+Standard library only at module level.
 """
 
 from __future__ import annotations
 
-import ctypes
-import json
 import os
-import platform
-import re
-import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 if __package__:
     from torchbuild.stages.smoke.resources.smoke_base import (
-        CHECK_TIMEOUT_S,
         CheckFailed,
         Expect,
         Outcome,
         built_with,
+        cxx_compiler,
+        host_description,
         numpy_module,
-        tail,
         torch_folder,
         torch_module,
     )
 else:  # in a test environment, beside smoke_base.py
     from smoke_base import (  # type: ignore[import-not-found,no-redef]
-        CHECK_TIMEOUT_S,
         CheckFailed,
         Expect,
         Outcome,
         built_with,
+        cxx_compiler,
+        host_description,
         numpy_module,
-        tail,
         torch_folder,
         torch_module,
     )
 
 RTOL_FLOAT32 = 1e-4
-CONSUMER_CMAKE = """\
-cmake_minimum_required(VERSION 3.18)
-project(torchbuild_consumer CXX)
-find_package(Torch REQUIRED)
-add_executable(consumer consumer.cpp)
-target_link_libraries(consumer "${TORCH_LIBRARIES}")
-get_target_property(torch_standard torch CXX_STANDARD)
-if(NOT torch_standard)
-  set(torch_standard 17)
-endif()
-set_property(TARGET consumer PROPERTY CXX_STANDARD ${torch_standard})
-"""
-# The C++ standard is the one the release's TorchConfig.cmake gives its torch target (20 from 2.13 on; 2.14's
-# headers need it: "'requires' does not name a type" under C++17), else 17.
-# ATen, the library every C++ consumer links: a matmul and a conv2d with known answers (trace of A A^T for
-# A = arange(12) as 3x4 is 506; a 3x3 all-ones kernel over 5x5 ones gives 9 at each of 2x3x3 outputs: 162).
-CONSUMER_CPP = """\
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <iostream>
-int main() {
-  at::Tensor a = at::arange(12, at::kDouble).reshape({3, 4});
-  at::Tensor conv = at::conv2d(at::ones({1, 1, 5, 5}), at::ones({2, 1, 3, 3}));
-  std::cout << "{\\"trace\\": " << a.matmul(a.t()).trace().item<double>()
-            << ", \\"conv\\": " << conv.sum().item<double>()
-            << ", \\"threads\\": " << at::get_num_threads() << "}" << std::endl;
-  return 0;
-}
-"""
-CONSUMER_EXPECTED = {"trace": 506.0, "conv": 162.0}
-
-
-def wine_version() -> str | None:
-    """Wine's version when this Windows process runs under Wine (ntdll exports wine_get_version), else None."""
-    if sys.platform != "win32":
-        return None
-    try:
-        getter = ctypes.WinDLL("ntdll").wine_get_version  # type: ignore[attr-defined,unused-ignore]
-    except (OSError, AttributeError):
-        return None
-    getter.restype = ctypes.c_char_p
-    return str(getter().decode())
-
-
-def _host() -> str:
-    wine = wine_version()
-    return f"Windows under Wine {wine}" if wine else f"{platform.system()} {platform.machine()}"
-
-
 # --- the build's configuration -----------------------------------------------------------------------------
 
 
@@ -229,18 +172,11 @@ def importlib_module(name: str) -> Any:
 # --- torch.compile -------------------------------------------------------------------------------------------
 
 
-def _compiler() -> str | None:
-    for name in (os.environ.get("CXX", ""), "g++", "c++", "clang++"):
-        if name and shutil.which(name):
-            return str(shutil.which(name))
-    return None
-
-
 def check_compile(expect: Expect) -> Outcome:
     torch_folder()  # torch is there (found, not imported: where the check is skipped, torch is not loaded)
     if not sys.platform.startswith("linux"):
-        return Outcome("skipped", f"skipped (checked on Linux hosts, as upstream does; this is {_host()})")
-    compiler = _compiler()
+        return Outcome("skipped", f"skipped (checked on Linux hosts, as upstream does; this is {host_description()})")
+    compiler = cxx_compiler()
     if compiler is None:
         return Outcome("skipped", "skipped (no C++ compiler: none of $CXX, g++, c++, clang++ on PATH)")
     torch = torch_module()
@@ -296,96 +232,12 @@ def _compile_on_cuda(torch: Any, foo: Callable[[Any], Any]) -> str:
     return f"; on {torch.cuda.get_device_name(0)}: {', '.join(ran)} through {through}"
 
 
-# --- a C++ consumer ------------------------------------------------------------------------------------------
-
-
-def _run(argv: list[str], cwd: Path, what: str, env: dict[str, str] | None = None) -> str:
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, errors="replace", env=env,
-                          timeout=CHECK_TIMEOUT_S, check=False)  # fmt: skip
-    if proc.returncode != 0:
-        output = tail(proc.stdout + proc.stderr)
-        print(output, file=sys.stderr)  # becomes this check's output
-        last = output.splitlines()[-1] if output else "no output"
-        raise CheckFailed(f"{what} exited {proc.returncode}: {last}")
-    return proc.stdout
-
-
-def _cuda_root() -> Path:
-    return Path(os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda")
-
-
-def _cuda_toolkit_missing(cuda: str) -> str:
-    """Why the CUDA toolkit here (CUDA_HOME, else /usr/local/cuda) cannot serve a consumer of a CUDA ``cuda`` torch
-    (its headers missing, or another CUDA major: CUDART_VERSION of cuda_runtime_api.h); "" where it can."""
-    root = _cuda_root()
-    header = root / "include" / "cuda_runtime_api.h"
-    if not header.is_file():
-        return f"no {header}"
-    found = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", header.read_text(encoding="utf-8", errors="replace"))
-    if found is None:
-        return f"no CUDART_VERSION in {header}"
-    version = int(found[1])
-    toolkit = f"{version // 1000}.{version % 1000 // 10}"
-    if toolkit.split(".")[0] != cuda.split(".")[0]:
-        return f"CUDA toolkit {toolkit} at {root}, not CUDA {cuda.split('.')[0]}.x"
-    # TorchConfig.cmake links CUDA's nvrtc (Caffe2's cuda.cmake): a toolkit installed in part (nvcc, cudart) lacks it
-    if not any((root / lib / "libnvrtc.so").exists() for lib in ("lib64", "lib", "targets/x86_64-linux/lib")):
-        return f"CUDA toolkit {toolkit} at {root} without libnvrtc.so, which find_package(Torch) links"
-    return ""
-
-
-def check_cpp_consumer(expect: Expect) -> Outcome:
-    folder = torch_folder()
-    if sys.platform == "win32" and not shutil.which("cl"):
-        return Outcome("skipped", f"skipped (no MSVC here, {_host()}: a C++ consumer of torch on Windows is built "
-                       "with MSVC, cl.exe is not on PATH)")  # fmt: skip
-    if sys.platform != "win32" and _compiler() is None:
-        return Outcome("skipped", "skipped (no C++ compiler: none of $CXX, g++, c++, clang++ on PATH)")
-    cmake = shutil.which("cmake")
-    if cmake is None:
-        return Outcome("skipped", "skipped (no cmake on PATH)")
-    if sys.platform != "win32" and expect.cuda != "cpu" and (missing := _cuda_toolkit_missing(expect.cuda)):
-        # TorchConfig.cmake of a CUDA build finds the CUDA toolkit (Caffe2's cuda.cmake) or stops with "Your
-        # installed Caffe2 version uses CUDA but I cannot find the CUDA libraries"
-        return Outcome("skipped", f"skipped (a CUDA torch's find_package(Torch) needs the CUDA toolkit's headers and "
-                       f"cudart of its CUDA {expect.cuda}: this host has {missing})")  # fmt: skip
-    config = folder / "share" / "cmake"
-    if not (config / "Torch" / "TorchConfig.cmake").is_file():
-        raise CheckFailed(f"{config / 'Torch' / 'TorchConfig.cmake'} is missing: find_package(Torch) cannot work")
-    with tempfile.TemporaryDirectory(prefix="smoke-consumer-") as tmp:
-        project = Path(tmp)
-        (project / "CMakeLists.txt").write_text(CONSUMER_CMAKE, encoding="utf-8")
-        (project / "consumer.cpp").write_text(CONSUMER_CPP, encoding="utf-8")
-        generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-        # the toolkit checked above, named: FindCUDA takes its root from the first nvcc on PATH, which may be a
-        # wrapper outside it (this project's Linux machines: /usr/local/bin/nvcc -> /usr/local/cuda-13.0/bin/nvcc)
-        cuda = [] if sys.platform == "win32" or expect.cuda == "cpu" else [
-            f"-DCUDA_TOOLKIT_ROOT_DIR={_cuda_root()}", f"-DCUDAToolkit_ROOT={_cuda_root()}"]
-        _run([cmake, "-S", ".", "-B", "build", *generator, f"-DCMAKE_PREFIX_PATH={config}",
-              "-DCMAKE_BUILD_TYPE=Release", *cuda], project, "cmake (configure)")  # fmt: skip
-        _run([cmake, "--build", "build", "--config", "Release", "--parallel", "2"], project, "cmake --build")
-        exe = next((p for p in (project / "build").rglob("consumer*") if p.is_file() and os.access(p, os.X_OK)
-                    and p.suffix in ("", ".exe")), None)  # fmt: skip
-        if exe is None:
-            raise CheckFailed("cmake --build made no consumer executable")
-        env = dict(os.environ)
-        if sys.platform == "win32":  # the DLLs beside torch's, as a user's PATH would have them
-            env["PATH"] = f"{folder / 'lib'}{os.pathsep}{env.get('PATH', '')}"
-        out = json.loads(_run([str(exe)], project, "the consumer", env).strip().splitlines()[-1])
-    wrong = {k: out.get(k) for k, v in CONSUMER_EXPECTED.items() if out.get(k) != v}
-    if wrong:
-        raise CheckFailed(f"the consumer computed {wrong}, expected {CONSUMER_EXPECTED}")
-    return Outcome("passed", f"CMake project with find_package(Torch) ({config}) built and run: ATen matmul and "
-                   f"conv2d give the known answers, {out.get('threads')} threads")  # fmt: skip
-
-
 CHECKS: dict[str, Callable[[Expect], Outcome]] = {
     "build config": check_build_config,
     "conv2d": check_conv2d,
     "linalg svd": check_linalg_svd,
     "numpy round trip": check_numpy_round_trip,
     "torch.compile": check_compile,
-    "c++ consumer": check_cpp_consumer,
 }
 # Cheap ones run in the core's first process (torch imported once, which under Wine takes seconds); torch.compile
 # and the C++ build each in a process of their own, beside the others (smoke_checks.PROCESSES).

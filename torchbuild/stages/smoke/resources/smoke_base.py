@@ -3,10 +3,14 @@ process runs in. Standard library only (copied into the fresh environments with 
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import importlib.util
 import os
+import platform
+import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,3 +109,28 @@ def clean_env(base: dict[str, str] | None = None) -> dict[str, str]:
         env.pop(name, None)
     env["PYTHONNOUSERSITE"] = "1"
     return env
+
+
+def wine_version() -> str | None:
+    """Wine's version when this Windows process runs under Wine (ntdll exports wine_get_version), else None."""
+    if sys.platform != "win32":
+        return None
+    try:
+        getter = ctypes.WinDLL("ntdll").wine_get_version  # type: ignore[attr-defined,unused-ignore]
+    except (OSError, AttributeError):
+        return None
+    getter.restype = ctypes.c_char_p
+    return str(getter().decode())
+
+
+def host_description() -> str:
+    wine = wine_version()
+    return f"Windows under Wine {wine}" if wine else f"{platform.system()} {platform.machine()}"
+
+
+def cxx_compiler() -> str | None:
+    """The C++ compiler a build here would take: $CXX, else g++, c++ or clang++ on PATH."""
+    for name in (os.environ.get("CXX", ""), "g++", "c++", "clang++"):
+        if name and shutil.which(name):
+            return str(shutil.which(name))
+    return None

@@ -1,12 +1,12 @@
 """Smoke checks that run INSIDE a fresh environment (a venv with the wheel, a prefix with the conda package).
 
-This file and its siblings (smoke_base.py: what the checks share; checks_core.py, checks_more.py, checks_install.py
-and checks_cuda.py: torch's checks; checks_vision.py and checks_audio.py: the companions') are copied into the
-environment and run by that environment's Python from an empty working directory. They import only the standard
-library at module level: torch, numpy and the companions are imported inside the checks, in child processes
-(PROCESSES: the checks that can share one run in one, in order). A child that crashes (a segfault, "OMP: Error #15"
-aborting the process) or ends without every result is not trusted: each of its checks runs again in a process of its
-own, so a crash fails its one check and leaves the others to run.
+This file and its siblings (smoke_base.py: what the checks share; checks_core.py, checks_more.py,
+checks_consumer.py, checks_install.py and checks_cuda.py: torch's checks; checks_vision.py and checks_audio.py: the
+companions') are copied into the environment and run by that environment's Python from an empty working directory.
+They import only the standard library at module level: torch, numpy and the companions are imported inside the
+checks, in child processes (PROCESSES: the checks that can share one run in one, in order). A child that crashes (a
+segfault, "OMP: Error #15" aborting the process) or ends without every result is not trusted: each of its checks runs
+again in a process of its own, so a crash fails its one check and leaves the others to run.
 
     python smoke_checks.py --expect-version 2.13.0+cpu --expect-cuda cpu [--expect-cudnn 9] \
         [--expect-torch-file PATH] [--expect-torchvision 0.20.1] [--expect-torchaudio 2.5.1] \
@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 if __package__:
     from torchbuild.stages.smoke.resources import (
         checks_audio,
+        checks_consumer,
         checks_core,
         checks_cuda,
         checks_install,
@@ -51,6 +52,7 @@ else:  # run in a test environment: the siblings are in this file's folder (whic
     # file leaves off sys.path)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import checks_audio  # type: ignore[import-not-found,no-redef]
+    import checks_consumer  # type: ignore[import-not-found,no-redef]
     import checks_core  # type: ignore[import-not-found,no-redef]
     import checks_cuda  # type: ignore[import-not-found,no-redef]
     import checks_install  # type: ignore[import-not-found,no-redef]
@@ -74,8 +76,8 @@ __all__ = [
 CHILD_FLAG = "--child"
 JOBS = 2
 CHECKS: dict[str, Callable[[Expect], Outcome]] = {
-    **checks_core.CHECKS, **checks_more.CHECKS, **checks_install.CHECKS, **checks_cuda.CHECKS,
-    **checks_vision.CHECKS, **checks_audio.CHECKS,
+    **checks_core.CHECKS, **checks_more.CHECKS, **checks_consumer.CHECKS, **checks_install.CHECKS,
+    **checks_cuda.CHECKS, **checks_vision.CHECKS, **checks_audio.CHECKS,
 }  # fmt: skip
 # A companion's checks, run only where it is installed beside torch (``--expect-<name>``).
 COMPANION_CHECKS: dict[str, tuple[str, ...]] = {
