@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import ROOT
-from torchbuild.commands import cli
+from torchbuild.commands import selection
 from torchbuild.config.matrix import load
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, Check
@@ -61,7 +61,7 @@ def cell_report(directory: Path, cell_id: str, smoke: str) -> tuple[Plan, Artifa
     """A build or smoke job's report, written by the pipeline's own report writer."""
     matrix = load(ROOT / "matrix.yaml")
     (cell,) = [c for c in matrix.cells() if c.id == cell_id]
-    (plan,) = cli.resolve_all(matrix, [cell])
+    (plan,) = selection.resolve_all(matrix, [cell])
     wheel = directory / plan.work_dir / "repair" / plan.wheel
     wheel.parent.mkdir(parents=True)
     wheel.write_bytes(b"a wheel")

@@ -126,7 +126,7 @@ def test_the_host_platform_by_conda_subdir(
 ) -> None:
     import platform
 
-    from torchbuild.commands import cli
+    from torchbuild.commands import selection
     from torchbuild.errors import UserError
     from torchbuild.host.platform import host_platform
 
@@ -134,16 +134,16 @@ def test_the_host_platform_by_conda_subdir(
     monkeypatch.setattr(platform, "machine", lambda: machine)
     assert host_platform() == subdir
     if subdir in ("win-64", "linux-64"):
-        assert cli.default_platform() == subdir
+        assert selection.default_platform() == subdir
     else:
         with pytest.raises(UserError, match="32-bit Windows" if subdir == "win-32" else "pass --platform win-64"):
-            cli.default_platform()
+            selection.default_platform()
 
 
 def test_run_resolves_each_plan_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The release is chosen first (here: from --wheel's name, no index asked), then the Plan is resolved once."""
     from torchbuild import plan as plan_mod
-    from torchbuild.commands import cli
+    from torchbuild.commands import cli, selection
     from torchbuild.run import pin, runner
 
     resolved: list[str] = []
@@ -153,7 +153,7 @@ def test_run_resolves_each_plan_once(monkeypatch: pytest.MonkeyPatch, tmp_path: 
         resolved.append(cell.id)
         return real(cell, *args, **kwargs)
 
-    for module in (plan_mod, pin, cli):
+    for module in (plan_mod, pin, selection):
         if hasattr(module, "resolve"):
             monkeypatch.setattr(module, "resolve", counting)
     ran: list[list[str]] = []

@@ -13,7 +13,7 @@ from pathlib import Path, PureWindowsPath
 import pytest
 
 from tests.conftest import ROOT
-from torchbuild.commands import cli
+from torchbuild.commands import cli, selection
 from torchbuild.commands import smoke as smoke_job
 from torchbuild.config.matrix import load
 from torchbuild.plan import STAGES, Plan
@@ -28,7 +28,7 @@ BUILD_ROOT = PureWindowsPath(r"D:\a\torchbuild\torchbuild")  # where a windows-2
 def plan_of(cell_id: str) -> Plan:
     matrix = load(ROOT / "matrix.yaml")
     (cell,) = [c for c in matrix.cells() if c.id == cell_id]
-    (plan,) = cli.resolve_all(matrix, [cell])
+    (plan,) = selection.resolve_all(matrix, [cell])
     return plan
 
 

@@ -15,35 +15,22 @@ from torchbuild.channels.local import check_directory
 from torchbuild.commands import publish as publish_cmd
 from torchbuild.commands import sbom as sbom_cmd
 from torchbuild.commands.plan_view import print_plan, say_companions, say_declared, say_resolution
+from torchbuild.commands.selection import ROOT, default_platform, load_matrix, resolve_all, select_cells
 from torchbuild.conda.assembly import COMPRESSION_LEVELS, COMPRESSORS
 from torchbuild.config import environment
-from torchbuild.config import matrix as matrix_mod
-from torchbuild.config.channel_spec import check_spec, local_path
+from torchbuild.config.channel_spec import local_path
 from torchbuild.config.compat import load
-from torchbuild.config.matrix import VENDOR_SUFFIX, Cell, Matrix
 from torchbuild.config.options import DEFAULT_GIT_URL, RunOptions
-from torchbuild.errors import UserError, one_of, os_error
+from torchbuild.errors import UserError, os_error
 from torchbuild.host import scratch, signals
 from torchbuild.host.console import console, out
 from torchbuild.host.files import unwritable
-from torchbuild.host.platform import host_platform
-from torchbuild.plan import Plan, resolve
+from torchbuild.plan import Plan
 from torchbuild.run import pin
 
 COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor", "sbom")
-ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_REPODATA = ROOT.parent / "shared" / "data" / "repodata"
 CACHE_HELP = f"download cache (default: {RunOptions().cache_dir}, the user's cache folder)"
-
-
-def default_platform() -> str:
-    """The platform of a cell given without --platform: this host's, where PyTorch builds for it."""
-    found = host_platform()
-    if found == "win-32":
-        raise UserError("PyTorch does not support 32-bit Windows: use 64-bit Windows and 64-bit Python.")
-    if found not in ("win-64", "linux-64"):
-        raise UserError(f"No default platform for this host ({found}): pass --platform win-64 or linux-64.")
-    return found
 
 
 def _selectors(parser: argparse.ArgumentParser) -> None:
@@ -126,100 +113,6 @@ def build_parser() -> argparse.ArgumentParser:
     _selectors(doctor)
     doctor.add_argument("--cache-dir", type=Path, default=None, help=CACHE_HELP)
     return parser
-
-
-SELECTORS = (("--cuda", "cuda"), ("--py", "python"), ("--platform", "platform"), ("--torch", "torch"))
-
-
-def check_selection(args: argparse.Namespace) -> None:
-    """Selection flags that contradict each other are usage errors, before the matrix is read."""
-    if args.only is not None:
-        also = [flag for flag, dest in SELECTORS if getattr(args, dest) is not None]
-        if also:
-            raise UserError(
-                f"--only {args.only} names one cell of the matrix, with its platform, CUDA, Python and torch; "
-                f"{one_of(also)} would be ignored. Give --only alone, or {one_of(also)} without --only."
-            )
-
-
-def load_matrix(args: argparse.Namespace) -> Matrix:
-    check_selection(args)
-    if args.declared_libraries is not None:  # before the matrix is read: a bad value names the valid ones
-        matrix_mod.check_declared(args.declared_libraries, "--declared-libraries")
-    path = args.matrix or ROOT / "matrix.yaml"
-    matrix = matrix_mod.with_packages(matrix_mod.load(path), args.packages)
-    if args.msvc:
-        matrix = replace(matrix, build=replace(matrix.build, msvc_toolset=args.msvc))
-    if getattr(args, "channel", None) is not None:
-        try:
-            check_spec(args.channel)
-        except UserError as exc:
-            raise UserError(f"--channel: {exc}") from None
-        matrix = replace(matrix, channel=args.channel)
-    return matrix
-
-
-def check_msvc(args: argparse.Namespace, cells: Sequence[Cell]) -> None:
-    if args.msvc and not any(c.platform == "win-64" for c in cells):
-        raise UserError(
-            f"--msvc {args.msvc} pins the MSVC toolset of win-64 cells, and no selected cell is win-64 "
-            f"({one_of(sorted({c.platform for c in cells}))}): add --platform win-64, or leave --msvc out."
-        )
-
-
-def select_cells(matrix: Matrix, args: argparse.Namespace) -> list[Cell]:
-    cells = matrix_mod.with_declared_libraries(_select(matrix, args), args.declared_libraries)
-    check_msvc(args, cells)
-    return cells
-
-
-def _select(matrix: Matrix, args: argparse.Namespace) -> list[Cell]:
-    cells = matrix.cells()
-    if not cells and (args.cuda is None or args.python is None):
-        raise UserError(
-            f"{matrix.path} has no cells: its exclude rules remove every platform x cuda x python combination and "
-            "include adds none. Remove an exclude rule or add an include entry (or give --cuda and --py)."
-        )
-    if args.only:
-        # <id>-vendor of a matrix cell that keeps: that cell, vendoring (the id a --declared-libraries vendor run got)
-        chosen = [c for c in cells if c.id == args.only] or [
-            replace(c, declared_libraries="vendor") for c in cells if c.point_id + VENDOR_SUFFIX == args.only
-        ]
-        if not chosen:
-            raise UserError(f"No cell '{args.only}' in {matrix.path}. Valid cell ids: {one_of([c.id for c in cells])}.")
-        return chosen
-    if args.cuda is None and args.python is None and args.platform is None and args.torch is None:
-        return cells
-    platform = args.platform or default_platform()
-    if args.cuda is not None and args.python is not None:
-        for cell in cells:
-            if (cell.platform, cell.cuda, cell.python) == (platform, args.cuda, args.python) and args.torch is None:
-                return [cell]
-        return [matrix.cell(platform=platform, cuda=args.cuda, python=args.python, torch=args.torch or matrix.torch)]
-    wanted = {"platform": platform, "cuda": args.cuda, "python": args.python}
-    chosen = [c for c in cells if all(v is None or getattr(c, k) == v for k, v in wanted.items())]
-    if args.torch is not None:
-        chosen = [replace(c, torch=args.torch) for c in chosen]
-    if not chosen:
-        described = ", ".join(f"{k} {v}" for k, v in wanted.items() if v is not None)
-        raise UserError(
-            f"No cell of {matrix.path} has {described}. Give both --cuda and --py to build a cell outside the "
-            f"matrix, or choose one of: {one_of([c.id for c in cells])}."
-        )
-    return chosen
-
-
-def resolve_all(matrix: Matrix, cells: Sequence[Cell]) -> list[Plan]:
-    compat = load()
-    plans = []
-    for cell in cells:
-        try:
-            plans.append(resolve(cell, matrix, compat))
-        except UserError as exc:
-            if len(cells) == 1:
-                raise
-            raise type(exc)(f"cell {cell.id}: {exc}") from None
-    return plans
 
 
 def github_matrix(plans: Sequence[Plan], conda_builder: str = "rattler-build") -> dict[str, object]:

@@ -17,6 +17,18 @@ import yaml
 from torchbuild.config.channel_spec import check_spec
 from torchbuild.config.companions import check_packages
 from torchbuild.config.compat import CPU, PLATFORMS
+from torchbuild.config.matrix_schema import (
+    BUILD_KEYS,
+    CHOICES,
+    EXAMPLES,
+    FLOAT_RANGES,
+    INCLUDE_KEYS,
+    INCLUDE_REQUIRED,
+    MAX_INT,
+    MAX_JOBS,
+    RULE_KEYS,
+    TOP_LEVEL,
+)
 from torchbuild.errors import UserError, one_of
 
 LATEST = "latest"
@@ -111,68 +123,6 @@ class Matrix:
 
 def _matches(cell: Cell, rule: dict[str, str]) -> bool:
     return all(getattr(cell, key) == value for key, value in rule.items())
-
-
-# --- schema as data: key -> kind -------------------------------------------------------------------------
-TOP_LEVEL = {
-    "torch": "str",
-    "platforms": "list",
-    "cuda": "list",
-    "python": "list",
-    "exclude": "rules",
-    "include": "rules",
-    "channel": "str",
-    "build_number": "int",
-    "build": "build",
-    "packages": "packages",
-    "declared_libraries": "choice",
-}
-RULE_KEYS = ("platform", "cuda", "python", "torch")
-INCLUDE_KEYS = (*RULE_KEYS, "declared_libraries")
-INCLUDE_REQUIRED = ("platform", "cuda", "python")
-BUILD_KEYS = {
-    "max_jobs": "str",
-    "compiler_cache": "str",
-    "generator": "str",
-    "msvc_toolset": "str",
-    "timeout_hours": "float",
-    "conda_builder": "str",
-}
-CHOICES = {
-    "compiler_cache": ("sccache", "clcache", "none"),
-    "generator": ("ninja", "visual-studio"),
-    "conda_builder": ("rattler-build", "conda-build"),
-}
-# What a valid value of each key looks like, shown with a wrong type.
-EXAMPLES = {
-    "the matrix": "torch: latest",
-    "torch": 'torch: "2.5.1"',
-    "platforms": "platforms: [win-64, linux-64]",
-    "cuda": 'cuda: [cpu, "12.6"]',
-    "python": 'python: ["3.11", "3.12"]',
-    "exclude": 'exclude: [{platform: linux-64, cuda: "12.6"}]',
-    "include": 'include: [{platform: win-64, cuda: "9.0", python: "3.6"}]',
-    "channel": "channel: s3://bucket/prefix",
-    "build_number": "build_number: 0",
-    "build": "build: {max_jobs: auto, timeout_hours: 6}",
-    "platform": "platform: linux-64",
-    "max_jobs": "max_jobs: 4",
-    "compiler_cache": "compiler_cache: sccache",
-    "generator": "generator: ninja",
-    "msvc_toolset": 'msvc_toolset: "14.29"',
-    "timeout_hours": "timeout_hours: 6",
-    "conda_builder": "conda_builder: rattler-build",
-    "packages": "packages: [torch, torchvision, torchaudio]",
-    "declared_libraries": "declared_libraries: keep",
-}
-
-
-# Ranges: build_number stays within a signed 32-bit integer (what every tool reading a package's index can hold);
-# timeout_hours within a month (longer than any CI lets a job run; the build's timer cannot hold much more);
-# max_jobs within what any build host has.
-MAX_INT = 2**31 - 1
-FLOAT_RANGES = {"timeout_hours": (0.0, 24.0 * 31)}
-MAX_JOBS = 4096
 
 
 class MatrixError(UserError):
@@ -343,8 +293,10 @@ def _build(path: str, node: yaml.Node) -> BuildOptions:
             raise MatrixError(
                 f"{_where(path, value_node)}: build.{key} '{value}' is not one of {one_of(CHOICES[key])}."
             )
-        if key == "max_jobs" and value != "auto" and not (
-            isinstance(value, str) and value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_JOBS
+        if (
+            key == "max_jobs"
+            and value != "auto"
+            and not (isinstance(value, str) and value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_JOBS)
         ):
             raise MatrixError(
                 f"{_where(path, value_node)}: build.max_jobs must be 'auto' or an integer from 1 to {MAX_JOBS}, "
@@ -443,7 +395,3 @@ def with_declared_libraries(cells: list[Cell], choice: str | None) -> list[Cell]
         return cells
     check_declared(choice, "--declared-libraries")
     return [replace(cell, declared_libraries=choice) for cell in cells]
-
-
-def with_torch(matrix: Matrix, torch: str | None) -> Matrix:
-    return matrix if torch is None else replace(matrix, torch=torch)

@@ -1,0 +1,63 @@
+"""matrix.yaml's schema as data: each key's kind, the choices of the keys that have them, an example of each key's
+valid value (shown with a wrong one) and the ranges of the numbers. Read by config/matrix.py only."""
+
+# key -> kind
+TOP_LEVEL = {
+    "torch": "str",
+    "platforms": "list",
+    "cuda": "list",
+    "python": "list",
+    "exclude": "rules",
+    "include": "rules",
+    "channel": "str",
+    "build_number": "int",
+    "build": "build",
+    "packages": "packages",
+    "declared_libraries": "choice",
+}
+RULE_KEYS = ("platform", "cuda", "python", "torch")
+INCLUDE_KEYS = (*RULE_KEYS, "declared_libraries")
+INCLUDE_REQUIRED = ("platform", "cuda", "python")
+BUILD_KEYS = {
+    "max_jobs": "str",
+    "compiler_cache": "str",
+    "generator": "str",
+    "msvc_toolset": "str",
+    "timeout_hours": "float",
+    "conda_builder": "str",
+}
+CHOICES = {
+    "compiler_cache": ("sccache", "clcache", "none"),
+    "generator": ("ninja", "visual-studio"),
+    "conda_builder": ("rattler-build", "conda-build"),
+}
+# What a valid value of each key looks like, shown with a wrong type.
+EXAMPLES = {
+    "the matrix": "torch: latest",
+    "torch": 'torch: "2.5.1"',
+    "platforms": "platforms: [win-64, linux-64]",
+    "cuda": 'cuda: [cpu, "12.6"]',
+    "python": 'python: ["3.11", "3.12"]',
+    "exclude": 'exclude: [{platform: linux-64, cuda: "12.6"}]',
+    "include": 'include: [{platform: win-64, cuda: "9.0", python: "3.6"}]',
+    "channel": "channel: s3://bucket/prefix",
+    "build_number": "build_number: 0",
+    "build": "build: {max_jobs: auto, timeout_hours: 6}",
+    "platform": "platform: linux-64",
+    "max_jobs": "max_jobs: 4",
+    "compiler_cache": "compiler_cache: sccache",
+    "generator": "generator: ninja",
+    "msvc_toolset": 'msvc_toolset: "14.29"',
+    "timeout_hours": "timeout_hours: 6",
+    "conda_builder": "conda_builder: rattler-build",
+    "packages": "packages: [torch, torchvision, torchaudio]",
+    "declared_libraries": "declared_libraries: keep",
+}
+
+
+# Ranges: build_number stays within a signed 32-bit integer (what every tool reading a package's index can hold);
+# timeout_hours within a month (longer than any CI lets a job run; the build's timer cannot hold much more);
+# max_jobs within what any build host has.
+MAX_INT = 2**31 - 1
+FLOAT_RANGES = {"timeout_hours": (0.0, 24.0 * 31)}
+MAX_JOBS = 4096
