@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"python {platform.python_version()} ({sys.executable}); {nvidia_smi or 'nvidia-smi: no GPU listed'}")
     print("expect:", " ".join(expect))
     done = subprocess.run(
-        [sys.executable, str(RESOURCES / "smoke_checks.py"), *expect], capture_output=True, text=True, check=False
+        [sys.executable, str(RESOURCES / "run_checks.py"), *expect], capture_output=True, text=True, check=False
     )
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     for result in results:

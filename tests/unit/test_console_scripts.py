@@ -87,7 +87,8 @@ def test_the_torch_on_this_host_loads_every_script_it_declares(tmp_path: Path) -
     """The torch this project's environment has (2.10 and newer name torch.distributed.flight_recorder for
     torchfrtrace): through smoke_checks.py as the smoke stages run it."""
     pytest.importorskip("torch", reason="skipped: no torch installed in this environment")
-    argv = [sys.executable, str(smoke_checks.__file__), "--expect-version", "any", "--expect-cuda", "cpu"]
+    entry = Path(smoke_checks.__file__).with_name(smoke_checks.ENTRY)
+    argv = [sys.executable, str(entry), "--expect-version", "any", "--expect-cuda", "cpu"]
     done = subprocess.run([*argv, "--only", "console scripts"], capture_output=True, text=True, cwd=tmp_path,
                           env=smoke_checks.clean_env(), timeout=300, check=False)  # fmt: skip
     (result,) = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]

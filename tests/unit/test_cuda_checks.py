@@ -23,7 +23,7 @@ RESOURCES = Path(checks_cuda.__file__).parent
 
 def _smoke(*args: str) -> dict[str, str]:
     torch = pytest.importorskip("torch", reason="skipped: no torch installed in this Python")
-    argv = [sys.executable, str(RESOURCES / "smoke_checks.py"), "--expect-version", torch.__version__, *args,
+    argv = [sys.executable, str(RESOURCES / "run_checks.py"), "--expect-version", torch.__version__, *args,
             "--only", "cuda runtime"]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))

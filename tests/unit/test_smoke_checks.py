@@ -18,7 +18,7 @@ from tests.builders import real_torch_wheel
 from torchbuild.stages.smoke.resources import smoke_checks
 from torchbuild.stages.smoke.stage import parse_results, wheel_requirements
 
-SCRIPT = Path(smoke_checks.__file__)
+SCRIPT = Path(smoke_checks.__file__).with_name(smoke_checks.ENTRY)  # what the smoke stages run
 
 
 @pytest.fixture(scope="module")

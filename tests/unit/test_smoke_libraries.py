@@ -19,7 +19,8 @@ RESOURCES = Path(resources.__file__).parent
 PROBE = """
 import ctypes, json, sys
 sys.path.insert(0, sys.argv[1])
-import checks_core
+import run_checks
+checks_core = run_checks.load("checks_core")
 ctypes.CDLL(sys.argv[2])
 print(json.dumps(checks_core._loaded_from_environment(("libcudart.so.12", "libcublas.so.12"))))
 """

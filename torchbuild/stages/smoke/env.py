@@ -55,14 +55,13 @@ class Env:
         self.cwd.mkdir(parents=True)
 
     def checks_script(self) -> Path:
-        """smoke_checks.py and its sibling modules (the resources folder) copied beside the environment, in a folder
-        of their own (its folder is sys.path[0] of every check process); returns smoke_checks.py there."""
+        """The resources folder (smoke_checks.py, its siblings, run_checks.py) copied beside the environment, in a
+        folder of its own; returns run_checks.py there, the script every check process runs."""
         folder = self.root / "checks"
         folder.mkdir(exist_ok=True)
         for source in sorted(Path(smoke_checks.__file__).parent.glob("*.py")):
-            if source.name != "__init__.py":
-                shutil.copyfile(source, folder / source.name)
-        return folder / "smoke_checks.py"
+            shutil.copyfile(source, folder / source.name)
+        return folder / smoke_checks.ENTRY
 
 
 class Backend(Protocol):

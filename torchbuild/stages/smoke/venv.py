@@ -6,7 +6,7 @@
 - conda: a venv as the prefix (its python is the venv's), the conda package linked into it by py-rattler's
   ``install``, then the wheel's own requirements and numpy installed beside it the same way.
 
-In each, smoke_checks.py runs from an empty working directory with the environment's python.
+In each, smoke_checks.py runs (through run_checks.py) from an empty working directory with the environment's python.
 """
 
 from __future__ import annotations

@@ -13,10 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-if __package__:
-    from torchbuild.stages.smoke.resources.smoke_base import CheckFailed, Expect, Outcome, torch_module
-else:  # in a test environment, beside smoke_base.py
-    from smoke_base import CheckFailed, Expect, Outcome, torch_module  # type: ignore[import-not-found,no-redef]
+from .smoke_base import CheckFailed, Expect, Outcome, torch_module
 
 RATE = 16_000  # Hz: one second of a sine at this rate
 TONE = 1_000.0  # Hz

@@ -18,30 +18,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-if __package__:
-    from torchbuild.stages.smoke.resources.smoke_base import (
-        CHECK_TIMEOUT_S,
-        CheckFailed,
-        Expect,
-        Outcome,
-        cxx_compiler,
-        gpu_present,
-        host_description,
-        tail,
-        torch_folder,
-    )
-else:  # in a test environment, beside smoke_base.py
-    from smoke_base import (  # type: ignore[import-not-found,no-redef]
-        CHECK_TIMEOUT_S,
-        CheckFailed,
-        Expect,
-        Outcome,
-        cxx_compiler,
-        gpu_present,
-        host_description,
-        tail,
-        torch_folder,
-    )
+from .smoke_base import (
+    CHECK_TIMEOUT_S,
+    CheckFailed,
+    Expect,
+    Outcome,
+    cxx_compiler,
+    gpu_present,
+    host_description,
+    tail,
+    torch_folder,
+)
 
 CONSUMER_CMAKE = """\
 cmake_minimum_required(VERSION 3.18)

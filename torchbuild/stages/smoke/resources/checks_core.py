@@ -15,30 +15,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-if __package__:
-    from torchbuild.stages.smoke.resources.smoke_base import (
-        CHECK_TIMEOUT_S,
-        CheckFailed,
-        Expect,
-        Outcome,
-        built_with,
-        gpu_present,
-        numpy_module,
-        tail,
-        torch_module,
-    )
-else:  # in a test environment, beside smoke_base.py
-    from smoke_base import (  # type: ignore[import-not-found,no-redef]
-        CHECK_TIMEOUT_S,
-        CheckFailed,
-        Expect,
-        Outcome,
-        built_with,
-        gpu_present,
-        numpy_module,
-        tail,
-        torch_module,
-    )
+from .smoke_base import (
+    CHECK_TIMEOUT_S,
+    CheckFailed,
+    Expect,
+    Outcome,
+    built_with,
+    gpu_present,
+    numpy_module,
+    tail,
+    torch_module,
+)
 
 MATMUL_N = 512
 MATMUL_RTOL = 1e-3

@@ -14,24 +14,14 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
-if __package__:
-    from torchbuild.stages.smoke.resources.smoke_base import (
-        CheckFailed,
-        Expect,
-        Outcome,
-        gpu_present,
-        torch_folder,
-        torch_module,
-    )
-else:  # in a test environment, beside smoke_base.py
-    from smoke_base import (  # type: ignore[import-not-found,no-redef]
-        CheckFailed,
-        Expect,
-        Outcome,
-        gpu_present,
-        torch_folder,
-        torch_module,
-    )
+from .smoke_base import (
+    CheckFailed,
+    Expect,
+    Outcome,
+    gpu_present,
+    torch_folder,
+    torch_module,
+)
 
 NCCL_DISTRIBUTION = re.compile(r"^nvidia-nccl(-cu\d+)?$")
 

@@ -10,10 +10,7 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-if __package__:
-    from torchbuild.stages.smoke.resources.smoke_base import CheckFailed, Expect, Outcome, torch_folder
-else:  # in a test environment, beside smoke_base.py
-    from smoke_base import CheckFailed, Expect, Outcome, torch_folder  # type: ignore[import-not-found,no-redef]
+from .smoke_base import CheckFailed, Expect, Outcome, torch_folder
 
 SCRIPT_GROUPS = ("console_scripts", "gui_scripts")
 

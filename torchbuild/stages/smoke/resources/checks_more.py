@@ -15,30 +15,17 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-if __package__:
-    from torchbuild.stages.smoke.resources.smoke_base import (
-        CheckFailed,
-        Expect,
-        Outcome,
-        built_with,
-        cxx_compiler,
-        host_description,
-        numpy_module,
-        torch_folder,
-        torch_module,
-    )
-else:  # in a test environment, beside smoke_base.py
-    from smoke_base import (  # type: ignore[import-not-found,no-redef]
-        CheckFailed,
-        Expect,
-        Outcome,
-        built_with,
-        cxx_compiler,
-        host_description,
-        numpy_module,
-        torch_folder,
-        torch_module,
-    )
+from .smoke_base import (
+    CheckFailed,
+    Expect,
+    Outcome,
+    built_with,
+    cxx_compiler,
+    host_description,
+    numpy_module,
+    torch_folder,
+    torch_module,
+)
 
 RTOL_FLOAT32 = 1e-4
 # --- the build's configuration -----------------------------------------------------------------------------

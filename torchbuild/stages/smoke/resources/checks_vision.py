@@ -16,10 +16,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-if __package__:
-    from torchbuild.stages.smoke.resources.smoke_base import CheckFailed, Expect, Outcome, torch_module
-else:  # in a test environment, beside smoke_base.py
-    from smoke_base import CheckFailed, Expect, Outcome, torch_module  # type: ignore[import-not-found,no-redef]
+from .smoke_base import CheckFailed, Expect, Outcome, torch_module
 
 # nms: box 1 overlaps box 0 with IoU 81/119 = 0.68, box 3 overlaps box 0 with IoU 95/105 = 0.90; box 2 overlaps none.
 BOXES = ((0.0, 0.0, 10.0, 10.0), (1.0, 1.0, 11.0, 11.0), (20.0, 20.0, 30.0, 30.0), (0.5, 0.0, 10.5, 10.0))

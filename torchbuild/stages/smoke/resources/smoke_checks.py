@@ -2,13 +2,15 @@
 
 This file and its siblings (smoke_base.py: what the checks share; checks_core.py, checks_more.py,
 checks_consumer.py, checks_install.py and checks_cuda.py: torch's checks; checks_vision.py and checks_audio.py: the
-companions') are copied into the environment and run by that environment's Python from an empty working directory.
+companions') are copied into the environment and run by that environment's Python from an empty working directory,
+through run_checks.py (which loads this folder as a package: the siblings import each other relatively, one way in
+the fresh environments and in torchbuild alike).
 They import only the standard library at module level: torch, numpy and the companions are imported inside the
 checks, in child processes (PROCESSES: the checks that can share one run in one, in order). A child that crashes (a
 segfault, "OMP: Error #15" aborting the process) or ends without every result is not trusted: each of its checks runs
 again in a process of its own, so a crash fails its one check and leaves the others to run.
 
-    python smoke_checks.py --expect-version 2.13.0+cpu --expect-cuda cpu [--expect-cudnn 9] \
+    python run_checks.py --expect-version 2.13.0+cpu --expect-cuda cpu [--expect-cudnn 9] \
         [--expect-torch-file PATH] [--expect-torchvision 0.20.1] [--expect-torchaudio 2.5.1] \
         [--expect-broken-scripts torchfrtrace,...] [--only NAME ...]
 
@@ -29,44 +31,8 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-if __package__:
-    from torchbuild.stages.smoke.resources import (
-        checks_audio,
-        checks_consumer,
-        checks_core,
-        checks_cuda,
-        checks_install,
-        checks_more,
-        checks_vision,
-    )
-    from torchbuild.stages.smoke.resources.smoke_base import (
-        CHECK_TIMEOUT_S,
-        CheckFailed,
-        Expect,
-        Outcome,
-        clean_env,
-        gpu_present,
-        tail,
-    )
-else:  # run in a test environment: the siblings are in this file's folder (which an embeddable CPython's ._pth
-    # file leaves off sys.path)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import checks_audio  # type: ignore[import-not-found,no-redef]
-    import checks_consumer  # type: ignore[import-not-found,no-redef]
-    import checks_core  # type: ignore[import-not-found,no-redef]
-    import checks_cuda  # type: ignore[import-not-found,no-redef]
-    import checks_install  # type: ignore[import-not-found,no-redef]
-    import checks_more  # type: ignore[import-not-found,no-redef]
-    import checks_vision  # type: ignore[import-not-found,no-redef]
-    from smoke_base import (  # type: ignore[import-not-found,no-redef]
-        CHECK_TIMEOUT_S,
-        CheckFailed,
-        Expect,
-        Outcome,
-        clean_env,
-        gpu_present,
-        tail,
-    )
+from . import checks_audio, checks_consumer, checks_core, checks_cuda, checks_install, checks_more, checks_vision
+from .smoke_base import CHECK_TIMEOUT_S, CheckFailed, Expect, Outcome, clean_env, gpu_present, tail
 
 __all__ = [
     "CHECKS", "CHECK_TIMEOUT_S", "COMPANION_CHECKS", "DATALOADER_SCRIPT", "PROCESSES", "check_names", "clean_env",
@@ -74,6 +40,7 @@ __all__ = [
 ]  # fmt: skip
 
 CHILD_FLAG = "--child"
+ENTRY = "run_checks.py"  # the script a process runs these checks with (this folder as a package)
 JOBS = 2
 CHECKS: dict[str, Callable[[Expect], Outcome]] = {
     **checks_core.CHECKS, **checks_more.CHECKS, **checks_consumer.CHECKS, **checks_install.CHECKS,
@@ -112,7 +79,7 @@ def check_names(companions: Sequence[str] = ()) -> list[str]:
 
 def _child(names: Sequence[str], expect: Expect) -> subprocess.CompletedProcess[str] | None:
     """The checks ``names`` run one after another in one child process; None when it timed out."""
-    argv = [sys.executable, os.path.abspath(__file__), *_expect_args(expect)]
+    argv = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), ENTRY), *_expect_args(expect)]
     argv += [arg for name in names for arg in (CHILD_FLAG, name)]
     try:
         return subprocess.run(
@@ -251,7 +218,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     for result in results:
         print(json.dumps(result), flush=True)
     return 1 if any(result["status"] == "failed" for result in results) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
