@@ -98,6 +98,13 @@ def test_pipeline_runs_every_stage_but_smoke_without_wine(win_run: Run) -> None:
     assert "skipped: needs a win-64 host or Wine (apt-get install wine64)" in out
     assert (win_run.workspace / "channel" / "win-64" / "pytorch-2.5.1-py3.11_cpu_0.conda").is_file()
     assert list((win_run.workspace / "channel").rglob("torch-2.5.1+cpu-cp311-cp311-win_amd64.whl"))
+    scripts = win_run.checks["TB208"]  # with no smoke here, the static twin of its console-scripts check speaks
+    assert scripts["status"] == "passed"
+    assert scripts["message"].startswith(
+        "1 of 4 console scripts name a module in the wheel: torchrun (torch.distributed.run:main); upstream's known "
+        "faults, as recorded: "
+    )
+    assert "torchfrtrace (tools.flight_recorder.fr_trace is not in the wheel)" in scripts["message"]
 
 
 @pytest.mark.slow

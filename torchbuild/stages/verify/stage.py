@@ -4,7 +4,8 @@
   (win-64) that it works in the environment it is installed into (TB105-TB107, checks/conda_environment.py) with
   one OpenMP runtime (P103: the declared requirements' libraries followed, upstream's recorded set passed only for
   upstream's own wheel, which ``source_info`` says);
-- the wheel: RECORD, tags, member paths (TB20x);
+- the wheel: RECORD, tags, member paths (TB20x); every console script names a module it carries, but those the
+  Plan records as upstream's faults (TB208, wheel/scripts.py);
 - (win-64) the loader check (TB205 wheel, TB108 conda layout, checks/loader.py): every DLL and extension loaded
   with LoadLibraryExW under Wine, so a DLL that would not load stops the cell before smoke and publish;
 - the solve (TB301): ``pytorch`` with the cell's Python, against a temporary channel holding only the new package
@@ -47,6 +48,7 @@ from torchbuild.stages.verify.loader import loader_checks
 from torchbuild.wheel.checks import TB207, check_wheel
 from torchbuild.wheel.provenance import SourceInfo
 from torchbuild.wheel.repair_report import RepairReport
+from torchbuild.wheel.scripts import script_check
 
 NAME = "verify"
 SOLVER_LINES = 15  # of the solver's explanation, in a failed solve check
@@ -347,6 +349,7 @@ def run(ctx: Context) -> StageResult:
             checks.append(solve_check(conda.path, plan, ctx.options.repodata, work, paths))
     if wheel is not None:
         checks += check_wheel(wheel.path, plan.wheel, plan.conda.filename.removesuffix(".conda"))
+        checks.append(script_check(wheel.path, [rule.value for rule in plan.broken_scripts]))
     log = ctx.stage_dir("logs") / "verify-loadcheck.log"
     checks += loader_checks(
         plan, wheel.path if wheel else None, conda.path if conda else None, work, ctx.options.cache_dir, log,
