@@ -27,7 +27,7 @@ from torchbuild.config.build_deps import Dependency, DependencyError
 from torchbuild.config.cuda_wheels import PINNED_IN as REQUIREMENTS_PINNED_IN
 from torchbuild.config.cuda_wheels import RequirementWheel
 from torchbuild.host import pip
-from torchbuild.host.files import link
+from torchbuild.host.files import link, make_empty, temporary_name
 from torchbuild.results import sha256_of
 
 RETRIES = 3
@@ -53,10 +53,9 @@ def download(
     dest.parent.mkdir(parents=True, exist_ok=True)
     last_error = ""
     for attempt in range(1, retries + 1):
-        fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-        os.close(fd)
-        tmp = Path(tmp_name)
+        tmp = temporary_name(dest)
         try:
+            make_empty(tmp)
             digest = hashlib.sha256()
             with urllib.request.urlopen(url, timeout=60) as response, tmp.open("wb") as out:
                 total = int(response.headers.get("Content-Length") or 0) or None

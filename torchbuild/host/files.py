@@ -9,8 +9,8 @@ import functools
 import hashlib
 import os
 import re
+import secrets
 import shutil
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -33,14 +33,19 @@ def umask() -> int:
     return current
 
 
-def _temporary_beside(path: Path) -> Path:
-    """An empty temporary file in ``path``'s directory, with the mode a plain ``open(path, "w")`` would give
-    (mkstemp makes it 0600, which would keep a web server or another user from reading a channel)."""
+def temporary_name(path: Path) -> Path:
+    """A fresh temporary name beside ``path`` (``.<name>.<random>.part``); no file is made. A writer takes the name
+    first, then makes the file (``make_empty``) inside the block that removes it on any exception: a signal's
+    KeyboardInterrupt arriving between the two then leaves nothing behind (mkstemp's name comes back only after
+    the file exists)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=PART)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~umask())
-    return Path(tmp)
+    return path.with_name(f".{path.name}.{secrets.token_hex(6)}{PART}")
+
+
+def make_empty(path: Path) -> None:
+    """Create ``path`` empty, failing if it exists, with the mode a plain ``open(path, "w")`` gives (the umask
+    applied), not mkstemp's 0600, which would keep a web server or another user from reading a channel."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
 
 
 def changed_at(path: Path) -> int:
@@ -51,8 +56,9 @@ def changed_at(path: Path) -> int:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    tmp = _temporary_beside(path)
+    tmp = temporary_name(path)
     try:
+        make_empty(tmp)
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     except BaseException:
@@ -64,10 +70,11 @@ def copy_atomic(src: Path, dest: Path) -> Artifact:
     """Copy ``src`` to ``dest`` atomically, hashing it in the same pass."""
     if dest.exists() and dest.resolve() == src.resolve():
         return Artifact.of(dest)
-    tmp = _temporary_beside(dest)
+    tmp = temporary_name(dest)
     digest = hashlib.sha256()
     size = 0
     try:
+        make_empty(tmp)
         with src.open("rb") as reader, tmp.open("wb") as writer:
             while block := reader.read(1 << 20):
                 digest.update(block)
@@ -89,10 +96,13 @@ def link(src: Path, dest: Path) -> None:
 
 
 def link_atomic(src: Path, dest: Path) -> Artifact:
-    tmp = _temporary_beside(dest)
-    tmp.unlink()
-    link(src, tmp)
-    os.replace(tmp, dest)
+    tmp = temporary_name(dest)
+    try:
+        link(src, tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return Artifact.of(dest)
 
 
@@ -134,8 +144,9 @@ class Staged:
     def temporary(self, dest: Path) -> Path:
         """An empty temporary file that ``commit`` renames to ``dest``, for a writer that takes a path."""
         self._folder_for(dest)
-        tmp = _temporary_beside(dest)
-        self._pending.append((tmp, dest))
+        tmp = temporary_name(dest)
+        self._pending.append((tmp, dest))  # before the file exists: abort removes it whenever an interrupt comes
+        make_empty(tmp)
         return tmp
 
     def adopt(self, made: Path, dest: Path) -> None:
