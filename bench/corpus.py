@@ -22,11 +22,16 @@ the OpenMP runtimes the wheel ships and its libraries import (the closure's P103
     python bench/corpus.py --work DIR            # the pairs' workspaces (logs) in DIR (default: a temporary one)
     python bench/corpus.py --keep                # keep each pair's build/ and channel/ (default: removed after it,
                                                  # its report.json kept beside pipeline.log)
+    python bench/corpus.py --shard 3/7 --record bench/results/corpus.json
+                                                 # merge each pair's result into the ledger, with the commit and day
+    python bench/corpus.py --ledger bench/results/corpus.json
+                                                 # every pair's latest result on record, and the pairs not yet run
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import shutil
@@ -258,6 +263,64 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(partial, path)
 
 
+LEDGER_ABOUT = (
+    "Each corpus pair's latest result: `python bench/corpus.py ... --record <this file>` merges the pairs it runs, "
+    "with the torchbuild commit and the day; `--ledger <this file>` prints it with the pairs not yet run."
+)
+
+
+def read_ledger(path: Path) -> dict[str, dict[str, Any]]:
+    """pair key -> its latest recorded result; an absent ledger is empty, an unreadable one a ValueError."""
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {entry["key"]: entry for entry in data["pairs"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a corpus ledger ({exc})") from None
+
+
+def record(path: Path, entries: Sequence[dict[str, Any]], commit: str, day: str) -> None:
+    """Merge these results into the ledger at path (a pair run again replaces its entry), in the corpus's order."""
+    merged = read_ledger(path)
+    merged.update({entry["key"]: {**entry, "commit": commit, "ran": day} for entry in entries})
+    rank = {p.key: i for i, p in enumerate(pairs())}
+    ordered = sorted(merged.values(), key=lambda entry: (rank.get(entry["key"], len(rank)), entry["key"]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_json(path, {"about": LEDGER_ABOUT, "pairs": ordered})
+
+
+def ledger_table(ledger: dict[str, dict[str, Any]], every: Sequence[Pair]) -> str:
+    """Every pair with its latest result on record (or "not run"), then the counts."""
+    lines = ["| pair | result | OpenMP | s | ran | commit |", "|---|---|---|---|---|---|"]
+    counts: dict[str, int] = {}
+    known_faults = 0
+    for pair in every:
+        entry = ledger.get(pair.key)
+        if entry is None:
+            counts["not run"] = counts.get("not run", 0) + 1
+            lines.append(f"| {pair.key} | not run | - | - | - | - |")
+            continue
+        status = entry["status"]
+        counts[status] = counts.get(status, 0) + 1
+        known_faults += status == "failed" and pair.key in KNOWN_INPUT_FAULTS
+        why = entry["why"].replace("|", "/")
+        result = why if why.startswith(status) else f"{status}: {why}"
+        openmp_said = str(entry.get("row", {}).get("OpenMP", "-")).replace("|", "/")
+        lines.append(f"| {pair.key} | {result} | {openmp_said} | {entry.get('seconds', '-')} | {entry.get('ran', '-')} "
+                     f"| {entry.get('commit', '-')} |")  # fmt: skip
+    said = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()) if status != "not run")
+    lines += ["", f"{len(every) - counts.get('not run', 0)} of {len(every)} pairs on record: {said or 'none'}"
+              f" ({known_faults} of the failures known input faults); {counts.get('not run', 0)} not run"]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _commit() -> str:
+    proc = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    return proc.stdout.strip() or "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", help="a pair as RELEASE/PYTHON (repeatable)")
@@ -266,8 +329,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--work", type=Path, help="the pairs' workspaces go here (default: a temporary directory)")
     parser.add_argument("--keep", action="store_true", help="keep each pair's build/ and channel/")
+    parser.add_argument("--record", type=Path, help="merge each pair's result into this ledger (JSON)")
+    parser.add_argument("--ledger", type=Path, help="print this ledger's results for every pair; run nothing")
     args = parser.parse_args(argv)
     selected = pairs()
+    try:
+        if args.record:
+            read_ledger(args.record)  # a damaged ledger stops the run before the hours of pairs, not after them
+        recorded = read_ledger(args.ledger) if args.ledger else {}
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.ledger:
+        print(ledger_table(recorded, selected))
+        return 0
+    commit, day = _commit(), datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     if args.only:
         unknown = sorted(set(args.only) - {p.key for p in selected})
         if unknown:
@@ -304,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(result["workspace"] / heavy, ignore_errors=True)
         if args.json:  # after every pair: a run stopped halfway keeps the pairs it finished
             _write_json(args.json, as_json(results, args.shard or "all"))
+        if args.record:
+            record(args.record, as_json(results[-1:], "")["pairs"], commit, day)
     print(table(results))
     print(f"(logs and reports of each pair: {base}/*/pipeline.log, report.json)", file=sys.stderr)
     failed = [r for r in results if verdict(r)[0] in ("failed", "no report")]

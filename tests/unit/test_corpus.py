@@ -122,6 +122,63 @@ def test_the_summary_names_each_failed_pair_with_why(corpus: ModuleType, tmp_pat
     assert "| `2.15.0/3.12` | " in out and "the configured indexes offer no such wheel" in out
 
 
+def _entries(corpus: ModuleType, tmp_path: Path, failed_stage: str | None) -> list[dict[str, Any]]:
+    Pair = corpus.Pair
+    results = [
+        {"pair": Pair("win-64", "2.13.0", "3.12"), "cell": _cell(tmp_path / "a", failed_stage), "seconds": 600,
+         "workspace": tmp_path / "a"},
+        {"pair": Pair("win-64", "2.15.0", "3.12"), "not_offered": True},
+    ]  # fmt: skip
+    for result in results:
+        result["row"] = corpus.row(result)
+    entries: list[dict[str, Any]] = corpus.as_json(results, "")["pairs"]
+    return entries
+
+
+def _ledger(ledger: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "bench/corpus.py", "--ledger", str(ledger)], cwd=ROOT,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+
+
+def test_the_ledger_keeps_each_pairs_latest_result_across_runs(corpus: ModuleType, tmp_path: Path) -> None:
+    ledger = tmp_path / "results" / "corpus.json"
+    first = _entries(corpus, tmp_path / "first", "verify")
+    corpus.record(ledger, first, "aaaa", "2026-11-20")
+    corpus.record(ledger, [first[1]], "bbbb", "2026-11-21")  # 2.15.0/3.12 again, on another day
+    rerun = _entries(corpus, tmp_path / "rerun", None)
+    corpus.record(ledger, rerun[:1], "cccc", "2026-11-27")  # 2.13.0/3.12 passes now
+
+    recorded = json.loads(ledger.read_text())["pairs"]
+    assert [(e["key"], e["status"], e["commit"], e["ran"]) for e in recorded] == [
+        ("2.13.0/3.12", "passed", "cccc", "2026-11-27"),
+        ("2.15.0/3.12", "not offered here", "bbbb", "2026-11-21"),
+    ]
+    done = _ledger(ledger)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    total = len(corpus.pairs())
+    assert lines[-1] == f"2 of {total} pairs on record: 1 not offered here, 1 passed (0 of the failures known input " \
+        f"faults); {total - 2} not run"
+    assert "| 1.8.0/3.6 | not run | - | - | - | - |" in lines
+    row = next(line for line in lines if line.startswith("| 2.13.0/3.12 |"))
+    assert row.startswith("| 2.13.0/3.12 | passed under Wine 8.0: 28/28 checks passed | imports libiomp5md.dll")
+    assert row.endswith("| 600 | 2026-11-27 | cccc |")
+
+
+def test_a_damaged_ledger_is_said_and_left_as_it_was(tmp_path: Path) -> None:
+    ledger = tmp_path / "corpus.json"
+    ledger.write_text('{"pairs": [')
+    done = _ledger(ledger)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"{ledger}: not a corpus ledger (" in done.stderr
+    recording = subprocess.run([sys.executable, "bench/corpus.py", "--only", "2.15.0/3.12", "--record", str(ledger),
+                                "--work", str(tmp_path / "work")], cwd=ROOT, capture_output=True, text=True,
+                               check=False)  # fmt: skip
+    assert recording.returncode == 2 and "not a corpus ledger" in recording.stderr
+    assert not (tmp_path / "work").exists(), "nothing ran"
+    assert ledger.read_text() == '{"pairs": ['
+
+
 def test_the_openmp_scan_takes_each_release_once_with_its_newest_python_and_refuses_an_unknown_one() -> None:
     spec = importlib.util.spec_from_file_location("openmp_bench", ROOT / "bench" / "openmp.py")
     assert spec is not None and spec.loader is not None
