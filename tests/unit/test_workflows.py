@@ -268,7 +268,7 @@ def test_corpus_runs_one_slice_a_night_and_says_which_pairs_failed(nightly: dict
     job = nightly["jobs"]["corpus"]
     assert job["if"] == "github.event_name == 'schedule' && vars.TORCHBUILD_NIGHTLY == 'true'"
     assert nightly["on"]["schedule"][0]["cron"] == "17 1 * * *"  # nightly: seven slices rerun every pair weekly
-    (run,) = steps_running(job, "python bench/corpus.py")
+    (run,) = steps_running(job, "python bench/corpus.py --shard")
     assert 'slice="$(date -u +%u)/7"' in run["run"]  # the weekday, 1 to 7
     assert '--shard "$slice" --json corpus.json' in run["run"]
     (summary,) = steps_running(job, "scripts/ci_summary.py --corpus corpus.json")
@@ -276,3 +276,19 @@ def test_corpus_runs_one_slice_a_night_and_says_which_pairs_failed(nightly: dict
     assert steps_running(job, "apt-get install -y -qq mingw-w64 wine64")
     upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@"))
     assert "corpus-work/*/pipeline.log" in upload["with"]["path"]
+
+
+def test_corpus_nights_add_up_in_a_ledger_carried_from_night_to_night(nightly: dict[str, Any]) -> None:
+    steps = nightly["jobs"]["corpus"]["steps"]
+    uses = [s.get("uses", "").split("@")[0] for s in steps]
+    restore, save = (steps[uses.index(f"actions/cache/{way}")] for way in ("restore", "save"))
+    (run,) = steps_running(nightly["jobs"]["corpus"], "python bench/corpus.py --shard")
+    assert steps.index(restore) < steps.index(run) < steps.index(save), "restored before the slice, saved after it"
+    assert "--record corpus-ledger.json" in run["run"]
+    assert restore["with"]["path"] == save["with"]["path"] == "corpus-ledger.json"
+    # a cache key is written once: each night saves under its own, and the next restores the newest by prefix
+    assert save["with"]["key"] == restore["with"]["key"] == "corpus-ledger-${{ github.run_id }}"
+    assert restore["with"]["restore-keys"] == "corpus-ledger-"
+    assert save["if"].startswith("always()")
+    (week,) = steps_running(nightly["jobs"]["corpus"], "python bench/corpus.py --ledger corpus-ledger.json")
+    assert '>> "$GITHUB_STEP_SUMMARY"' in week["run"]
