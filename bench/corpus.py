@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from torchbuild.config import compat  # noqa: E402
+from torchbuild.host import files  # noqa: E402
 from torchbuild.platforms.closure import openmp_family  # noqa: E402
 
 REPODATA = ROOT.parent / "shared" / "data" / "repodata"
@@ -258,9 +259,7 @@ def as_json(results: list[dict[str, Any]], spec: str) -> dict[str, Any]:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    os.replace(partial, path)
+    files.write_atomic(path, json.dumps(data, indent=1) + "\n")
 
 
 LEDGER_ABOUT = (
@@ -281,13 +280,17 @@ def read_ledger(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def record(path: Path, entries: Sequence[dict[str, Any]], commit: str, day: str) -> None:
-    """Merge these results into the ledger at path (a pair run again replaces its entry), in the corpus's order."""
-    merged = read_ledger(path)
-    merged.update({entry["key"]: {**entry, "commit": commit, "ran": day} for entry in entries})
-    rank = {p.key: i for i, p in enumerate(pairs())}
-    ordered = sorted(merged.values(), key=lambda entry: (rank.get(entry["key"], len(rank)), entry["key"]))
+    """Merge these results into the ledger at path (a pair run again replaces its entry), in the corpus's order. Two
+    runs recording into one ledger (two shards side by side) take turns: neither loses the other's pairs."""
+    from torchbuild.host import locks
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_json(path, {"about": LEDGER_ABOUT, "pairs": ordered})
+    with locks.held(path.with_name(path.name + ".lock"), busy="another corpus run keeps the ledger", wait_s=600):
+        merged = read_ledger(path)
+        merged.update({entry["key"]: {**entry, "commit": commit, "ran": day} for entry in entries})
+        rank = {p.key: i for i, p in enumerate(pairs())}
+        ordered = sorted(merged.values(), key=lambda entry: (rank.get(entry["key"], len(rank)), entry["key"]))
+        _write_json(path, {"about": LEDGER_ABOUT, "pairs": ordered})
 
 
 def ledger_table(ledger: dict[str, dict[str, Any]], every: Sequence[Pair]) -> str:

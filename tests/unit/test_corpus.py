@@ -165,6 +165,29 @@ def test_the_ledger_keeps_each_pairs_latest_result_across_runs(corpus: ModuleTyp
     assert row.endswith("| 600 | 2026-11-27 | cccc |")
 
 
+RECORDER = """
+import importlib.util, sys
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("corpus", Path(sys.argv[1]))
+corpus = importlib.util.module_from_spec(spec)
+sys.modules["corpus"] = corpus
+spec.loader.exec_module(corpus)
+for pair in corpus.pairs()[int(sys.argv[3]) :: int(sys.argv[4])]:
+    corpus.record(Path(sys.argv[2]), [{"key": pair.key, "status": "passed", "why": "passed"}], sys.argv[3], "today")
+"""
+
+
+def test_two_runs_recording_into_one_ledger_lose_nothing(corpus: ModuleType, tmp_path: Path) -> None:
+    ledger = tmp_path / "corpus.json"
+    runs = 4  # four shards side by side, each recording its pairs one by one as they end
+    procs = [subprocess.Popen([sys.executable, "-c", RECORDER, str(ROOT / "bench" / "corpus.py"), str(ledger), str(i),
+                               str(runs)], cwd=ROOT) for i in range(runs)]  # fmt: skip
+    assert [proc.wait(timeout=120) for proc in procs] == [0] * runs
+    recorded = json.loads(ledger.read_text())["pairs"]
+    assert [e["key"] for e in recorded] == [p.key for p in corpus.pairs()], "every pair of every run, in order"
+    assert {e["commit"] for e in recorded} == {str(i) for i in range(runs)}
+
+
 def test_a_damaged_ledger_is_said_and_left_as_it_was(tmp_path: Path) -> None:
     ledger = tmp_path / "corpus.json"
     ledger.write_text('{"pairs": [')
