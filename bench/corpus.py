@@ -65,14 +65,8 @@ LIBOMP_240 = (
     "14.51: vcomp140.dll only), so the repair cannot make the wheel self-contained and says so; the cp38 and cp39 "
     "wheels import vcomp140.dll only, and 2.4.1 imports libiomp5md.dll instead (companions.yaml torch_openmp)"
 )
-SIGKILL_1130 = (
-    "torch 1.13.0's torchrun imports torch.distributed.elastic.timer, whose file_based_local_timer.py uses "
-    "signal.SIGKILL, which Windows' Python does not have: `torchrun --help` fails with AttributeError (measured on "
-    "1.13.0/3.9 in the conda layout; 1.13.1 passes every stage)"
-)
 KNOWN_INPUT_FAULTS: dict[str, str] = {
     **{f"2.4.0/{py}": LIBOMP_240 for py in ("3.10", "3.11", "3.12")},
-    **{f"1.13.0/{py}": SIGKILL_1130 for py in ("3.7", "3.8", "3.9", "3.10")},
 }
 
 

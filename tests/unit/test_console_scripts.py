@@ -99,6 +99,8 @@ def test_the_torch_on_this_host_loads_every_script_it_declares(tmp_path: Path) -
 
 @pytest.mark.parametrize(("torch", "python", "expected"), [
     ("1.9.1", "3.9", ["convert-caffe2-to-onnx", "convert-onnx-to-caffe2"]),  # need protobuf, click, onnx
+    ("1.13.0", "3.9", ["convert-caffe2-to-onnx", "convert-onnx-to-caffe2", "torchrun"]),  # signal.SIGKILL
+    ("1.13.1", "3.9", ["convert-caffe2-to-onnx", "convert-onnx-to-caffe2"]),
     ("2.0.0", "3.9", ["convert-caffe2-to-onnx", "convert-onnx-to-caffe2"]),  # their module left the wheel
     ("2.5.1", "3.10", ["convert-caffe2-to-onnx", "convert-onnx-to-caffe2", "torchfrtrace"]),
     ("2.8.0", "3.10", ["torchfrtrace"]),  # tools.flight_recorder: pytorch's source tree, not the wheel
