@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from torchbuild.config import compat  # noqa: E402
-from torchbuild.host import files  # noqa: E402
+from torchbuild.host import files, locks  # noqa: E402
 from torchbuild.platforms.closure import openmp_family  # noqa: E402
 
 REPODATA = ROOT.parent / "shared" / "data" / "repodata"
@@ -276,8 +276,6 @@ def read_ledger(path: Path) -> dict[str, dict[str, Any]]:
 def record(path: Path, entries: Sequence[dict[str, Any]], commit: str, day: str) -> None:
     """Merge these results into the ledger at path (a pair run again replaces its entry), in the corpus's order. Two
     runs recording into one ledger (two shards side by side) take turns: neither loses the other's pairs."""
-    from torchbuild.host import locks
-
     path.parent.mkdir(parents=True, exist_ok=True)
     with locks.held(path.with_name(path.name + ".lock"), busy="another corpus run keeps the ledger", wait_s=600):
         merged = read_ledger(path)
