@@ -127,7 +127,7 @@ def main() -> int:
     )
     work = Path(tempfile.mkdtemp(prefix="bench-package-", dir=args.work_dir))
     try:
-        wheel = wheelfile.read_wheel(args.wheel, "bench")
+        wheel = wheelfile.read_wheel(args.wheel)
         staging = work / "payload"
         started = time.perf_counter()
         install_wheel(wheel.path, plan.conda.install_scheme, staging, windows=plan.platform == "win-64")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -21,6 +22,15 @@ class StageFailed(UserError):
         super().__init__(f"{stage}: {message}" if stage else message)
         self.stage = stage
         self.checks = tuple(checks)  # torchbuild.results.Check results, so the report shows them
+
+
+@contextmanager
+def as_stage_failure(stage: str, *errors: type[Exception]) -> Iterator[None]:
+    """Inside it, the given errors of a format module (one line that names the file) become StageFailed(stage, ...)."""
+    try:
+        yield
+    except errors as exc:
+        raise StageFailed(stage, str(exc)) from None
 
 
 def one_of(choices: Iterable[object]) -> str:

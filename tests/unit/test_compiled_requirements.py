@@ -164,7 +164,7 @@ def test_repair_of_a_compiled_wheel_without_them_adds_the_records_lines(tmp_path
     pins = "; ".join(line.split(";")[0] for line in expected)
     assert f"Requires-Dist added (15, markers as in torchbuild/data/cuda_wheels.yaml): {pins}" in result.message
     assert pins.startswith("nvidia-cuda-nvrtc-cu12==12.8.93; nvidia-cuda-runtime-cu12==12.8.90; ")
-    assert wheelfile.read_wheel(repaired, "test").requires == ("filelock", "sympy>=1.13.3", *expected)
+    assert wheelfile.read_wheel(repaired).requires == ("filelock", "sympy>=1.13.3", *expected)
 
 
 def test_repair_of_a_wheel_that_declares_them_keeps_its_metadata(tmp_path: Path) -> None:
@@ -185,7 +185,7 @@ def test_the_mkl_wheel_goes_through_the_same_finish(tmp_path: Path) -> None:
     target.parent.mkdir()
     dropped, added = repair.finish(_ctx(tmp_path, plan, compiled), compiled, target, [])
     assert (dropped, added) == ([], ['mkl <=2021.4.0,>=2021.1.1 ; platform_system == "Windows"'])
-    assert wheelfile.read_wheel(target, "test").requires == ("filelock", *added)
+    assert wheelfile.read_wheel(target).requires == ("filelock", *added)
     assert _metadata_and_record(target)[1] == []
     # mkl-the-requirement brings intel-openmp and tbb: the one line declares all three
     assert repair.declared_requirements(plan) == added
@@ -222,7 +222,7 @@ def test_a_wheel_built_with_the_plans_environment_declares_them_and_the_repair_k
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     (built,) = (checkout / "dist").glob("*.whl")
-    requires = wheelfile.read_wheel(built, "test").requires
+    requires = wheelfile.read_wheel(built).requires
     assert requires[0] == "filelock"
     assert [Requirement(r) for r in requires[1:]] == [Requirement(line) for line in RECORD_2_10_0]
     # named and tagged as the Plan's wheel (the build stage's job, not the stand-in's), then repaired
@@ -242,5 +242,5 @@ def test_pypis_wheels_declare_every_line_already(platform: str, tmp_path: Path) 
     assert with_requirements(metadata, repair.declared_requirements(plan)) == (metadata, [])
     # and every line the Plan passes to a compiled build is one the wheel declares
     passed = plan.env.get(VARIABLE, "")
-    declared = {Requirement(r).name for r in wheelfile.read_wheel(wheel, "test").requires}
+    declared = {Requirement(r).name for r in wheelfile.read_wheel(wheel).requires}
     assert {Requirement(line).name for line in passed.split("|") if line} <= declared

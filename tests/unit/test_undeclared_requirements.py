@@ -51,7 +51,7 @@ def test_the_repair_adds_it_and_the_conda_package_depends_on_it(tmp_path: Path) 
     built = make_wheel(tmp_path / "built", plan.wheel, requires=upstream)
     result = repair.run(_ctx(tmp_path, plan, built))
     repaired = result.outputs["repaired_wheel"].path
-    info = wheelfile.read_wheel(repaired, "test")
+    info = wheelfile.read_wheel(repaired)
     assert info.requires == (*upstream, LINE)
     with zipfile.ZipFile(repaired) as archive:
         assert checks.record_problems(archive, wheelfile.find_dist_info(archive)) == []
@@ -68,7 +68,7 @@ def test_a_wheel_that_declares_it_is_left_as_it_is(tmp_path: Path) -> None:
     target = tmp_path / "out" / plan.wheel
     target.parent.mkdir()
     assert repair.finish(_ctx(tmp_path, plan, fixed), fixed, target, []) == ([], [])
-    assert wheelfile.read_wheel(target, "test").requires == ("filelock", "importlib-metadata>=4")
+    assert wheelfile.read_wheel(target).requires == ("filelock", "importlib-metadata>=4")
     assert repair.said_added([], plan) == ""
 
 

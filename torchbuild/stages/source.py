@@ -44,7 +44,7 @@ from packaging.utils import canonicalize_name
 
 from torchbuild.config.build_deps import DependencyError
 from torchbuild.config.companions import WHERE
-from torchbuild.errors import StageFailed
+from torchbuild.errors import StageFailed, as_stage_failure
 from torchbuild.host import checkout, downloads, pip
 from torchbuild.host.console import console
 from torchbuild.host.files import copy_atomic, link, link_atomic
@@ -172,10 +172,15 @@ def _given(ctx: Context, path: Path) -> StageResult:
         artifact, note = _relabel(path, plan, ctx.stage_dir(NAME))
         outputs = {"source_wheel": artifact, "source_info": _wheel_info(ctx, path, str(path))}
         return StageResult(outputs=outputs, message=f"given wheel {path} ({_mb(artifact.size)}; {note})")
-    wheelfile.validate(path, plan.expected_wheel(), stage=NAME)
+    _validate(path, plan.expected_wheel())
     artifact = copy_atomic(path, ctx.stage_dir(NAME) / path.name)
     outputs = {"source_wheel": artifact, "source_info": _wheel_info(ctx, path, str(path), artifact.sha256)}
     return StageResult(outputs=outputs, message=f"given wheel {path} ({_mb(artifact.size)})")
+
+
+def _validate(path: Path, want: wheelfile.Expected) -> None:
+    with as_stage_failure(NAME, wheelfile.WheelError):
+        wheelfile.validate(path, want)
 
 
 _VERSION_PY_CUDA = re.compile(r"^cuda(?:\s*:\s*[\w\[\]]+)?\s*=\s*'([^']*)'", re.MULTILINE)
@@ -214,7 +219,7 @@ def _prove_cuda(path: Path, plan: Plan) -> str:
 def _relabel(path: Path, plan: Plan, out_dir: Path) -> tuple[Artifact, str]:
     """The unlabelled wheel, checked as what it is (a CUDA build: proven from the wheel), given the Plan's version
     (dist-info only: seconds)."""
-    wheelfile.validate(path, plan.expected_wheel(plan.torch), stage=NAME)
+    _validate(path, plan.expected_wheel(plan.torch))
     proof = _prove_cuda(path, plan) if plan.is_cuda else ""
     for stale in out_dir.glob("*.whl"):
         stale.unlink()
@@ -222,7 +227,7 @@ def _relabel(path: Path, plan: Plan, out_dir: Path) -> tuple[Artifact, str]:
         dest = wheel_version.set_version(path, out_dir, plan.version)
     except (wheel_version.VersionError, OSError, zipfile.BadZipFile) as exc:
         raise StageFailed(NAME, f"cannot give {path} the version {plan.version}: {exc}") from None
-    wheelfile.validate(dest, plan.expected_wheel(), stage=NAME)
+    _validate(dest, plan.expected_wheel())
     proven = f", proven by {proof}" if proof else ""
     note = f"{path.name} (PyPI's {plan.local_version} build, unlabelled{proven}) re-versioned to {plan.version}"
     return Artifact.of(dest), note
@@ -344,7 +349,7 @@ def _automatic(ctx: Context) -> StageResult:
     else:
         dest = out_dir / fetched.path.name
         artifact = copy_atomic(fetched.path, dest) if local else link_atomic(fetched.path, dest)
-        wheelfile.validate(dest, plan.expected_wheel(), stage=NAME)
+        _validate(dest, plan.expected_wheel())
     origin = fetched.url.split("#", 1)[0]
     sha = fetched.path.parent.name if not local else None  # a cache entry's folder is its sha256
     outputs = {"source_wheel": artifact, "source_info": _wheel_info(ctx, fetched.path, origin, sha)}

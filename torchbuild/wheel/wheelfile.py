@@ -2,7 +2,7 @@
 the Plan gives), member paths, and the .dist-info metadata: the one reader of a wheel's METADATA, WHEEL and RECORD.
 
 Failures raise ``WheelError`` with one line that names the file, what was expected and what was found; a stage turns
-it into ``StageFailed`` (``validate`` does that directly).
+it into ``StageFailed`` (``errors.as_stage_failure``): this module knows no stage.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from torchbuild.errors import StageFailed, one_of
+from torchbuild.errors import one_of
 
 DISTRIBUTION = "torch"
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -197,24 +197,21 @@ class WheelInfo:
         return self.dist_info.removesuffix(".dist-info") + ".data"
 
 
-def read_wheel(path: Path, stage: str) -> WheelInfo:
-    """A wheel's .dist-info: name, version, Requires-Dist, tags and entry points. StageFailed naming the file."""
-    try:
-        name = parse_name(path)
-        with open_wheel(path) as zf:
-            dist_info = dist_info_dir(zf, name)
-            metadata = read_dist_info(zf, name, "METADATA")
-            tags = wheel_file_tags(zf, name)
-            entry_member = f"{dist_info}/entry_points.txt"
-            entry_text = zf.read(entry_member).decode("utf-8") if entry_member in zf.namelist() else ""
-    except WheelError as exc:
-        raise StageFailed(stage, str(exc)) from None
+def read_wheel(path: Path) -> WheelInfo:
+    """A wheel's .dist-info: name, version, Requires-Dist, tags and entry points. WheelError naming the file."""
+    name = parse_name(path)
+    with open_wheel(path) as zf:
+        dist_info = dist_info_dir(zf, name)
+        metadata = read_dist_info(zf, name, "METADATA")
+        tags = wheel_file_tags(zf, name)
+        entry_member = f"{dist_info}/entry_points.txt"
+        entry_text = zf.read(entry_member).decode("utf-8") if entry_member in zf.namelist() else ""
     parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]  # script names are case-sensitive
     try:
         parser.read_string(entry_text)
     except configparser.Error as exc:
-        raise StageFailed(stage, f"{path}: {dist_info}/entry_points.txt cannot be parsed: {exc}") from None
+        raise WheelError(f"{path}: {dist_info}/entry_points.txt cannot be parsed: {exc}") from None
     return WheelInfo(
         path=path,
         name=str(metadata.get("Name", "")),
@@ -273,29 +270,26 @@ def expected_problems(wheel: WheelName, want: Expected) -> list[str]:
     return problems
 
 
-def validate(path: Path, want: Expected, *, stage: str) -> WheelName:
-    """Everything the source stage needs to trust an input wheel; StageFailed naming the file otherwise."""
+def validate(path: Path, want: Expected) -> WheelName:
+    """Everything the source stage needs to trust an input wheel; WheelError naming the file otherwise."""
     if not path.exists():
-        raise StageFailed(stage, f"wheel not found: {path}")
-    try:
-        with open_wheel(path) as archive:
-            wheel = parse_name(path)
-            problems = expected_problems(wheel, want)
-            if problems:
-                raise WheelError(f"{path} is not the wheel of {want.cell_id} ({want.wheel}): " + "; ".join(problems))
-            bad = unsafe_members(archive)
-            if bad:
-                listed = ", ".join(f"{n!r} ({why})" for n, why in bad[:5])
-                raise WheelError(f"{path} has members that escape the install root: {listed}")
-            inside = wheel_file_tags(archive, wheel)
-            if inside != wheel.tags:
-                raise WheelError(
-                    f"{path}: the tags in {wheel.dist_info}/WHEEL ({', '.join(sorted(map(str, inside)))}) differ "
-                    f"from the file name's ({', '.join(sorted(map(str, wheel.tags)))})"
-                )
-            read_dist_info(archive, wheel, "METADATA")
-    except WheelError as exc:
-        raise StageFailed(stage, str(exc)) from None
+        raise WheelError(f"wheel not found: {path}")
+    with open_wheel(path) as archive:
+        wheel = parse_name(path)
+        problems = expected_problems(wheel, want)
+        if problems:
+            raise WheelError(f"{path} is not the wheel of {want.cell_id} ({want.wheel}): " + "; ".join(problems))
+        bad = unsafe_members(archive)
+        if bad:
+            listed = ", ".join(f"{n!r} ({why})" for n, why in bad[:5])
+            raise WheelError(f"{path} has members that escape the install root: {listed}")
+        inside = wheel_file_tags(archive, wheel)
+        if inside != wheel.tags:
+            raise WheelError(
+                f"{path}: the tags in {wheel.dist_info}/WHEEL ({', '.join(sorted(map(str, inside)))}) differ "
+                f"from the file name's ({', '.join(sorted(map(str, wheel.tags)))})"
+            )
+        read_dist_info(archive, wheel, "METADATA")
     return wheel
 
 

@@ -25,7 +25,7 @@ from torchbuild.stages.build.activate import Activation, activate
 from torchbuild.host.build_runner import run_build
 from torchbuild.host.checkout import Checkout
 from torchbuild.host.console import console
-from torchbuild.errors import StageFailed
+from torchbuild.errors import StageFailed, as_stage_failure
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, StageResult
 from torchbuild.stages import Context, Stage
@@ -117,7 +117,8 @@ def compile_checkout(ctx: Context, checkout: Checkout) -> StageResult:
         raise StageFailed(NAME, f"the build succeeded but left {len(wheels)} wheels in {dist} ({found}); see {log}")
     wheel = wheels[0]
     if checkout.kind == "pytorch":
-        wheelfile.validate(wheel, plan.expected_wheel(), stage=NAME)
+        with as_stage_failure(NAME, wheelfile.WheelError):
+            wheelfile.validate(wheel, plan.expected_wheel())
     minutes = outcome.seconds / 60
     return StageResult(
         outputs={"built_wheel": Artifact.of(wheel), "build_log": Artifact.of(log)},

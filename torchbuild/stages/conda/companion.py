@@ -22,6 +22,7 @@ from torchbuild.conda.assembly import assemble, build_timestamp
 from torchbuild.conda.requirements import Conversion, wheel_requires
 from torchbuild.config import dll_providers
 from torchbuild.config.pairing import Companion
+from torchbuild.errors import as_stage_failure
 from torchbuild.host import scratch
 from torchbuild.platforms.windows import vc_runtime
 from torchbuild.results import Artifact, StageResult
@@ -72,7 +73,8 @@ def package(ctx: Context, companion: Companion) -> tuple[Artifact, str, Path | N
     """Its package, what the stage says of it, and its package under the 2018 channel's name (torchvision-cpu beside
     a CPU cell of torch 0.3-1.1; None elsewhere), made from the same payload."""
     plan = ctx.plan
-    wheel = wheelfile.read_wheel(ctx.inputs[companion_artifact("repaired_wheel", companion.name)].path, NAME)
+    with as_stage_failure(NAME, wheelfile.WheelError):
+        wheel = wheelfile.read_wheel(ctx.inputs[companion_artifact("repaired_wheel", companion.name)].path)
     report_artifact = ctx.inputs.get(companion_artifact("repair_report", companion.name))
     report = RepairReport.read(report_artifact.path) if report_artifact else None
     depends = depends_of(ctx, companion, wheel, report)

@@ -31,7 +31,7 @@ from torchbuild.conda import info_files, licenses
 from torchbuild.conda.assembly import assemble, build_timestamp, check_options
 from torchbuild.conda.requirements import wheel_requires
 from torchbuild.config import dll_providers
-from torchbuild.errors import StageFailed, UserError
+from torchbuild.errors import StageFailed, UserError, as_stage_failure
 from torchbuild.host import scratch
 from torchbuild.host.console import console
 from torchbuild.plan import Plan
@@ -71,7 +71,8 @@ def _package(ctx: Context) -> StageResult:
     wheel_artifact = ctx.inputs.get("repaired_wheel")
     if wheel_artifact is None:
         raise StageFailed(NAME, "no wheel to package: the repair stage recorded no 'repaired_wheel' output")
-    wheel = wheelfile.read_wheel(wheel_artifact.path, NAME)
+    with as_stage_failure(NAME, wheelfile.WheelError):
+        wheel = wheelfile.read_wheel(wheel_artifact.path)
     requires = wheel_requires(wheel, plan.conda.requirements)
     report_artifact = ctx.inputs.get("repair_report")
     report = RepairReport.read(report_artifact.path) if report_artifact else None
