@@ -233,7 +233,8 @@ def row(result: dict[str, Any]) -> list[str]:
             _vendored(workspace, cell), openmp(workspace, cell), _longest(cell), why]  # fmt: skip
 
 
-HEADER = ["release", "Python", *STAGES, "wheel", "conda", "DLLs vendored", "OpenMP", "longest installed path", "result"]
+HEADER = ["release", "Python", *STAGES, "wheel size", "conda size", "DLLs vendored", "OpenMP", "longest installed path",
+          "result"]
 
 
 def table(results: list[dict[str, Any]]) -> str:

@@ -111,6 +111,8 @@ def test_the_summary_names_each_failed_pair_with_why(corpus: ModuleType, tmp_pat
     assert omp in results[0]["row"]
     path = tmp_path / "corpus.json"
     path.write_text(json.dumps(corpus.as_json(results, "3/7")))
+    passed_row = corpus.as_json(results, "3/7")["pairs"][0]["row"]
+    assert [passed_row[stage] for stage in corpus.STAGES] == ["ok 60s"] * len(corpus.STAGES)  # each stage kept
     done = subprocess.run([sys.executable, "scripts/ci_summary.py", "--corpus", str(path)], cwd=ROOT,
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
