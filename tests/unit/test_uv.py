@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,11 +43,35 @@ def only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         ("manylinux_2_28_x86_64", "x86_64-manylinux_2_28"),
         ("manylinux_2_17_aarch64", "aarch64-manylinux_2_17"),
         ("manylinux1_x86_64", "x86_64-manylinux2014"),
+        ("manylinux2010_x86_64", "x86_64-manylinux2014"),
+        ("manylinux2014_x86_64", "x86_64-manylinux_2_17"),
+        ("manylinux_2_5_x86_64", "x86_64-manylinux2014"),  # the seeds' torch 0.4 era: older than uv's oldest
+        ("manylinux_2_12_x86_64", "x86_64-manylinux2014"),
+        ("manylinux_2_24_x86_64", "x86_64-manylinux_2_17"),  # uv has no 2_18-2_27: the newest older one
+        ("manylinux_2_29_x86_64", "x86_64-manylinux_2_28"),
+        ("manylinux_2_35_x86_64", "x86_64-manylinux_2_35"),
+        ("manylinux_2_99_x86_64", "x86_64-manylinux_2_40"),
         ("linux_x86_64", "x86_64-unknown-linux-gnu"),
     ],
 )
 def test_python_platform_of_a_wheel_tag(tag: str, platform: str) -> None:
     assert uv.python_platform(tag) == platform
+
+
+ERA_TAGS = ["manylinux1_x86_64", "manylinux2010_x86_64", "manylinux2014_x86_64", "manylinux_2_5_x86_64",
+            "manylinux_2_12_x86_64", "manylinux_2_17_x86_64", "manylinux_2_24_x86_64", "manylinux_2_28_x86_64",
+            "manylinux_2_34_x86_64", "manylinux_2_17_aarch64", "manylinux_2_28_aarch64"]  # fmt: skip
+
+
+@pytest.mark.parametrize("tag", ERA_TAGS)
+def test_uv_accepts_the_platform_of_every_manylinux_era(tag: str, tmp_path: Path) -> None:
+    """The seeds' Linux cell (torch 0.4, manylinux1) ended in uv's usage text: every era's tag must be one uv takes."""
+    requirements = tmp_path / "requirements.in"
+    requirements.write_text("", encoding="utf-8")
+    argv = [uv.binary(), "pip", "compile", "--no-config", "--no-index", "--quiet", str(requirements),
+            *uv.Target(python="3.8", platform=uv.python_platform(tag)).args()]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_target_of_pips_options() -> None:

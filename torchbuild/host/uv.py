@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -118,18 +119,45 @@ def install(python: Path | str, args: Sequence[str], *, log: Path) -> None:
 # --- resolving for a target ------------------------------------------------------------------------------
 
 
+_LEGACY_MANYLINUX = {"1": (2, 5), "2010": (2, 12), "2014": (2, 17)}  # PEP 600's glibc of PEP 513/571/599's tags
+
+
+@functools.cache
+def _manylinux_platforms() -> tuple[tuple[str, int, int], ...]:
+    """The manylinux platforms this uv accepts for ``--python-platform`` (arch, glibc major, minor), read from its own
+    help: the set grows with uv's releases (2_17, 2_28, 2_31 ... 2_40 in uv 0.13) and has gaps (no 2_18-2_27)."""
+    try:
+        text = subprocess.run([binary(), "pip", "compile", "--help"], capture_output=True, text=True,
+                              timeout=60, check=False).stdout  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        text = ""
+    found = {(arch, int(major), int(minor)) for arch, major, minor in
+             re.findall(r"\b(\w+)-manylinux_(\d+)_(\d+)\b", text)}  # fmt: skip
+    return tuple(sorted(found))
+
+
+def _manylinux(arch: str, glibc: tuple[int, int]) -> str:
+    """uv's manylinux platform for a wheel of ``glibc``: the newest uv knows that is not newer than it (uv then takes
+    the wheels of that platform and of every older one); below uv's oldest (manylinux1's 2_5, manylinux2010's 2_12),
+    uv's oldest, manylinux2014 (its 2_17): pip's download, told the cell's own tags, then takes only those."""
+    known = sorted((major, minor) for a, major, minor in _manylinux_platforms() if a == arch)
+    fitting = [m for m in known if m <= glibc]
+    if fitting:
+        return f"{arch}-manylinux_{fitting[-1][0]}_{fitting[-1][1]}"
+    return f"{arch}-manylinux2014"
+
+
 def python_platform(tag: str) -> str:
-    """uv's ``--python-platform`` for a wheel platform tag: win_amd64, manylinux_2_28_x86_64, manylinux2014_x86_64
-    (the legacy manylinux1/2010 tags: uv's oldest, manylinux2014), linux_x86_64. uv takes the wheels of that
-    platform and of every older one (an older glibc)."""
+    """uv's ``--python-platform`` for a wheel platform tag: win_amd64, manylinux_2_28_x86_64, the legacy
+    manylinux1/2010/2014 tags and their PEP 600 names (manylinux_2_5 ... : see _manylinux), linux_x86_64."""
     if tag == "win32":
         return "i686-pc-windows-msvc"
     if found := re.fullmatch(r"win_(\w+)", tag):
         return f"{_ARCHES.get(found[1], found[1])}-pc-windows-msvc"
     if found := re.fullmatch(r"manylinux_(\d+)_(\d+)_(\w+)", tag):
-        return f"{_ARCHES.get(found[3], found[3])}-manylinux_{found[1]}_{found[2]}"
-    if found := re.fullmatch(r"manylinux(?:1|2010|2014)_(\w+)", tag):
-        return f"{_ARCHES.get(found[1], found[1])}-manylinux2014"
+        return _manylinux(_ARCHES.get(found[3], found[3]), (int(found[1]), int(found[2])))
+    if found := re.fullmatch(r"manylinux(1|2010|2014)_(\w+)", tag):
+        return _manylinux(_ARCHES.get(found[2], found[2]), _LEGACY_MANYLINUX[found[1]])
     if found := re.fullmatch(r"linux_(\w+)", tag):
         return f"{_ARCHES.get(found[1], found[1])}-unknown-linux-gnu"
     raise UserError(f"no uv platform for the wheel platform tag {tag!r}")
