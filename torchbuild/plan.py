@@ -11,11 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from packaging.version import Version
+
 from torchbuild.conda import solve
 from torchbuild.conda.requirements import Conversion
 from torchbuild.conda.selectors import conda_selectors
 from torchbuild.config import build_deps, cuda_wheels, dll_providers, era_names, pairing, pypi_to_conda, smoke_envs
 from torchbuild.config.build_deps import Dependency
+from torchbuild.config.build_version import OwnBuild, build_string_label, labelled, own_facts
 from torchbuild.config.companions import UpstreamOpenMp, upstream_openmp
 from torchbuild.config.compat import (
     CPU,
@@ -149,6 +152,9 @@ class Plan:
     added_requirements: tuple[Rule, ...] = ()
     # Console scripts upstream's wheel declares but cannot start (packaging.yaml broken_console_scripts)
     broken_scripts: tuple[Rule, ...] = ()
+    # A build of the users' own (a source build, nightly, pre-release, fork): its version as built, whose facts
+    # ``torch`` names, and why (config/build_version.py); None for upstream's release builds
+    own_build: OwnBuild | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -159,6 +165,14 @@ class Plan:
     @property
     def is_cuda(self) -> bool:
         return self.cuda != CPU
+
+    @property
+    def unlabelled_version(self) -> str | None:
+        """The version of an input wheel that carries no local label and is given the Plan's (``version``): PyPI's
+        unlabelled wheel of a release build, or an own build's wheel built without one; None where there is none."""
+        if self.own_build is not None:
+            return self.own_build.version if self.own_build.version != self.version else None
+        return self.torch if self.prebuilt_unlabelled else None
 
     def expected_wheel(self, version: str | None = None) -> Expected:
         """What an input wheel of this cell must be; ``version`` replaces the Plan's (PyPI's unlabelled wheel of the
@@ -268,22 +282,34 @@ def _wheel_tags(cell: Cell, release: TorchRelease, compat: Compat, platform: Pla
 
 
 def resolve(
-    cell: Cell, matrix: Matrix, compat: Compat | None = None, pinned: str | None = None, offered: Offered = None
+    cell: Cell,
+    matrix: Matrix,
+    compat: Compat | None = None,
+    pinned: str | None = None,
+    offered: Offered = None,
+    own: OwnBuild | None = None,
 ) -> Plan:
     """Resolve ``cell``; ``pinned`` fixes the release of a ``latest`` cell without changing the cell's id;
-    ``offered``: the companions' releases the pin step took from the indexes (pairing.choose)."""
+    ``offered``: the companions' releases the pin step took from the indexes (pairing.choose); ``own``: a build of
+    the users' own, which keeps its version and takes ``pinned``'s facts."""
     compat = compat or load()
     platform = platform_module(cell.platform)
     check_python(compat, cell.python)
     cuda = check_cuda(compat, cell.cuda)
-    release = resolve_release(compat, cell, pinned)
+    own_notes: list[str] = []
+    if own is not None:
+        release, own_notes = own_facts(compat, cell, own, pinned)
+    else:
+        release = resolve_release(compat, cell, pinned)
     options = matrix.build
     target = Target(compat=compat, release=release, cuda=cuda, python=cell.python, options=options)
     toolchain = _toolchain(platform, target)
 
     cudnn = compat.cudnn_for(release, cell.cuda)
     local = cuda.wheel_tag if cuda else "cpu"
-    version = f"{release.version}+{local}"
+    version = labelled(Version(own.version), local) if own else f"{release.version}+{local}"
+    conda_version = Version(version).public
+    own_label = build_string_label(version, local)
     env = {**common_env(cuda, version, matrix.build_number, options), **platform.build_env(target, toolchain)}
 
     pkg = compat.packaging
@@ -295,18 +321,18 @@ def resolve(
         if rule.applies(cell.platform, release.version, cell.cuda)
     )
     if cuda is None:
-        build_string = f"py{cell.python}_cpu_{matrix.build_number}"
+        build_string = f"py{cell.python}_cpu_{own_label}{matrix.build_number}"
         conda_build_number = matrix.build_number
         constrains: tuple[str, ...] = ()
     else:
-        build_string = f"py{cell.python}_cuda{cuda.version}_cudnn{cudnn}_{matrix.build_number}"
+        build_string = f"py{cell.python}_cuda{cuda.version}_cudnn{cudnn}_{own_label}{matrix.build_number}"
         conda_build_number = matrix.build_number + pkg.cuda_build_number_offset
         constrains = pkg.cuda_run_constrained
     old_names = era_names.for_cell(release.version, cell.cuda, release.platforms[cell.platform].cuda)
     constrains = (*constrains, *old_names.constrains)
     conda_build_number += old_names.build_number_offset
     site_packages = platform.site_packages(cell.python)
-    stem = f"pytorch-{release.version}-{build_string}"
+    stem = f"pytorch-{conda_version}-{build_string}"
     markers = pypi_to_conda.marker_environment(cell.platform, cell.python)
     declared, vendored, choice = cell_libraries(cell, release.version)
     if declared:  # a compiled wheel then declares them as PyPI's does
@@ -318,7 +344,7 @@ def resolve(
     installed_by += [vc_runtime.package] if vc_runtime else []
     conda = CondaPackage(
         name="pytorch",
-        version=release.version,
+        version=conda_version,
         build_string=build_string,
         build_number=conda_build_number,
         subdir=cell.platform,
@@ -341,7 +367,7 @@ def resolve(
     era = pkg.solve_channel_for(cell.platform, release.version, cell.cuda, cell.python)
 
     work_dir = work_dir_of(cell)
-    notes = []
+    notes = list(own_notes)
     if release_note := notes_for(release.uncertain, cell.platform):
         notes.append(f"torch {release.version}: {release_note}")
     if cuda is not None and (cuda_note := notes_for(cuda.uncertain, cell.platform)):
@@ -393,7 +419,7 @@ def resolve(
             matrix.packages,
             pairing.Target(platform=cell.platform, python=cell.python, torch_release=release.version,
                            torch_version=version, local_version=local,
-                           **pairing.torch_pins(cell.platform, f"pytorch {release.version} {build_string}", depends)),
+                           **pairing.torch_pins(cell.platform, f"pytorch {conda_version} {build_string}", depends)),
             offered=offered,
         ),
         declared_libraries=declared,
@@ -402,5 +428,7 @@ def resolve(
         upstream_openmp=upstream_openmp(cell.platform, release.version),
         added_requirements=pkg.undeclared_for(*applies_to, cell.python),
         broken_scripts=pkg.broken_scripts_for(*applies_to),
+        own_build=own,
         **dll_providers.windows_facts(cell.platform, cell.cuda, cell.python),
     )
+

@@ -66,7 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the stages for the selected cells (the default command)")
     _selectors(run)
     run.add_argument("--channel", help="publish to this channel (default: the matrix's, a local 'channel/')")
-    run.add_argument("--wheel", type=Path, help="use this prebuilt wheel as the source")
+    run.add_argument("--wheel", type=Path, help="use this prebuilt wheel as the source (a release, or your own build)")
+    run.add_argument(
+        "--build-version",
+        help="the version the artifacts carry (e.g. 2.16.0.dev20261128), instead of the source's own (a checkout's: "
+        "version.txt+git<sha7>)",
+    )
     run.add_argument("--force", action="store_true", help="rerun stages that are already done")
     run.add_argument("--replace", action="store_true", help="publish: replace a different file under a published name")
     run.add_argument("--format", choices=("conda", "tar.bz2"), default="conda", help="conda package format")
@@ -225,6 +230,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         git_ref=args.git_ref,
         git_url=args.git_url or DEFAULT_GIT_URL,
         verbose=args.verbose,
+        build_version=args.build_version,
     )
     return replace(options, cache_dir=args.cache_dir) if args.cache_dir else options
 

@@ -28,6 +28,9 @@ class RunOptions:
     # "pytorch": the source must be a PyTorch checkout of the Plan's release (checked) and the wheel must match
     # the Plan; "project": any setuptools project built the same way (the tests' fixture packages).
     source_kind: Literal["pytorch", "project"] = "pytorch"
+    # --build-version: the version the artifacts carry (PYTORCH_BUILD_VERSION of a compile), instead of the one the
+    # source says (a wheel's, a checkout's version.txt + git<sha7>); its facts are those of the release it belongs to
+    build_version: str | None = None
     verbose: bool = False  # -v: also what the probes that are expected to fail said
 
     @property

@@ -52,7 +52,8 @@ class Checkout:
 
 
 def validate_pytorch(path: Path, torch: str) -> str:
-    """Refuse a directory that is not a PyTorch checkout of release ``torch``; return its version.txt."""
+    """Refuse a directory that is not a PyTorch checkout of ``torch`` (X.Y.Z: a release, or the base of an own build's
+    version: 2.16.0 of 2.16.0a0+git1eba9b3); return its version.txt."""
     absent = [m for m in PYTORCH_MARKERS if not (path / m).exists()]
     if absent:
         raise UserError(

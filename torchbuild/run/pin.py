@@ -6,9 +6,11 @@ offer (pip.conf, PIP_* variables, find-links, constraints), by one rule on every
 build is ``<release>+<label>`` (``2.13.0+cpu``), or the plain ``<release>`` where the data says PyPI publishes that
 build unlabelled (win-64 CPU). uv's resolver answers for the cell's platform and Python, one release at a time
 (host/uv.py, with pip's configuration); the probes meant to fail say nothing (``-v``: what the resolver said).
-``--wheel`` pins the release of the given wheel. Each cell says in one line which release it took and why; a cell
-for which no release is offered is a clear error naming what was looked for. The companions a cell builds are
-pinned the same way, to the torch release chosen (pin_companions.py).
+``--wheel`` pins the release of the given wheel. The users' own builds (a release candidate, a nightly, a source
+build's ``X.Y.Za0+git<sha7>``, a fork's label; a checkout's version.txt past every release) keep their version and
+take the facts of the release they belong to (own_build.py). Each cell says in one line which release it took and
+why; a cell for which no release is offered is a clear error naming what was looked for. The companions a cell
+builds are pinned the same way, to the torch release chosen (pin_companions.py).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from torchbuild.errors import UserError, one_of
 from torchbuild.host import uv
 from torchbuild.host.console import console
 from torchbuild.plan import Plan, check_cell, probe, resolve, unlabelled_build, work_dir_of
-from torchbuild.run import index_memo, index_probe, pin_companions, state
+from torchbuild.run import index_memo, index_probe, own_build, pin_companions, state
+from torchbuild.run.own_build import Pin
 
 MEMO = "index-answers.json"  # in the cache directory (index_memo.py)
 T = TypeVar("T")
@@ -153,25 +156,28 @@ def _say(cell_id: str, line: str) -> None:
     console.print(f"[bold]{cell_id}[/]: {line}", highlight=False)
 
 
-def choose(
-    cell: Cell, releases: Sequence[TorchRelease], options: RunOptions, compat: Compat | None = None
-) -> str | None:
+def choose(cell: Cell, releases: Sequence[TorchRelease], options: RunOptions, compat: Compat | None = None) -> Pin:
     """The release of ``cell`` for a run with ``options``, of the ``releases`` that can be its release (newest
-    first; ``plan.check_cell``); None where the cell names its release itself."""
+    first; ``plan.check_cell``), and the version of a build of the users' own; Pin(None) where the cell names its
+    release itself and builds it."""
     compat = compat or load()
+    own = own_build.pin(cell, options, compat)
+    if own is not None:
+        _say(cell.id, own.said)
+        return own
     if cell.torch != LATEST:
-        return None
+        return Pin(None)
     newest = releases[0].version
     latest = f"latest is {newest}"
     if options.compiles:
         _say(cell.id, f"{latest}; compiling it from the checkout")
-        return newest
+        return Pin(newest)
     if options.wheel is not None:
         given = _wheel_release(options.wheel)
         if given is None or given == newest:
-            return newest
+            return Pin(newest)
         _say(cell.id, f"{latest}; --wheel {options.wheel.name} is {given}: using it")
-        return given
+        return Pin(given)
     query = probe(cell, releases[0], compat)
     candidates = [r.version for r in releases]
     record = options.cache_dir / MEMO
@@ -190,7 +196,7 @@ def choose(
         _say(cell.id, f"{latest}; the configured indexes offer it for this cell{why}")
     else:
         _say(cell.id, f"{latest}; the configured indexes offer {found} for this cell{why}: using it")
-    return found
+    return Pin(found)
 
 
 def _cuda_reason(cell: Cell, candidates: Sequence[str], found: str) -> str:
@@ -238,11 +244,12 @@ def pin_all(
     releases = dict(zip((c.id for c in cells), candidates, strict=True))
 
     def final(cell: Cell) -> Plan:
-        release = choose(cell, releases[cell.id], options, compat)
+        chosen = choose(cell, releases[cell.id], options, compat)
+        release = chosen.release
         torch = next((r for r in releases[cell.id] if release is None or r.version == release), None)
         torch = torch or compat.release(release or "")  # a --wheel of a release the cell would not choose
         offered = pin_companions.offered(cell, torch, matrix, options, compat) if torch else {}
-        return resolve(cell, matrix, compat, release, offered)
+        return resolve(cell, matrix, compat, release, offered, own=chosen.own)
 
     return _each(cells, final)
 
@@ -252,5 +259,6 @@ def pin_to_record(cell: Cell, matrix: Matrix, root: Path) -> Plan:
     command runs on another machine, whose indexes may offer other releases)."""
     path = state.path_of(root, work_dir_of(cell))
     recorded = state.recorded_release(path)
-    pinned = recorded if cell.torch == LATEST else None
-    return resolve(cell, matrix, pinned=pinned, offered=pin_companions.recorded(path))
+    own = state.recorded_own_build(path)
+    pinned = recorded if cell.torch == LATEST or own is not None else None
+    return resolve(cell, matrix, pinned=pinned, offered=pin_companions.recorded(path), own=own)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchbuild.config.build_version import OwnBuild
 from torchbuild.errors import UserError
 from torchbuild.host.console import console
 from torchbuild.host.files import write_atomic
@@ -61,6 +62,20 @@ def recorded_release(path: Path) -> str | None:
     except UserError:
         return None
     return release if isinstance(release, str) else None
+
+
+def recorded_own_build(path: Path) -> OwnBuild | None:
+    """The own build (version, origin, facts) the Plan recorded at ``path`` was resolved for; None for a release's."""
+    try:
+        own = read(path).plan.get("own_build")
+    except UserError:
+        return None
+    if not isinstance(own, dict):
+        return None
+    try:
+        return OwnBuild(**{key: str(own[key]) for key in ("version", "origin", "facts")})
+    except KeyError:
+        return None
 
 
 def recorded_companions(path: Path) -> list[dict[str, object]]:

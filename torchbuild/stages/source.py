@@ -41,6 +41,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from torchbuild.config.build_deps import DependencyError
 from torchbuild.config.companions import WHERE
@@ -142,7 +143,7 @@ def _checkout(ctx: Context) -> StageResult:
             checkout.clone(options.git_url, options.git_ref, options.cache_dir, log).path,
             (f"{options.git_url}@{options.git_ref}"),
         )
-    found = checkout.describe(path, options.source_kind, ctx.plan.torch, origin)
+    found = checkout.describe(path, options.source_kind, Version(ctx.plan.version).base_version, origin)
     manifest = ctx.stage_dir(NAME) / "checkout.json"
     checkout.write(found, manifest)
     info = provenance.source_info("checkout", origin, "", found.commit, provenance.checkout_epoch(path, found.commit))
@@ -168,8 +169,9 @@ def _wheel_info(ctx: Context, original: Path, origin: str, sha256: str | None = 
 
 def _given(ctx: Context, path: Path) -> StageResult:
     plan = ctx.plan
-    if plan.prebuilt_unlabelled and path.is_file() and _fits(path, plan, plan.torch):
-        artifact, note = _relabel(path, plan, ctx.stage_dir(NAME))
+    unlabelled = plan.unlabelled_version
+    if unlabelled is not None and path.is_file() and _fits(path, plan, unlabelled):
+        artifact, note = _relabel(path, plan, ctx.stage_dir(NAME), unlabelled)
         outputs = {"source_wheel": artifact, "source_info": _wheel_info(ctx, path, str(path))}
         return StageResult(outputs=outputs, message=f"given wheel {path} ({_mb(artifact.size)}; {note})")
     _validate(path, plan.expected_wheel())
@@ -216,10 +218,10 @@ def _prove_cuda(path: Path, plan: Plan) -> str:
     return f"torch/version.py cuda = '{cuda}', nvidia-*-cu{major} requirements"
 
 
-def _relabel(path: Path, plan: Plan, out_dir: Path) -> tuple[Artifact, str]:
-    """The unlabelled wheel, checked as what it is (a CUDA build: proven from the wheel), given the Plan's version
-    (dist-info only: seconds)."""
-    _validate(path, plan.expected_wheel(plan.torch))
+def _relabel(path: Path, plan: Plan, out_dir: Path, unlabelled: str) -> tuple[Artifact, str]:
+    """The wheel of version ``unlabelled`` (no local label), checked as what it is (a CUDA build: proven from the
+    wheel), given the Plan's version (dist-info only: seconds)."""
+    _validate(path, plan.expected_wheel(unlabelled))
     proof = _prove_cuda(path, plan) if plan.is_cuda else ""
     for stale in out_dir.glob("*.whl"):
         stale.unlink()
@@ -229,7 +231,8 @@ def _relabel(path: Path, plan: Plan, out_dir: Path) -> tuple[Artifact, str]:
         raise StageFailed(NAME, f"cannot give {path} the version {plan.version}: {exc}") from None
     _validate(dest, plan.expected_wheel())
     proven = f", proven by {proof}" if proof else ""
-    note = f"{path.name} (PyPI's {plan.local_version} build, unlabelled{proven}) re-versioned to {plan.version}"
+    whose = "built without a local label" if plan.own_build else "PyPI's {plan.local_version} build, unlabelled"
+    note = f"{path.name} ({whose.format(plan=plan)}{proven}) re-versioned to {plan.version}"
     return Artifact.of(dest), note
 
 
@@ -344,7 +347,7 @@ def _automatic(ctx: Context) -> StageResult:
         where = "downloaded from " + fetched.url.split("#", 1)[0] if fetched.downloaded else "cached"
         how = f"{where}; cache entry {fetched.path.parent}"
     if unlabelled:
-        artifact, note = _relabel(fetched.path, plan, out_dir)
+        artifact, note = _relabel(fetched.path, plan, out_dir, plan.torch)
         how += "; " + note
     else:
         dest = out_dir / fetched.path.name

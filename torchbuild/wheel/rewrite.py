@@ -79,20 +79,24 @@ def rewrite(
     files: Mapping[str, bytes] | None = None,
     rename: Callable[[str], str] | None = None,
     epoch: int | None = None,
+    drop: Callable[[str], bool] | None = None,
 ) -> Path:
     """Write ``wheel`` to ``dest`` with ``files`` (names after renaming) added or replaced and listed in RECORD,
-    every member renamed by ``rename``, and with ``epoch`` in the deterministic form. Returns ``dest``."""
+    every member renamed by ``rename``, those ``drop`` names (before renaming) left out, and with ``epoch`` in the
+    deterministic form. Returns ``dest``."""
     files = dict(files or {})
     rename = rename or (lambda name: name)
+    dropped = drop or (lambda name: False)
     part = dest.with_name(dest.name + ".part")
     with zipfile.ZipFile(wheel) as source:
         old_dist = dist_info_of(source)
         dist_info = rename(old_dist + "/x")[: -len("/x")]
         record = f"{dist_info}/RECORD"
-        members = {rename(i.filename): i for i in source.infolist() if not i.is_dir()}
+        members = {rename(i.filename): i for i in source.infolist() if not i.is_dir() and not dropped(i.filename)}
         if f"{old_dist}/RECORD" not in {i.filename for i in source.infolist()}:
             raise RewriteError(f"{wheel}: {old_dist}/RECORD is missing")
         rows = [r for r in csv.reader(io.StringIO(source.read(f"{old_dist}/RECORD").decode("utf-8"))) if r]
+        rows = [r for r in rows if not dropped(r[0])]
         for row in rows:
             row[0] = rename(row[0])
         for name, data in files.items():
