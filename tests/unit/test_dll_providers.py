@@ -40,7 +40,7 @@ def test_cuda_13_cells_name_cuda_13_dlls() -> None:
     assert {"nvrtc-builtins64_130.dll", "nvJitLink_130_0.dll", "cudnn64_9.dll"} <= names
     # CUDA 12's names are gone, but for cuRAND and cuSPARSE (which kept theirs), CUPTI's and cuDNN's.
     twelve = set(torch_plan("win-64", "12.6", "3.12", "2.14.1").redistributable_dlls)
-    shared = {n for n in names & twelve if not n.startswith(("msvcp", "vcruntime", "concrt", "vcomp"))}
+    shared = {n for n in names & twelve if not n.startswith(("msvcp", "vcruntime", "concrt", "vcomp", "libiomp"))}
     assert shared == {"curand64_10.dll", "cusparse64_12.dll", "cupti64_*.dll", "cudnn64_9.dll", "cudnn_*64_9.dll"}
     assert not {"nvcuda.dll", "nvml.dll"} & {d.lower() for d in names}
 
