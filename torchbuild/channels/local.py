@@ -1,6 +1,7 @@
 """A channel in a local directory: conda subdirs indexed by py-rattler, wheels under whl/ with PEP 503 pages.
 
 channel/
+  .torchbuild-channel                says this folder is a channel (local_layout.py: what else is recognised)
   .torchbuild.lock                   held by the one process that writes the channel (host/locks.py)
   noarch/repodata.json(.zst)         conda requires noarch even when empty
   linux-64/pytorch-*.conda, repodata.json(.zst)
@@ -12,14 +13,17 @@ Writes: a publish or an index holds the channel's lock from its first look at th
 publishers never interleave (the second waits, then sees what the first wrote and is refused a different file under
 the same name). Every file is written in full under a temporary name first (host/files.Staged), the index in a
 staging folder below the channel (hard links of the subdir's packages and the new ones, py-rattler's index there);
-then everything is renamed into place, the packages before the indexes that name them. So a publish that fails or
-is killed before the renames (a full or read-only disk, an interrupt) leaves the channel as it was; what a killed
-one left under temporary names is removed by the next publish or index (under the lock nothing else can be using
-it).
+then everything is renamed into place, the packages before the indexes that name them, all or nothing (a rename
+that fails puts back the ones done: host/files.Staged). So a publish that fails or is interrupted leaves the channel
+as it was; what a killed one left under temporary names is removed by the next publish or index (under the lock
+nothing else can be using it; only the names local_layout.py owns). py-rattler's child dies with its parent
+(host/orphans.py), so it never writes after the lock is free.
 
 A file already in the channel is the same as an artifact when its recorded sha256 (the subdir's repodata.json, the
 wheel's sidecar) is the artifact's and the file has not changed since that record was written (size, and its
-change time not after the record's); otherwise it is hashed.
+change time not after the record's); otherwise it is hashed. A wheel's sidecar is trusted for its page only where
+it is a sha256 and its page links the wheel with the same one (index hashes every wheel); an index is left as it is
+only where its repodata.json.zst holds its repodata.json's bytes.
 """
 
 from __future__ import annotations
