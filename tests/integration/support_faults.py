@@ -19,9 +19,9 @@ from tests.builders import make_wheel
 from tests.conftest import ROOT
 from tests.integration.support_conda import assemble_small
 from torchbuild.channels import pep503
+from torchbuild.channels.local_layout import LOCK, MARKER
 
 WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
-LOCK = ".torchbuild.lock"
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,43 @@ def publish_argv(channel: Path | str, *files: Path, replace: bool = False) -> li
 def publish(channel: Path | str, *files: Path, replace: bool = False) -> subprocess.CompletedProcess[str]:
     return subprocess.run(publish_argv(channel, *files, replace=replace), capture_output=True, text=True,
                           check=False, timeout=300, env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+
+
+def index_argv(channel: Path | str) -> list[str]:
+    return [sys.executable, str(ROOT / "pipeline.py"), "index", "--channel", str(channel)]
+
+
+def index(channel: Path | str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(index_argv(channel), capture_output=True, text=True, check=False, timeout=300,
+                          env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+
+
+def listing(folder: Path) -> dict[str, bytes | None]:
+    """Every entry below ``folder``, dot names and the lock included: a file's bytes, None for a folder."""
+    return {str(p.relative_to(folder)): None if p.is_dir() else p.read_bytes() for p in sorted(folder.rglob("*"))}
+
+
+def children_of(pid: int) -> dict[int, str]:
+    """The live child processes of ``pid`` (Linux /proc) with their command lines."""
+    found = {}
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line)
+            cmdline = (status.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if fields.get("PPid", "").strip() == str(pid) and not fields.get("State", "").startswith("Z"):
+            found[int(status.parent.name)] = cmdline
+    return found
+
+
+def alive(pid: int) -> bool:
+    """``pid`` runs (a zombie, ended but not yet reaped by whoever adopted it, does not)."""
+    try:
+        state = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("State"))
+    except (OSError, StopIteration):
+        return False
+    return "zombie" not in state
 
 
 def snapshot(channel: Path) -> dict[str, bytes]:
@@ -97,6 +134,8 @@ def problems(channel: Path) -> list[str]:
                 elif side[:1] != [digest]:
                     found.append(f"{folder}/{name}.sha256 differs from the page")
     for path in files:
+        if path == MARKER:
+            continue
         if path.endswith((".conda", ".tar.bz2", ".whl")) and path not in named:
             found.append(f"{path}: in the channel, named by no index")
         if any(part.startswith(".") for part in path.split("/")) or path.endswith((".tmp", ".part")):

@@ -81,3 +81,20 @@ def test_a_temporary_file_gets_the_mode_a_plain_open_gives(tmp_path: Path) -> No
     plain.write_text("x")
     assert dest.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
     assert [p.name for p in tmp_path.iterdir() if files.is_temporary(p)] == []
+
+
+def test_a_commit_that_fails_half_way_puts_every_file_back(tmp_path: Path) -> None:
+    # Before: the files renamed before the failing one stayed (a publish's package, named by no index).
+    (tmp_path / "index.json").write_text("old index")
+    blocked = tmp_path / "page.html"
+    blocked.mkdir()  # a rename onto a folder that is not empty fails
+    (blocked / "inside").write_text("x")
+    with files.Staged() as staged:
+        staged.write_text(tmp_path / "sub" / "package", "new package")
+        staged.write_text(tmp_path / "index.json", "new index")
+        staged.write_text(blocked, "new page")
+        with pytest.raises(OSError):
+            staged.commit()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index.json", "page.html"]
+    assert (tmp_path / "index.json").read_text() == "old index"
+    assert [p.name for p in blocked.iterdir()] == ["inside"]

@@ -1,6 +1,7 @@
 """A channel in a local directory: conda subdirs indexed by py-rattler, wheels under whl/ with PEP 503 pages.
 
 channel/
+  .torchbuild-channel                says this folder is a channel (local_layout.py: what else is recognised)
   .torchbuild.lock                   held by the one process that writes the channel (host/locks.py)
   noarch/repodata.json(.zst)         conda requires noarch even when empty
   linux-64/pytorch-*.conda, repodata.json(.zst)
@@ -12,14 +13,17 @@ Writes: a publish or an index holds the channel's lock from its first look at th
 publishers never interleave (the second waits, then sees what the first wrote and is refused a different file under
 the same name). Every file is written in full under a temporary name first (host/files.Staged), the index in a
 staging folder below the channel (hard links of the subdir's packages and the new ones, py-rattler's index there);
-then everything is renamed into place, the packages before the indexes that name them. So a publish that fails or
-is killed before the renames (a full or read-only disk, an interrupt) leaves the channel as it was; what a killed
-one left under temporary names is removed by the next publish or index (under the lock nothing else can be using
-it).
+then everything is renamed into place, the packages before the indexes that name them, all or nothing (a rename
+that fails puts back the ones done: host/files.Staged). So a publish that fails or is interrupted leaves the channel
+as it was; what a killed one left under temporary names is removed by the next publish or index (under the lock
+nothing else can be using it; only the names local_layout.py owns). py-rattler's child dies with its parent
+(host/orphans.py), so it never writes after the lock is free.
 
 A file already in the channel is the same as an artifact when its recorded sha256 (the subdir's repodata.json, the
 wheel's sidecar) is the artifact's and the file has not changed since that record was written (size, and its
-change time not after the record's); otherwise it is hashed.
+change time not after the record's); otherwise it is hashed. A wheel's sidecar is trusted for its page only where
+it is a sha256 and its page links the wheel with the same one (index hashes every wheel); an index is left as it is
+only where its repodata.json.zst holds its repodata.json's bytes.
 """
 
 from __future__ import annotations
@@ -28,22 +32,27 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from torchbuild.channels import Upload, action_for, pep503, refuse, wheel_path
 from torchbuild.channels.admission import check_place, validate
+from torchbuild.channels.local_layout import LOCK, MARKER, MARKER_TEXT, STAGING, check_channel, remove_leftovers
 from torchbuild.channels.repodata import PACKAGE_SUFFIXES
 from torchbuild.conda import rattler_child
 from torchbuild.conda.archive import PackageUnreadable, read_package
 from torchbuild.errors import UserError
 from torchbuild.host import locks
-from torchbuild.host.files import Staged, changed_at, is_temporary, link
+from torchbuild.host.files import Staged, changed_at, link
 from torchbuild.results import Artifact, sha256_of
 
-LOCK = ".torchbuild.lock"
-STAGING = ".staging-"  # the folder below the channel where an index is made before it is renamed into place
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
+
 WAIT_S = 1800.0  # how long a publisher waits for another one of the same channel
 INDEX_FILES = ("repodata.json", "repodata.json.zst")
 
@@ -65,9 +74,9 @@ def _recorded(repodata: Path) -> dict[str, dict[str, object]]:
 
 
 def check_directory(path: Path) -> None:
-    """A channel directory to publish into: there, or not yet made; not a file."""
-    if path.exists() and not path.is_dir():
-        raise UserError(f"channel {path} is not a directory: give a directory (it is made if missing).")
+    """A channel directory to publish into: a channel, or not yet made or empty; not a file nor a folder of other
+    files (``run`` asks before its first stage)."""
+    check_channel(path)
 
 
 class LocalChannel:
@@ -75,6 +84,7 @@ class LocalChannel:
         self.path = path
         self.url = path.resolve().as_uri()
         self._depth = 0  # how deep this process is inside locked()
+        self._digests: dict[Path, str] = {}  # files hashed while the lock is held (cleared when it is taken)
 
     # --- the lock, and what a killed writer left --------------------------------------------------------
 
@@ -88,7 +98,7 @@ class LocalChannel:
             finally:
                 self._depth -= 1
             return
-        check_directory(self.path)
+        check_channel(self.path)  # before anything is written: cleanup runs only in a channel
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -96,29 +106,12 @@ class LocalChannel:
         busy = f"another process is publishing to or indexing the channel {self.path}; try again once it is done"
         with locks.held(self.path / LOCK, busy=busy, wait_s=WAIT_S, waiting="waiting for another publisher"):
             self._depth = 1
+            self._digests.clear()
             try:
-                self._remove_leftovers()
+                remove_leftovers(self.path)
                 yield
             finally:
                 self._depth = 0
-
-    def _remove_leftovers(self) -> None:
-        """Temporaries and staging folders of a writer that was killed, and py-rattler's own temporary folders."""
-        for entry in self.path.iterdir():
-            if entry.is_dir() and (entry.name.startswith(STAGING) or entry.name == ".tmp"):
-                shutil.rmtree(entry, ignore_errors=True)
-        for folder in [self.path, *self._folders()]:
-            with contextlib.suppress(OSError):
-                for entry in folder.iterdir():
-                    if is_temporary(entry) and entry.is_file():
-                        entry.unlink(missing_ok=True)
-                    elif entry.name == ".tmp" and entry.is_dir():
-                        shutil.rmtree(entry, ignore_errors=True)
-
-    def _folders(self) -> list[Path]:
-        simple = self.path / "whl" / "simple"
-        pages = [simple, *(p for p in simple.iterdir() if p.is_dir())] if simple.is_dir() else []
-        return [p for p in self.path.iterdir() if p.is_dir() and not p.name.startswith(".")] + pages
 
     # --- reading ----------------------------------------------------------------------------------------
 
@@ -154,15 +147,16 @@ class LocalChannel:
                 raise UserError(f"{exc}\n{fix}") from None
 
     def _recorded_as_is(self, path: Path, kind: str) -> bool:
-        """The channel records ``path`` (its sidecar, its subdir's index) and it has not changed since."""
+        """The channel records ``path`` (its sidecar, its subdir's index) and it has not changed since. A wheel is
+        hashed (index hashes every wheel for its page anyway): a sidecar is a text file anyone may have edited."""
         if kind == "wheel":
             record = path.with_name(path.name + ".sha256")
-            size_ok = record.is_file()
+            matches = _read_sidecar(record) == self._digest(path)
         else:
             record = path.parent / "repodata.json"
             entry = _recorded(record).get(path.name) or {}
-            size_ok = entry.get("size") == path.stat().st_size
-        return size_ok and changed_at(path) <= record.stat().st_mtime_ns
+            matches = entry.get("size") == path.stat().st_size
+        return matches and changed_at(path) <= record.stat().st_mtime_ns
 
     # --- plan -------------------------------------------------------------------------------------------
 
@@ -216,7 +210,7 @@ class LocalChannel:
     def _index_current(self, subdir: str) -> bool:
         """The subdir's repodata.json lists exactly its package files, none changed since it was written."""
         repodata = self.path / subdir / "repodata.json"
-        if not repodata.is_file() or not (self.path / "noarch" / "repodata.json").is_file():
+        if not _index_whole(self.path / subdir) or not _index_whole(self.path / "noarch"):
             return False
         written = repodata.stat().st_mtime_ns
         files = [p for p in self._packages() if p.parent.name == subdir]
@@ -268,16 +262,37 @@ class LocalChannel:
             subdirs = {p.parent.name for p in packages}
             subdirs |= {p.parent.name for p in self.path.glob("*/repodata.json")}
             if subdirs:
-                self._commit_with_index(staged, subdirs, {}, {})
+                self._commit_with_index(staged, subdirs, {}, {}, verify=True)
             else:
-                self._stage_pages(staged, {})
+                self._stage_pages(staged, {}, verify=True)
                 self._commit(staged, [])
         return f"{len(packages)} conda packages, {len(self._wheels())} wheels"
+
+    def _wheel_sha256(self, wheel: Path, verify: bool) -> str:
+        """A wheel's sha256: hashed where ``verify``, or where its sidecar and its page disagree or it changed since
+        its sidecar was written; else what both record."""
+        if not verify:
+            sidecar = wheel.with_name(wheel.name + ".sha256")
+            recorded = _read_sidecar(sidecar)
+            if recorded and recorded == _page_link(wheel) and changed_at(wheel) <= sidecar.stat().st_mtime_ns:
+                return recorded
+        return self._digest(wheel)
+
+    def _digest(self, path: Path) -> str:
+        """sha256_of, once per file within one index or publish."""
+        if path not in self._digests:
+            self._digests[path] = sha256_of(path)
+        return self._digests[path]
 
     # --- staging and committing -------------------------------------------------------------------------
 
     def _commit_with_index(
-        self, staged: Staged, subdirs: set[str], new_packages: Mapping[Path, Path], new_wheels: Mapping[Path, str]
+        self,
+        staged: Staged,
+        subdirs: set[str],
+        new_packages: Mapping[Path, Path],
+        new_wheels: Mapping[Path, str],
+        verify: bool = False,
     ) -> None:
         """py-rattler's index of ``subdirs`` (and noarch) as they will be, made in a staging folder; staged with the
         pages, then everything committed."""
@@ -298,7 +313,7 @@ class LocalChannel:
                     made, current = folder / subdir / name, self.path / subdir / name
                     if made.is_file() and not (noarch_as_is and _same_bytes(made, current)):
                         staged.adopt(made, current)
-            self._stage_pages(staged, new_wheels)
+            self._stage_pages(staged, new_wheels, verify)
             self._commit(staged, [self.path / subdir / "repodata.json" for subdir in indexed], folder)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -307,6 +322,8 @@ class LocalChannel:
         """Rename every staged file into place; then the records (repodata.json, sidecars) are made newer than the
         files they describe (a rename, and the staging folder's hard links, change a file's change time), so that a
         later publish trusts them without hashing."""
+        if not (self.path / MARKER).is_file():  # what says this folder is a channel (local_layout.py)
+            staged.write_text(self.path / MARKER, MARKER_TEXT)
         sidecars = [p for p in staged.destinations if p.name.endswith(".sha256")]
         staged.commit()
         if staging is not None:
@@ -315,9 +332,10 @@ class LocalChannel:
             with contextlib.suppress(OSError):
                 os.utime(record)
 
-    def _stage_pages(self, staged: Staged, new_wheels: Mapping[Path, str]) -> None:
+    def _stage_pages(self, staged: Staged, new_wheels: Mapping[Path, str], verify: bool = False) -> None:
         """The PEP 503 pages of the wheels there and the ones being published, where they differ from the pages
-        there."""
+        there; and the sidecar of a wheel there where it does not hold the wheel's sha256. ``verify`` (index):
+        every wheel there is hashed."""
         simple = self.path / "whl" / "simple"
         wheels = {wheel: "" for wheel in self._wheels()} | dict(new_wheels)
         if not wheels and not simple.is_dir():
@@ -325,8 +343,8 @@ class LocalChannel:
         projects: dict[str, dict[str, str]] = {}
         for wheel, sha256 in sorted(wheels.items()):
             if not sha256:
-                sidecar = wheel.with_name(wheel.name + ".sha256")
-                sha256 = _read_sidecar(sidecar) or sha256_of(wheel)
+                sha256 = self._wheel_sha256(wheel, verify)
+                _stage_if_changed(staged, wheel.with_name(wheel.name + ".sha256"), sha256 + "\n")
             projects.setdefault(wheel.parent.name, {})[wheel.name] = sha256
         for project in sorted(p.name for p in simple.iterdir() if p.is_dir()) if simple.is_dir() else []:
             projects.setdefault(project, {})
@@ -335,11 +353,33 @@ class LocalChannel:
         _stage_if_changed(staged, simple / "index.html", pep503.root_page(sorted(projects)))
 
 
-def _read_sidecar(sidecar: Path) -> str:
+def _page_link(wheel: Path) -> str:
+    """The sha256 the wheel's project page links it with; "" when it does not."""
     try:
-        return sidecar.read_text(encoding="utf-8").strip()
+        page = (wheel.parent / "index.html").read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return ""
+    return pep503.wheel_links(page).get(wheel.name, "")
+
+
+def _read_sidecar(sidecar: Path) -> str:
+    """The sha256 a wheel's sidecar records; "" when it is missing or holds anything but one."""
+    try:
+        text = sidecar.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return text if pep503.is_sha256(text) else ""
+
+
+def _index_whole(subdir: Path) -> bool:
+    """The subdir's repodata.json is a JSON object and its repodata.json.zst (what conda clients fetch first) holds
+    the same bytes."""
+    try:
+        plain = (subdir / "repodata.json").read_bytes()
+        packed = zstd.decompress((subdir / "repodata.json.zst").read_bytes())
+        return packed == plain and isinstance(json.loads(plain), dict)
+    except (OSError, ValueError, zstd.ZstdError):
+        return False
 
 
 def _same_bytes(a: Path, b: Path) -> bool:

@@ -14,10 +14,19 @@ from urllib.parse import quote, unquote
 # href="torch-2.5.1%2Bcpu-...whl#sha256=<hex>" (S3 reads a raw '+' in a path as a space, hence the quoting).
 _WHEEL_LINK = re.compile(r'href="([^"#]+\.whl)#sha256=([0-9a-f]{64})"')
 _PROJECT_LINK = re.compile(r'href="([^"/]+)/"')
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def is_sha256(text: str) -> bool:
+    """64 lowercase hex digits: the only text a page's #sha256= may carry."""
+    return _SHA256.fullmatch(text) is not None
 
 
 def project_page(project: str, wheels: Mapping[str, str]) -> str:
     """The page of one project: a link per wheel file name, with its sha256."""
+    bad = sorted(name for name, digest in wheels.items() if not is_sha256(digest))
+    if bad:
+        raise ValueError(f"not a sha256 for {', '.join(bad)}: a page links a wheel by its own hash only")
     links = [
         f'    <a href="{quote(name)}#sha256={digest}">{html.escape(name)}</a><br/>'
         for name, digest in sorted(wheels.items())

@@ -50,7 +50,9 @@ def local_path(spec: str, root: Path) -> Path | None:
     if check_spec(spec) != "local":
         return None
     path = Path(spec.removeprefix("file://"))
-    return path if path.is_absolute() else root / path
+    path = path if path.is_absolute() else root / path
+    # 'missing/../channel': mkdir would make 'missing' too, left behind empty; resolved, only the channel is made
+    return path.resolve() if ".." in path.parts else path
 
 
 

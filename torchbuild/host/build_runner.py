@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from torchbuild.host import orphans
+
 TAIL_LINES = 30
 HEARTBEAT_S = 60.0  # off a terminal (CI), a progress line at most this often
 
@@ -155,7 +157,7 @@ def run_build(
         handle.write(f"$ {subprocess.list2cmdline(command)}\n  (in {cwd})\n")
         handle.flush()
         proc = subprocess.Popen(
-            command,
+            orphans.with_parent(command, env, cwd),  # the build's own children: _kill_tree, on a timeout
             cwd=cwd,
             env=dict(env),
             stdout=subprocess.PIPE,

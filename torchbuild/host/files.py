@@ -170,10 +170,21 @@ class Staged:
         return Artifact(path=dest, sha256=digest.hexdigest(), size=size)
 
     def commit(self) -> None:
-        while self._pending:
-            tmp, dest = self._pending[0]
-            os.replace(tmp, dest)
-            self._pending.pop(0)
+        """Rename every staged file into place, all or nothing: where one rename fails (a file or folder that cannot
+        be replaced, an interrupt), the ones done are undone (the files they replaced put back, the new ones
+        removed) before the error goes on; the ``with`` block's end then removes the rest."""
+        done: list[tuple[Path, Path, Path | None]] = []  # (temporary, destination, the file it replaces, kept)
+        try:
+            for tmp, dest in self._pending:
+                done.append((tmp, dest, _keep(dest)))
+                os.replace(tmp, dest)
+        except BaseException:
+            _undo(done)
+            raise
+        for _, _, replaced in done:
+            if replaced is not None:
+                replaced.unlink(missing_ok=True)
+        self._pending.clear()
         self._made.clear()
 
     def abort(self) -> None:
@@ -184,6 +195,32 @@ class Staged:
             with contextlib.suppress(OSError):  # not empty: something else is in it now
                 folder.rmdir()
         self._made.clear()
+
+
+def _keep(dest: Path) -> Path | None:
+    """A second name (a hard link, else a copy) for the file at ``dest`` that a commit is about to replace."""
+    if not dest.is_file():
+        return None
+    kept = temporary_name(dest)
+    try:
+        os.link(dest, kept)
+    except OSError:
+        shutil.copy2(dest, kept)
+    return kept
+
+
+def _undo(done: list[tuple[Path, Path, Path | None]]) -> None:
+    """Put back what a commit's renames replaced, newest first, and remove what they added (a temporary file still
+    there was not renamed: its destination is as it was)."""
+    for tmp, dest, replaced in reversed(done):
+        with contextlib.suppress(OSError):
+            if tmp.exists():
+                if replaced is not None:
+                    replaced.unlink()
+            elif replaced is not None:
+                os.replace(replaced, dest)
+            else:
+                dest.unlink()
 
 
 # --- a tree's digests ---------------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 A lock is a file whose lock (flock on POSIX, LockFileEx on Windows, by filelock) the holder keeps while it works. The
 kernel releases it when the holder ends, however it ends (a kill -9 or a cancelled CI job included), so a lock is
-never stale and nothing ever has to break one. The file itself stays (removing a lock file while another process
-waits on it would let two processes hold it).
+never stale and nothing ever has to break one. Children do not inherit it (Python's descriptors are not inherited)
+and die with the holder (host/orphans.py), so none writes on after it is released. The file itself stays (removing a
+lock file while another process waits on it would let two processes hold it).
 """
 
 from __future__ import annotations

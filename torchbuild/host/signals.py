@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-from torchbuild.host import scratch
+from torchbuild.host import orphans, scratch
 
 HANDLED = ("SIGINT", "SIGTERM", "SIGHUP")
 received: list[int] = []  # the signals this process was stopped by, in order
@@ -50,8 +50,9 @@ def run(
     argv: list[str], timeout: float | None = None, input_text: str | None = None, **options: Any
 ) -> subprocess.CompletedProcess[Any]:
     """subprocess.run (``input_text``: its ``input``), with the child ended when this process is stopped (also
-    where a stage thread started it)."""
-    with child(subprocess.Popen(argv, **options)) as proc:
+    where a stage thread started it), or killed (orphans.py)."""
+    command = orphans.with_parent(argv, options.get("env"), options.get("cwd"))
+    with child(subprocess.Popen(command, **options)) as proc:
         try:
             stdout, stderr = proc.communicate(input_text, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
