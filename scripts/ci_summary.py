@@ -73,7 +73,7 @@ def table(cells: Sequence[str], builds: Mapping[str, Any], smokes: Mapping[str, 
         "|" + "---|" * len(header),
         *rows,
     ]
-    artifacts = [(c, a) for c in cells if c in builds for a in builds[c].get("artifacts", {}).values()]
+    artifacts = [(c, n, a) for c in cells if c in builds for n, a in builds[c].get("artifacts", {}).items()]
     if artifacts:
         lines += ["", *artifact_table(artifacts)]
     return "\n".join(lines) + "\n"

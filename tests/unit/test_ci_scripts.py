@@ -87,4 +87,4 @@ def test_summary_merges_build_and_gpu_smoke_reports(tmp_path: Path) -> None:
     assert f"| `win-64-cpu-py3.12` | {cpu.version} | ✅ 180 min | ✅ 1 min | ✅ 2 min | build runner |" in out
     assert "| `win-64-cuda12.8-py3.12` |" in out and "❌ 1 min | ✅ 2 min | GPU runner |" in out
     assert "| `linux-64-cpu-py3.11` | ❌ no report: the build job failed before writing one" in out
-    assert f"| `win-64-cpu-py3.12` | `{cpu.wheel}` | 0.0 MB | `{wheel.sha256}` |" in out
+    assert f"| `win-64-cpu-py3.12` | built_wheel | `{cpu.wheel}` | 0.0 MB | `{wheel.sha256}` |" in out
