@@ -24,7 +24,6 @@ from torchbuild.config.options import RunOptions
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, Check, StageResult, sha256_of
 from torchbuild.run import runner
-from torchbuild.stages import Context
 from torchbuild.stages.smoke.env import parse_results
 from torchbuild.wheel.repair_report import RepairReport, Vendored
 
