@@ -178,6 +178,7 @@ def test_publish_build_publishes_and_names_every_cell(runs: Runs, tmp_path: Path
     assert f"pip install --index-url {channel.as_uri()}/whl/simple torch" in proc.stdout
 
 
+SCREENSHOT = ROOT / "build" / "test-output" / "report.png"  # build/ is ignored by git
 BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync")  # fmt: skip
 
@@ -198,7 +199,9 @@ def console_errors(stderr: str) -> list[str]:
 
 def test_the_page_loads_in_a_headless_browser_with_both_cells_in_its_grid(runs: Runs, tmp_path: Path) -> None:
     page = runs.root / "build" / "report.html"
-    png = tmp_path / "report.png"
+    png = SCREENSHOT  # kept after the test (its tmp_path goes when it passes), to look at
+    png.parent.mkdir(parents=True, exist_ok=True)
+    png.unlink(missing_ok=True)
     shot = browse(page, tmp_path / "profile", "--enable-logging=stderr", "--v=0", f"--screenshot={png}",
                   "--window-size=1400,1000")  # fmt: skip
     assert shot.returncode == 0, shot.stderr[-2000:]
