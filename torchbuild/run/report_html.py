@@ -117,8 +117,8 @@ def _cell(cell: Mapping[str, Any]) -> list[str]:
                   [(c["status"], c["line"]) for c in companions])]  # fmt: skip
     checks = [(s["stage"], c) for s in cell["stages"] for c in s.get("checks", [])]
     if checks:
-        rows = [(stage, c["name"], c["status"], _seconds(c.get("duration")), c["message"]) for stage, c in checks]
-        parts += ["<h3>Checks</h3>", table(("stage", "check", "status", "time", "message"), rows, "checks")]
+        timed = [(stage, c["name"], c["status"], _seconds(c.get("duration")), c["message"]) for stage, c in checks]
+        parts += ["<h3>Checks</h3>", table(("stage", "check", "status", "time", "message"), timed, "checks")]
     logs = cell.get("logs", [])
     parts.append("<h3>Logs</h3>")
     links = "".join(f'<li><a href="{escape(quote(str(log)))}">{escape(str(log))}</a></li>' for log in logs)
