@@ -8,6 +8,9 @@ build/ per job:
 
   artifacts/<job>/build/report.json
   artifacts/<job>/build/<cell-id>/...      (the files the report names, below build/ as on the build machine)
+
+A local build/ with several cells (each run of a cell adds its own report, build/<cell-id>/report.json, and the
+summary build/report.json names them all) publishes every cell that passed, each named in the output.
 """
 
 from __future__ import annotations

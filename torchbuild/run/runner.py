@@ -16,8 +16,10 @@ nothing more starts: the stages still running end and are recorded, the rest are
 fault of the machine (a full or read-only disk: an OSError) fails like any other, and the report says so.
 
 One run at a time per working directory: ``run`` holds ``build/.torchbuild.lock`` (a second run is refused, naming
-it), removes the report of the last run (so that a report on disk is always the last run's, also after a crash) and
-the scratch killed runs left in memory, before the first stage starts. Interrupted (SIGINT, SIGTERM, SIGHUP: see
+it), removes the summary report and the own reports of the cells it runs (so that a report on disk is never older
+than its cell's state, also after a crash) and the scratch killed runs left in memory, before the first stage
+starts. After the run each cell's own report is written in build/<cell-id>/ and the summary in build/ is rebuilt from
+every cell's own report there: cells built by earlier runs in the same build/ stay in it. Interrupted (SIGINT, SIGTERM, SIGHUP: see
 commands/cli.py), nothing more starts, and the scratch of the stages running is removed at once.
 """
 
