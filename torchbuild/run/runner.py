@@ -19,8 +19,8 @@ One run at a time per working directory: ``run`` holds ``build/.torchbuild.lock`
 it), removes the summary report and the own reports of the cells it runs (so that a report on disk is never older
 than its cell's state, also after a crash) and the scratch killed runs left in memory, before the first stage
 starts. After the run each cell's own report is written in build/<cell-id>/ and the summary in build/ is rebuilt from
-every cell's own report there: cells built by earlier runs in the same build/ stay in it. Interrupted (SIGINT, SIGTERM, SIGHUP: see
-commands/cli.py), nothing more starts, and the scratch of the stages running is removed at once.
+every cell's own report there: cells built by earlier runs in the same build/ stay in it. Interrupted (SIGINT,
+SIGTERM, SIGHUP: see commands/cli.py), nothing more starts, and the scratch of the stages running is removed at once.
 """
 
 from __future__ import annotations
