@@ -24,8 +24,9 @@ the OpenMP runtimes the wheel ships and its libraries import (the closure's P103
                                                  # its report.json kept beside pipeline.log)
     python bench/corpus.py --shard 3/7 --record bench/results/corpus.json
                                                  # merge each pair's result into the ledger, with the commit and day
-    python bench/corpus.py --ledger bench/results/corpus.json
+    python bench/corpus.py --ledger bench/results/corpus.json [--html corpus.html]
                                                  # every pair's latest result on record, and the pairs not yet run
+                                                 # (--html: also as one page, drawn as report.html is)
 """
 
 from __future__ import annotations
@@ -311,6 +312,34 @@ def ledger_table(ledger: dict[str, dict[str, Any]], every: Sequence[Pair]) -> st
     return "\n".join(lines)
 
 
+def ledger_html(ledger: dict[str, dict[str, Any]], every: Sequence[Pair]) -> str:
+    """The ledger as one page, drawn as report.html is (torchbuild/run/report_html.py): the failures first with why,
+    then every pair's stages coloured by status."""
+    from html import escape
+
+    from torchbuild.run import report_html as page
+
+    status_of = {short: status for status, short in SHORT.items()}
+    rows, failed = [], []
+    for pair in every:
+        entry = ledger.get(pair.key)
+        if entry is None:
+            rows.append((pair.key, "", [page.Box("not run", "·", "not run")] * (len(STAGES) + 1)))
+            continue
+        said = {stage: str(entry.get("row", {}).get(stage, "-")) for stage in STAGES}
+        boxes = [page.Box(status_of.get(text.split(" ")[0], "not run"), text) for text in said.values()]
+        verdict = entry["status"] if entry["status"] in page.CLASSES else "skipped"  # not offered here
+        rows.append((pair.key, "", [*boxes, page.Box(verdict, entry["status"], entry["why"])]))
+        if entry["status"] == "failed":
+            failed.append((pair.key, entry["why"], entry.get("ran", "-"), entry.get("commit", "-")))
+    counts = ledger_table(ledger, every).splitlines()[-1]
+    parts = [f"<p>{escape(counts)}</p>"]
+    if failed:
+        parts += ["<h2>Failures</h2>", page.table(("pair", "why", "ran", "commit"), failed)]
+    parts += ["<h2>Pairs</h2>", page.grid("pair", [*STAGES, "result"], rows)]
+    return page.document("torchbuild corpus", parts)
+
+
 def _commit() -> str:
     proc = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],
                           capture_output=True, text=True, check=False)  # fmt: skip
@@ -327,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep each pair's build/ and channel/")
     parser.add_argument("--record", type=Path, help="merge each pair's result into this ledger (JSON)")
     parser.add_argument("--ledger", type=Path, help="print this ledger's results for every pair; run nothing")
+    parser.add_argument("--html", type=Path, help="with --ledger: also write it as one page (report.html's look)")
     args = parser.parse_args(argv)
     selected = pairs()
     try:
@@ -337,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     if args.ledger:
         print(ledger_table(recorded, selected))
+        if args.html:
+            files.write_atomic(args.html, ledger_html(recorded, selected))
         return 0
     commit, day = _commit(), datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     if args.only:

@@ -2,6 +2,7 @@
 corpus job's: which pairs of the night's slice passed, which failed and why.
 
     python scripts/ci_summary.py artifacts --cells "$BUILD_MATRIX_JSON" --publish success >> "$GITHUB_STEP_SUMMARY"
+    python scripts/ci_summary.py artifacts --cells "$BUILD_MATRIX_JSON" --html report.html   # also the page
     python scripts/ci_summary.py --corpus corpus.json >> "$GITHUB_STEP_SUMMARY"
 
 ``artifacts/report-<cell>/report.json`` are the build jobs' reports, ``artifacts/smoke-<cell>/report.json`` the GPU
@@ -20,7 +21,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from torchbuild.host.files import write_atomic
 from torchbuild.plan import SMOKE_STAGES
+from torchbuild.run import report_html
 from torchbuild.run.report import artifact_table, icon
 
 
@@ -73,7 +76,7 @@ def table(cells: Sequence[str], builds: Mapping[str, Any], smokes: Mapping[str, 
         "|" + "---|" * len(header),
         *rows,
     ]
-    artifacts = [(c, a) for c in cells if c in builds for a in builds[c].get("artifacts", {}).values()]
+    artifacts = [(c, n, a) for c in cells if c in builds for n, a in builds[c].get("artifacts", {}).items()]
     if artifacts:
         lines += ["", *artifact_table(artifacts)]
     return "\n".join(lines) + "\n"
@@ -105,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cells", help="the build matrix JSON ({'include': [{'cell': ...}, ...]})")
     parser.add_argument("--publish", default="", help="the publish job's result")
     parser.add_argument("--corpus", type=Path, help="bench/corpus.py's --json output: its summary instead")
+    parser.add_argument("--html", type=Path, help="also write the page of every cell (report.html) here")
     args = parser.parse_args(argv)
     if args.corpus is not None:
         try:
@@ -124,7 +128,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     builds = read_reports(args.artifacts, "report-")
     smokes = read_reports(args.artifacts, "smoke-")
     sys.stdout.write(table(cells, builds, smokes, args.publish))
+    if args.html is not None:
+        merged = [merged_cell(builds[c], smokes.get(c)) for c in cells if c in builds]
+        write_atomic(args.html, report_html.page({"cells": merged}, "torchbuild nightly"))
     return 0
+
+
+def merged_cell(build: Mapping[str, Any], smoke: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A build job's cell with the GPU smoke job's results of the smoke stages in place of its own."""
+    gpu = {s["stage"]: s for s in (smoke or {}).get("stages", []) if s["stage"] in SMOKE_STAGES}
+    stages = [gpu.get(s["stage"], s) for s in build["stages"]]
+    passing = all(s["status"] in ("passed", "skipped", "cached") for s in stages if s["stage"] != "publish")
+    return {**build, "stages": stages, "ok": passing}
 
 
 if __name__ == "__main__":

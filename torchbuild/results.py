@@ -45,9 +45,12 @@ class Check:
     message: str = ""
     code: str = ""  # e.g. conda-verify's C1146
     file: str = ""
+    duration: float | None = None  # seconds, where the check was timed on its own (the smoke checks)
 
-    def to_dict(self) -> dict[str, str]:
-        return {"name": self.name, "status": self.status, "message": self.message, "code": self.code, "file": self.file}
+    def to_dict(self) -> dict[str, object]:
+        duration = None if self.duration is None else round(self.duration, 3)
+        return {"name": self.name, "status": self.status, "message": self.message, "code": self.code,
+                "file": self.file, "duration": duration}  # fmt: skip
 
 
 @dataclass(frozen=True)

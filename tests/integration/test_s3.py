@@ -172,7 +172,7 @@ def test_publish_republish_and_reindex(bucket: Bucket, jobs: Jobs, tmp_path: Pat
     assert f"new       linux-64/{conda}  sha256 {jobs.py311.conda.sha256}" in first.stdout
     assert f"new       whl/simple/torch/{wheel}" in first.stdout
     publisher_endpoint = bucket.env["AWS_ENDPOINT_URL_S3"]
-    assert f"conda install -c {publisher_endpoint}/{bucket.name}/{PREFIX} pytorch" in first.stderr
+    assert f"conda install -c {publisher_endpoint}/{bucket.name}/{PREFIX} pytorch" in first.stdout
     head = bucket.client.head_object(Bucket=bucket.name, Key=f"{PREFIX}/linux-64/{conda}")
     assert head["Metadata"]["sha256"] == jobs.py311.conda.sha256
     record = repodata(bucket.client, bucket.name, f"{PREFIX}/linux-64/repodata.json")["packages.conda"][conda]

@@ -87,4 +87,18 @@ def test_summary_merges_build_and_gpu_smoke_reports(tmp_path: Path) -> None:
     assert f"| `win-64-cpu-py3.12` | {cpu.version} | ✅ 180 min | ✅ 1 min | ✅ 2 min | build runner |" in out
     assert "| `win-64-cuda12.8-py3.12` |" in out and "❌ 1 min | ✅ 2 min | GPU runner |" in out
     assert "| `linux-64-cpu-py3.11` | ❌ no report: the build job failed before writing one" in out
-    assert f"| `win-64-cpu-py3.12` | `{cpu.wheel}` | 0.0 MB | `{wheel.sha256}` |" in out
+    assert f"| `win-64-cpu-py3.12` | built_wheel | `{cpu.wheel}` | 0.0 MB | `{wheel.sha256}` |" in out
+
+
+def test_summary_writes_the_page_of_every_cell_with_the_gpu_smoke_in_place(tmp_path: Path) -> None:
+    cell_report(tmp_path / "report-win-64-cuda12.8-py3.12", "win-64-cuda12.8-py3.12", "skipped")
+    cell_report(tmp_path / "smoke-win-64-cuda12.8-py3.12", "win-64-cuda12.8-py3.12", "failed")
+    cell_report(tmp_path / "report-win-64-cpu-py3.12", "win-64-cpu-py3.12", "passed")
+    cells = {"include": [{"cell": c} for c in ("win-64-cpu-py3.12", "win-64-cuda12.8-py3.12")]}
+    page = tmp_path / "report.html"
+    result = script("ci_summary.py", str(tmp_path), "--cells", json.dumps(cells), "--html", str(page))
+    assert result.returncode == 0, result.stderr
+    html = page.read_text()
+    assert '<p class="verdict bad">1 of 2 cells passed</p>' in html
+    assert '<a href="#win-64-cpu-py3.12">win-64-cpu-py3.12</a>' in html
+    assert "<h3>win-64-cuda12.8-py3.12 / smoke-wheel</h3>" in html  # the GPU runner's failure, first

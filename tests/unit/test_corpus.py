@@ -167,6 +167,21 @@ def test_the_ledger_keeps_each_pairs_latest_result_across_runs(corpus: ModuleTyp
     assert row.endswith("| 600 | 2026-11-27 | cccc |")
 
 
+def test_the_ledger_as_a_page_shows_failures_first_and_each_pairs_stages(corpus: ModuleType, tmp_path: Path) -> None:
+    ledger = tmp_path / "corpus.json"
+    failing = _entries(corpus, tmp_path / "first", "verify")[0]
+    corpus.record(ledger, [{**failing, "why": "FAILED in verify: <TB114> & more"}], "aaaa", "2026-11-20")
+    page = tmp_path / "corpus.html"
+    done = subprocess.run([sys.executable, "bench/corpus.py", "--ledger", str(ledger), "--html", str(page)],
+                          cwd=ROOT, capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    html = page.read_text()
+    assert html.index("<h2>Failures</h2>") < html.index('<table class="grid">')
+    assert "FAILED in verify: &lt;TB114&gt; &amp; more" in html and "<TB114>" not in html
+    assert f'<td class="failed" title="">{failing["row"]["verify"]}</td>' in html
+    assert html.count('<td class="notrun"') >= 9 * (len(corpus.pairs()) - 1)  # the pairs not run: a pale row each
+
+
 RECORDER = """
 import importlib.util, sys
 from pathlib import Path

@@ -292,3 +292,13 @@ def test_corpus_nights_add_up_in_a_ledger_carried_from_night_to_night(nightly: d
     assert save["if"].startswith("always()")
     (week,) = steps_running(nightly["jobs"]["corpus"], "python bench/corpus.py --ledger corpus-ledger.json")
     assert '>> "$GITHUB_STEP_SUMMARY"' in week["run"]
+
+
+def test_the_summary_job_uploads_the_page_of_every_cell(nightly: dict[str, Any]) -> None:
+    job = nightly["jobs"]["summary"]
+    (summary,) = steps_running(job, "scripts/ci_summary.py artifacts")
+    assert "--html report.html" in summary["run"]
+    (upload,) = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+    assert (upload["with"]["name"], upload["with"]["path"], upload["if"]) == ("summary", "report.html", "always()")
+    build_paths = [s for s in nightly["jobs"]["build"]["steps"] if s.get("name") == "Upload the cell's build/"]
+    assert "build/report.html" in build_paths[0]["with"]["path"].split()

@@ -9,7 +9,7 @@ S3's conditional writes do the same without a lock).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -45,6 +45,18 @@ def wheel_path(wheel_name: str) -> str:
 def project_of(wheel_name: str) -> str:
     """The canonical project name of a wheel file, what ``pip install`` is given."""
     return str(canonicalize_name(parse_wheel_filename(wheel_name)[0]))
+
+
+def install_lines(url: str, conda_names: Iterable[str], wheel_projects: Iterable[str]) -> list[str]:
+    """How users install these packages from the channel at ``url``: a conda line and a pip line."""
+    conda, wheels = sorted(set(conda_names)), sorted(set(wheel_projects))
+    lines = [f"conda install -c {url} {' '.join(conda)}"] if conda else []
+    return lines + ([f"pip install --index-url {url}/whl/simple {' '.join(wheels)}"] if wheels else [])
+
+
+def conda_name_of(file_name: str) -> str:
+    """The package name of a conda package file, ``<name>-<version>-<build>.conda``."""
+    return file_name.rsplit("-", 2)[0]
 
 
 class Channel(Protocol):

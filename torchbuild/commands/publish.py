@@ -8,6 +8,9 @@ build/ per job:
 
   artifacts/<job>/build/report.json
   artifacts/<job>/build/<cell-id>/...      (the files the report names, below build/ as on the build machine)
+
+A local build/ with several cells (each run of a cell adds its own report, build/<cell-id>/report.json, and the
+summary build/report.json names them all) publishes every cell that passed, each named in the output.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Literal
 
-from torchbuild.channels import Channel, Upload, project_of
+from torchbuild.channels import Channel, Upload, install_lines, project_of
 from torchbuild.channels import repodata as rd
 from torchbuild.channels.admission import validate
 from torchbuild.channels.backends import open_channel
@@ -40,6 +43,7 @@ class Found:
     subdir: str  # the conda subdir from the package's own info/index.json; "whl" for a wheel
     source: str  # the report (and cell) or the file it came from
     name: str  # what users install: the conda package's name, or the wheel's project
+    cell: str = ""  # the cell whose report names it; "" for a file given as such
 
 
 def add_parsers(sub: Any) -> None:
@@ -77,7 +81,7 @@ def locate(recorded: str, report: Path) -> Path | None:
     return None
 
 
-def _from_report(report: Path) -> tuple[list[Found], list[str]]:
+def _from_report(report: Path) -> tuple[list[Found], list[tuple[str, str]]]:
     try:
         data = json.loads(report.read_text(encoding="utf-8"))
         cells = data["cells"]
@@ -86,13 +90,13 @@ def _from_report(report: Path) -> tuple[list[Found], list[str]]:
     if not isinstance(cells, list):
         raise UserError(f"{report}: 'cells' is not a list; not a torchbuild report")
     found: list[Found] = []
-    failed: list[str] = []
+    failed: list[tuple[str, str]] = []  # (cell id, its report)
     for number, cell in enumerate(cells, 1):
         if not isinstance(cell, dict) or not isinstance(cell.get("cell_id", "?"), str):
             raise UserError(f"{report}: cell {number} is not a cell object with a 'cell_id'; not a torchbuild report")
         cell_id = cell.get("cell_id", f"#{number}")
         if not cell.get("ok", False):
-            failed.append(f"{cell_id} ({report})")
+            failed.append((cell_id, str(report)))
             continue
         artifacts = cell.get("artifacts", {})
         if not isinstance(artifacts, dict):
@@ -114,7 +118,7 @@ def _from_report(report: Path) -> tuple[list[Found], list[str]]:
                     f"{path}: sha256 {artifact.sha256} ({artifact.size} bytes) does not match {report}, which records "
                     f"{sha256} ({size} bytes) for cell {cell_id}; nothing was published"
                 )
-            found.append(_found(artifact, kind, f"{report} ({cell_id})"))
+            found.append(_found(artifact, kind, f"{report} ({cell_id})", cell_id))
     return found, failed
 
 
@@ -139,18 +143,18 @@ def _entry(entry: Any, report: Path, cell_id: str, name: str) -> tuple[str, str,
     )
 
 
-def _found(artifact: Artifact, kind: Kind, source: str) -> Found:
+def _found(artifact: Artifact, kind: Kind, source: str, cell: str = "") -> Found:
     validate(artifact.path, kind)
     if kind == "wheel":
-        return Found(artifact, kind, "whl", source, project_of(artifact.path.name))
+        return Found(artifact, kind, "whl", source, project_of(artifact.path.name), cell)
     record = rd.record_of(artifact.path, artifact.sha256)
-    return Found(artifact, kind, record.subdir, source, str(record.fields["name"]))
+    return Found(artifact, kind, record.subdir, source, str(record.fields["name"]), cell)
 
 
 def collect(paths: Sequence[Path]) -> tuple[list[Found], list[str]]:
     """Every artifact to publish, checked; and the cells left out because they failed."""
     found: list[Found] = []
-    failed: list[str] = []
+    failed: list[tuple[str, str]] = []
     for path in paths:
         if path.is_dir():
             reports = sorted(path.rglob("report.json"))
@@ -164,6 +168,10 @@ def collect(paths: Sequence[Path]) -> tuple[list[Found], list[str]]:
             found.append(_found(Artifact.of(path), kind_of(path), str(path)))
         else:
             raise UserError(f"{path}: no such file or directory")
+    # build/report.json sums up the reports of build/<cell-id>/: a cell both name is one cell
+    failed_cells: dict[str, str] = {}
+    for cell_id, source in failed:
+        failed_cells.setdefault(cell_id, f"{cell_id} ({source})")
     by_name: dict[str, Found] = {}
     for item in found:
         seen = by_name.setdefault(item.artifact.path.name, item)
@@ -172,7 +180,7 @@ def collect(paths: Sequence[Path]) -> tuple[list[Found], list[str]]:
                 f"two different files named {item.artifact.path.name}: {seen.source} and {item.source}; "
                 "nothing was published"
             )
-    return list(by_name.values()), failed
+    return list(by_name.values()), list(failed_cells.values())
 
 
 def publish(paths: Sequence[Path], spec: str, root: Path, replace: bool = False) -> int:
@@ -189,6 +197,10 @@ def publish(paths: Sequence[Path], spec: str, root: Path, replace: bool = False)
             replace=replace,
         )
         channel.apply(uploads)
+    by_path = {f.artifact.path: f for f in found}
+    for cell in dict.fromkeys(f.cell for f in found):
+        files = ", ".join(u.channel_path for u in uploads if by_path[u.artifact.path].cell == cell)
+        out.print(f"cell {cell}: {files}" if cell else f"files given: {files}", markup=False)
     for upload in uploads:
         out.print(f"{upload.action:9} {upload.channel_path}  sha256 {upload.artifact.sha256}", markup=False)
     say_install(channel, uploads, {f.artifact.path: f.name for f in found})
@@ -196,14 +208,13 @@ def publish(paths: Sequence[Path], spec: str, root: Path, replace: bool = False)
 
 
 def say_install(channel: Channel, uploads: Sequence[Upload], names: dict[Path, str]) -> None:
-    """How to install what was published from this channel: the names and index URLs users need."""
-    conda = sorted({names[u.artifact.path] for u in uploads if u.kind == "conda"})
-    wheels = sorted({names[u.artifact.path] for u in uploads if u.kind == "wheel"})
-    console.print(f"channel: {channel.url}", markup=False)
-    if conda:
-        console.print(f"  conda install -c {channel.url} {' '.join(conda)}", markup=False)
-    if wheels:
-        console.print(f"  pip install --index-url {channel.url}/whl/simple {' '.join(wheels)}", markup=False)
+    """How to install what was published from this channel: the names and index URLs users need (on stdout: they
+    are the command's result)."""
+    conda = [names[u.artifact.path] for u in uploads if u.kind == "conda"]
+    wheels = [names[u.artifact.path] for u in uploads if u.kind == "wheel"]
+    out.print(f"published to {channel.url}; install with:", markup=False)
+    for line in install_lines(channel.url, conda, wheels):
+        out.print(f"  {line}", markup=False)
 
 
 def index(spec: str, root: Path) -> int:

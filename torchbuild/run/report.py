@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
@@ -12,11 +13,15 @@ from typing import Any
 from rich.markup import escape
 
 from torchbuild.config.pairing import Companion
-from torchbuild.host.console import MARKS, console
+from torchbuild.errors import UserError
+from torchbuild.host.console import MARKS, console, out
 from torchbuild.host.files import write_atomic
+from torchbuild.plan import Plan
 from torchbuild.results import Artifact
+from torchbuild.run import report_html
 from torchbuild.run.records import CellRun
 from torchbuild.stages import companion_artifact
+from torchbuild.wheel.repair_report import RepairReport
 
 
 @dataclass(frozen=True)
@@ -24,26 +29,44 @@ class ReportPaths:
     json: Path
     markdown: Path
     junit: Path
+    html: Path
 
 
-def as_dict(cells: Sequence[CellRun]) -> dict[str, Any]:
+def cell_entry(cell: CellRun, build: Path) -> dict[str, Any]:
+    """A cell's entry in report.json. Its ``logs`` are relative to the cell's directory (build/<cell-id>)."""
+    plan = cell.plan
+    directory = build / Path(plan.work_dir).name
+    logs = directory / "logs"
     return {
-        "ok": all(c.ok for c in cells),
-        "cells": [
-            {
-                "cell_id": c.plan.cell_id,
-                "ok": c.ok,
-                "torch": c.plan.version,
-                "platform": c.plan.platform,
-                "python": c.plan.python,
-                "cuda": c.plan.cuda,
-                "stages": [r.to_dict() for r in c.records],
-                "artifacts": {name: a.to_dict() for name, a in c.artifacts.items()},
-                "companions": [_companion(companion, c.artifacts) for companion in c.plan.companions],
-            }
-            for c in cells
-        ],
-    }
+        "cell_id": plan.cell_id,
+        "dir": directory.name,
+        "ok": cell.ok,
+        "torch": plan.version,
+        "platform": plan.platform,
+        "python": plan.python,
+        "cuda": plan.cuda,
+        "stages": [r.to_dict() for r in cell.records],
+        "artifacts": {name: a.to_dict() for name, a in cell.artifacts.items()},
+        "companions": [_companion(companion, cell.artifacts) for companion in plan.companions],
+        "vendored": _vendored(cell.artifacts.get("repair_report")),
+        "declared_libraries": [f"{w.name} {w.version}" for w in plan.declared_libraries],
+        "logs": sorted(p.relative_to(directory).as_posix() for p in logs.rglob("*") if p.is_file())
+        if logs.is_dir() else [],
+    }  # fmt: skip
+
+
+def _vendored(repair_report: Artifact | None) -> list[str]:
+    """The libraries the repair put into the wheel (their paths in it), from its repair.json; none where unread."""
+    if repair_report is None or not repair_report.path.is_file():
+        return []
+    try:
+        return [row.path for row in RepairReport.read(repair_report.path).vendored]
+    except UserError:
+        return []
+
+
+def as_dict(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    return {"ok": all(c["ok"] for c in entries), "cells": list(entries)}
 
 
 def companion_line(companion: Companion, artifacts: Mapping[str, Artifact]) -> tuple[str, str]:
@@ -69,100 +92,139 @@ def icon(status: str) -> str:
     return ICONS.get(status, status)
 
 
-def artifact_table(rows: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
-    """Markdown rows ``| cell | artifact | size | sha256 |`` of report.json artifact entries, each file once."""
-    lines = ["| cell | artifact | size | sha256 |", "|---|---|---|---|"]
-    seen: set[tuple[str, str]] = set()
-    for cell_id, artifact in rows:
-        name = PureWindowsPath(str(artifact["path"])).name  # a report from a Windows job has '\\' paths
-        if (cell_id, name) not in seen:
-            seen.add((cell_id, name))
-            lines.append(f"| `{cell_id}` | `{name}` | {int(artifact['size']) / 1e6:.1f} MB | `{artifact['sha256']}` |")
+def artifact_table(rows: Iterable[tuple[str, str, Mapping[str, Any]]]) -> list[str]:
+    """Markdown rows ``| cell | artifacts | file | size | sha256 |`` of (cell id, artifact name, report.json entry):
+    one row per file, by its path, with every name it goes by (the source wheel and the repaired one share a file
+    name, not their bytes; a published file is the channel's)."""
+    lines = ["| cell | artifact | file | size | sha256 |", "|---|---|---|---|---|"]
+    for (cell_id, path), (names, artifact) in report_html.files_of(rows).items():
+        file = PureWindowsPath(path).name  # a report from a Windows job has '\\' paths
+        size = f"{int(artifact['size']) / 1e6:.1f} MB"
+        lines.append(f"| `{cell_id}` | {', '.join(names)} | `{file}` | {size} | `{artifact['sha256']}` |")
     return lines
 
 
-def markdown(cells: Sequence[CellRun]) -> str:
-    data = as_dict(cells)
-    stages = [s["stage"] for s in data["cells"][0]["stages"]]
+def markdown(data: Mapping[str, Any]) -> str:
+    cells = data["cells"]
+    stages = [s["stage"] for s in cells[0]["stages"]] if cells else []
     lines = ["## torchbuild", "", "| cell | torch | " + " | ".join(stages) + " |"]
     lines.append("|" + "---|" * (2 + len(stages)))
-    for cell in data["cells"]:
+    for cell in cells:
         row = [f"`{cell['cell_id']}`", cell["torch"]]
         row += [f"{icon(s['status'])} {s['duration']:.0f}s" for s in cell["stages"]]
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", *artifact_table((c["cell_id"], a) for c in data["cells"] for a in c["artifacts"].values())]
-    companions = [(c["cell_id"], companion["line"]) for c in data["cells"] for companion in c["companions"]]
+    rows = [(c["cell_id"], name, a) for c in cells for name, a in c["artifacts"].items()]
+    lines += ["", *artifact_table(rows)]
+    companions = [(c["cell_id"], companion["line"]) for c in cells for companion in c["companions"]]
     if companions:
         lines += ["", "### torchvision and torchaudio", ""]
         lines += [f"- {cell_id}: {line}" for cell_id, line in companions]
-    ran_on = [(c["cell_id"], s) for c in data["cells"] for s in c["stages"] if s.get("ran_on")]
+    ran_on = [(c["cell_id"], s) for c in cells for s in c["stages"] if s.get("ran_on")]
     if ran_on:
         lines += ["", "### Where the checks ran", ""]
         lines += [f"- {cell_id} / {s['stage']}: {s['status']} {s['ran_on']}" for cell_id, s in ran_on]
-    problems = [(c["cell_id"], s) for c in data["cells"] for s in c["stages"] if s["status"] == "failed"]
+    problems = [(c["cell_id"], s) for c in cells for s in c["stages"] if s["status"] == "failed"]
     if problems:
         lines += ["", "### Failures", ""]
         for cell_id, stage in problems:
             lines += [f"**{cell_id} / {stage['stage']}**", "", "```", stage["message"], "```", ""]
-    skipped = [
-        (c["cell_id"], s) for c in data["cells"] for s in c["stages"] if s["status"] == "skipped" and s["message"]
-    ]
+    skipped = [(c["cell_id"], s) for c in cells for s in c["stages"] if s["status"] == "skipped" and s["message"]]
     if skipped:
         lines += ["", "### Skipped", ""]
         lines += [f"- {cell_id} / {s['stage']}: {s['message']}" for cell_id, s in skipped]
     return "\n".join(lines) + "\n"
 
 
-def junit(cells: Sequence[CellRun]) -> str:
+def junit(data: Mapping[str, Any]) -> str:
+    """JUnit XML: a test case per stage and per check; each suite's counts are those of its test cases."""
     suites = ET.Element("testsuites", name="torchbuild")
-    for cell in cells:
-        cases = [(r.stage, r) for r in cell.records]
-        suite = ET.SubElement(
-            suites,
-            "testsuite",
-            name=cell.plan.cell_id,
-            tests=str(len(cases) + sum(len(r.checks) for r in cell.records)),
-            failures=str(sum(r.status == "failed" for r in cell.records)),
-            skipped=str(sum(r.status in ("skipped", "not run") for r in cell.records)),
-            time=f"{sum(r.duration for r in cell.records):.3f}",
-        )
-        for stage, record in cases:
-            case = ET.SubElement(
-                suite, "testcase", classname=cell.plan.cell_id, name=stage, time=f"{record.duration:.3f}"
-            )
-            if record.status == "failed":
-                ET.SubElement(
-                    case, "failure", message=record.message.splitlines()[0] if record.message else "failed"
-                ).text = record.message
-            elif record.status in ("skipped", "not run"):
-                ET.SubElement(case, "skipped", message=record.message or record.status)
-            if record.ran_on:
+    for cell in data["cells"]:
+        cell_id = cell["cell_id"]
+        suite = ET.SubElement(suites, "testsuite", name=cell_id)
+        for record in cell["stages"]:
+            stage, status, message = record["stage"], record["status"], record["message"]
+            case = ET.SubElement(suite, "testcase", classname=cell_id, name=stage, time=f"{record['duration']:.3f}")
+            if status == "failed":
+                first = message.splitlines()[0] if message else "failed"
+                ET.SubElement(case, "failure", message=first).text = message
+            elif status in ("skipped", "not run"):
+                ET.SubElement(case, "skipped", message=message or status)
+            if record.get("ran_on"):
                 properties = ET.SubElement(case, "properties")
-                ET.SubElement(properties, "property", name="ran_on", value=record.ran_on)
-                ET.SubElement(case, "system-out").text = record.message
-            for check in record.checks:
-                sub = ET.SubElement(suite, "testcase", classname=f"{cell.plan.cell_id}.{stage}", name=check.name)
-                if check.status == "failed":
-                    ET.SubElement(sub, "failure", message=f"{check.code} {check.message}".strip()).text = check.file
-                elif check.status == "skipped":
-                    ET.SubElement(sub, "skipped", message=check.message)
+                ET.SubElement(properties, "property", name="ran_on", value=record["ran_on"])
+                ET.SubElement(case, "system-out").text = message
+            for check in record["checks"]:
+                sub = ET.SubElement(suite, "testcase", classname=f"{cell_id}.{stage}", name=check["name"])
+                if check.get("duration") is not None:
+                    sub.set("time", f"{check['duration']:.3f}")
+                if check["status"] == "failed":
+                    text = f"{check.get('code', '')} {check['message']}".strip()
+                    ET.SubElement(sub, "failure", message=text).text = check.get("file", "")
+                elif check["status"] == "skipped":
+                    ET.SubElement(sub, "skipped", message=check["message"])
+        _count(suite, time=sum(float(r["duration"]) for r in cell["stages"]))
+    _count(suites, time=sum(float(s.get("time", "0")) for s in suites))
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
 
+def _count(element: ET.Element, time: float) -> None:
+    """``tests``, ``failures``, ``skipped`` and ``time`` of a testsuite(s) element, counted from its test cases."""
+    cases = list(element.iter("testcase"))
+    element.set("tests", str(len(cases)))
+    element.set("failures", str(sum(c.find("failure") is not None for c in cases)))
+    element.set("errors", "0")
+    element.set("skipped", str(sum(c.find("skipped") is not None for c in cases)))
+    element.set("time", f"{time:.3f}")
+
+
 def paths_in(directory: Path) -> ReportPaths:
-    return ReportPaths(json=directory / "report.json", markdown=directory / "report.md", junit=directory / "junit.xml")
+    return ReportPaths(json=directory / "report.json", markdown=directory / "report.md",
+                       junit=directory / "junit.xml", html=directory / "report.html")  # fmt: skip
 
 
-def write(cells: Sequence[CellRun], directory: Path) -> ReportPaths:
+def _write(data: Mapping[str, Any], directory: Path, title: str) -> ReportPaths:
     paths = paths_in(directory)
-    write_atomic(paths.json, json.dumps(as_dict(cells), indent=2, sort_keys=True) + "\n")
-    write_atomic(paths.markdown, markdown(cells))
-    write_atomic(paths.junit, junit(cells))
+    write_atomic(paths.json, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    write_atomic(paths.markdown, markdown(data))
+    write_atomic(paths.junit, junit(data))
+    write_atomic(paths.html, report_html.page(data, title))
     return paths
 
 
-def print_summary(cells: Sequence[CellRun], paths: ReportPaths) -> None:
+def remove_stale(build: Path, plans: Sequence[Plan]) -> None:
+    """Before a run: the summary and the own reports of the cells about to run go (a report on disk is never older
+    than the cell's state); the other cells' reports stay, for the summary after the run."""
+    for directory in (build, *(build / Path(plan.work_dir).name for plan in plans)):
+        for path in dataclasses.astuple(paths_in(directory)):
+            path.unlink(missing_ok=True)
+
+
+def write(cells: Sequence[CellRun], build: Path) -> ReportPaths:
+    """Each cell's own report in build/<cell-id>/, then the summary over every cell built in ``build``."""
+    for cell in cells:
+        entry = cell_entry(cell, build)
+        _write(as_dict([entry]), build / entry["dir"], f"torchbuild: {entry['cell_id']}")
+    return write_summary(build)
+
+
+def write_summary(build: Path) -> ReportPaths:
+    """build/report.* rebuilt from every cell's own report below ``build`` (its logs made relative to ``build``)."""
+    entries = []
+    for own in sorted(build.glob(f"*/{paths_in(build).json.name}")):
+        try:
+            cells = json.loads(own.read_text(encoding="utf-8"))["cells"]
+        except (OSError, ValueError, KeyError, TypeError):
+            console.print(f"[yellow]warning:[/] {escape(str(own))} is unreadable; the summary leaves it out.")
+            continue
+        for cell in cells:
+            entries.append({**cell, "logs": [f"{own.parent.name}/{log}" for log in cell.get("logs", [])]})
+    return _write(as_dict(entries), build, "torchbuild")
+
+
+def print_summary(cells: Sequence[CellRun], paths: ReportPaths, install: Sequence[str] = ()) -> None:
+    """The results, on stdout: each cell's stages and artifacts, the verdict, where the reports are, and how to
+    install what was published (``install``)."""
     from rich.table import Table
 
     table = Table(title="summary", title_justify="left")
@@ -176,16 +238,19 @@ def print_summary(cells: Sequence[CellRun], paths: ReportPaths) -> None:
             cell.plan.version,
             *(f"{MARKS.get(r.status, r.status)} {r.duration:.0f}s" for r in cell.records),
         )
-    console.print(table)
+    out.print(table)
     for cell in cells:
         shown: set[Path] = set()
         for name, artifact in cell.artifacts.items():
             if artifact.path not in shown:  # a stage that passes its input through names the same file again
                 shown.add(artifact.path)
                 size = f"{artifact.size / 1e6:.1f} MB"
-                console.print(f"  {escape(name):<15} {artifact.path}  {size}  sha256 {artifact.sha256}")
+                out.print(f"  {escape(name):<15} {escape(str(artifact.path))}  {size}  sha256 {artifact.sha256}")
         for companion in cell.plan.companions:
-            console.print(f"  {companion_line(companion, cell.artifacts)[1]}", markup=False, highlight=False)
+            out.print(f"  {companion_line(companion, cell.artifacts)[1]}", markup=False)
     ok = all(c.ok for c in cells)
     verdict = "[green]all cells passed[/]" if ok else "[red]some cells failed[/] (details above and in the report)"
-    console.print(f"{verdict}; report: {paths.json}, {paths.markdown}, {paths.junit}")
+    shown_paths = ", ".join(str(p) for p in (paths.json, paths.markdown, paths.junit, paths.html))
+    out.print(f"{verdict}; report of every cell in {paths.json.parent}: {escape(shown_paths)}")
+    for line in install:
+        out.print(line, markup=False)

@@ -16,9 +16,11 @@ nothing more starts: the stages still running end and are recorded, the rest are
 fault of the machine (a full or read-only disk: an OSError) fails like any other, and the report says so.
 
 One run at a time per working directory: ``run`` holds ``build/.torchbuild.lock`` (a second run is refused, naming
-it), removes the report of the last run (so that a report on disk is always the last run's, also after a crash) and
-the scratch killed runs left in memory, before the first stage starts. Interrupted (SIGINT, SIGTERM, SIGHUP: see
-commands/cli.py), nothing more starts, and the scratch of the stages running is removed at once.
+it), removes the summary report and the own reports of the cells it runs (so that a report on disk is never older
+than its cell's state, also after a crash) and the scratch killed runs left in memory, before the first stage
+starts. After the run each cell's own report is written in build/<cell-id>/ and the summary in build/ is rebuilt from
+every cell's own report there: cells built by earlier runs in the same build/ stay in it. Interrupted (SIGINT,
+SIGTERM, SIGHUP: see commands/cli.py), nothing more starts, and the scratch of the stages running is removed at once.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from torchbuild.channels import conda_name_of, project_of
+from torchbuild.channels import install_lines as install_lines_of
+from torchbuild.channels.backends import open_channel
 from torchbuild.config import environment
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed, UserError, os_error
@@ -42,7 +47,7 @@ from torchbuild.results import Artifact, StageResult, sha256_of
 from torchbuild.run import report, repro, state
 from torchbuild.run.records import CellRun, StageRecord
 from torchbuild.run.state import State
-from torchbuild.stages import Context, Stage, publish, smoke_conda, smoke_wheel, source
+from torchbuild.stages import Context, Stage, era_artifacts, publish, smoke_conda, smoke_wheel, source
 from torchbuild.stages.build import stage as build
 from torchbuild.stages.conda import stage as conda
 from torchbuild.stages.repair import stage as repair
@@ -316,24 +321,45 @@ def run(
 ) -> int:
     """Run every plan; write the reports; return the exit code (0 only when every cell passed)."""
     build = root / "build"
-    with workspace(build):
+    with workspace(build, plans):
         cells = [run_cell(plan, root, options, stages) for plan in plans]
         paths = report.write(cells, build)
-    report.print_summary(cells, paths)
+    report.print_summary(cells, paths, install_lines(cells, root))
     summary = environment.step_summary()
     if summary:
         with open(summary, "a", encoding="utf-8") as handle:
-            handle.write(paths.markdown.read_text(encoding="utf-8"))
+            handle.write(report.markdown(report.as_dict([report.cell_entry(c, build) for c in cells])))
     return 0 if all(c.ok for c in cells) else 1
+
+
+def install_lines(cells: Sequence[CellRun], root: Path) -> list[str]:
+    """How to install what the cells' publish stages published, per channel (a line naming it, then conda's and
+    pip's install lines)."""
+    names: dict[str, tuple[set[str], set[str]]] = {}
+    for cell in cells:
+        publish_record = next((r for r in cell.records if r.stage == publish.NAME), None)
+        if publish_record is None or publish_record.status != "passed":
+            continue
+        conda, wheels = names.setdefault(cell.plan.channel, (set(), set()))
+        for name, artifact in cell.artifacts.items():
+            if name.startswith("conda_package") and not name.startswith(era_artifacts("conda_package")):
+                conda.add(conda_name_of(artifact.path.name))
+            elif name.startswith("repaired_wheel"):
+                wheels.add(project_of(artifact.path.name))
+    lines = []
+    for spec, (conda, wheels) in names.items():
+        url = open_channel(spec, root).url
+        lines += [f"published to {url}; install with:", *(f"  {line}" for line in install_lines_of(url, conda, wheels))]
+    return lines
 
 
 LOCK = ".torchbuild.lock"
 
 
 @contextlib.contextmanager
-def workspace(build: Path) -> Iterator[None]:
-    """This run alone in ``build`` (see the module's docstring), with the last run's report and killed runs'
-    scratch gone."""
+def workspace(build: Path, plans: Sequence[Plan] = ()) -> Iterator[None]:
+    """This run alone in ``build`` (see the module's docstring), with the summary report, the reports of the cells
+    of ``plans`` and killed runs' scratch gone."""
     try:
         build.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -343,7 +369,6 @@ def workspace(build: Path) -> Iterator[None]:
         "artifacts and report): wait for it to end, or run in another directory"
     )
     with locks.held(build / LOCK, busy=busy):
-        for path in dataclasses.astuple(report.paths_in(build)):
-            path.unlink(missing_ok=True)
+        report.remove_stale(build, plans)
         scratch.remove_leftovers()
         yield

@@ -138,8 +138,17 @@ def parse_results(kind: str, stdout: str, artifact: str, companions: Sequence[st
             status, message = "failed", f"unknown status {result.get('status')!r}: {message}"
         if status == "failed" and result.get("output"):
             message = f"{message}\n{result['output']}"
-        checks.append(Check(name=f"{kind}: {name}", status=status, message=message, file=artifact))
+        checks.append(Check(name=f"{kind}: {name}", status=status, message=message, file=artifact,
+                            duration=_seconds(result.get("seconds"))))  # fmt: skip
     return checks
+
+
+def _seconds(raw: object) -> float | None:
+    """A result line's "seconds" (how long the check itself took); None where it has none (it crashed)."""
+    try:
+        return float(str(raw)) if raw is not None else None
+    except ValueError:
+        return None
 
 
 def leftovers(env: Env) -> list[Check]:

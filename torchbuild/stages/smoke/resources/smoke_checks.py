@@ -28,6 +28,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 
@@ -164,7 +165,8 @@ def _expect_args(expect: Expect) -> list[str]:
 
 
 def run_one(name: str, expect: Expect) -> dict[str, str]:
-    """Run one check in this process (the child side)."""
+    """Run one check in this process (the child side), timed."""
+    started = time.monotonic()
     try:
         outcome = CHECKS[name](expect)
     except CheckFailed as exc:
@@ -172,7 +174,8 @@ def run_one(name: str, expect: Expect) -> dict[str, str]:
     except Exception as exc:
         traceback.print_exc()
         outcome = Outcome("failed", f"{type(exc).__name__}: {exc}")
-    return {"check": name, "status": outcome.status, "message": outcome.message}
+    seconds = f"{time.monotonic() - started:.3f}"
+    return {"check": name, "status": outcome.status, "message": outcome.message, "seconds": seconds}
 
 
 def _parser() -> argparse.ArgumentParser:
