@@ -68,3 +68,35 @@ def test_the_package_cache_counts_info_files(tmp_path: Path) -> None:
     assert over.message.startswith("package cache: ")
     assert "\\pkgs\\tinypkg-1.0.0-py311_0\\info\\licenses\\a_long_third_party_directory\\" in over.message
     assert "installed:" not in over.message, "info/ is not installed into the environment"
+
+
+OWN_DIST = "torch-2.13.0a0+git1eba9b3.dist-info"
+DUKTAPE = ("third_party/kineto/libkineto/third_party/dynolog/third_party/prometheus-cpp/3rdparty/civetweb/src/"
+           "third_party/duktape-1.5.2/LICENSE.txt")  # fmt: skip
+
+
+def test_an_own_builds_longer_version_gets_its_deep_license_files_renamed_to_fit(tmp_path: Path) -> None:
+    """torch 2.13.0's duktape licence fits under the release's dist-info (171 characters) but not under a source
+    build's (180): the repair renames it shorter, METADATA's License-File with it, and TB207 then passes."""
+    from torchbuild.wheel import path_budget
+
+    deep = f"{OWN_DIST}/licenses/{DUKTAPE}"
+    shallow = f"{OWN_DIST}/licenses/LICENSE"
+    name = "torch-2.13.0a0+git1eba9b3-cp311-cp311-win_amd64.whl"
+    renames = path_budget.license_renames(name, [deep, shallow, "torch/__init__.py"], "3.11")
+    assert list(renames) == [deep]
+    new = renames[deep]
+    assert new.startswith(f"{OWN_DIST}/licenses/third_party/") and new.endswith("/duktape-1.5.2/LICENSE.txt")
+    assert len(new) < len(deep) and path_budget.license_renames(name, [new], "3.11") == {}
+    metadata = f"Name: torch\r\nLicense-File: LICENSE\r\nLicense-File: {DUKTAPE}\r\n\r\nbody License-File: x\n".encode()
+    renamed = path_budget.with_license_files_renamed(metadata, renames).decode()
+    assert f"License-File: {new.partition('/licenses/')[2]}\r\n" in renamed
+    assert "License-File: LICENSE\r\n" in renamed and renamed.endswith("\r\n\r\nbody License-File: x\n")
+    # a Linux wheel has no MAX_PATH
+    assert path_budget.license_renames(name.replace("win_amd64", "manylinux_2_28_x86_64"), [deep], "3.11") == {}
+    # and the renamed wheel's budget passes where the original's fails
+    before = with_sbom(make_wheel(tmp_path / "a", name, {"torch/__init__.py": b"", deep: b"MIT\n"},
+                                  dist_info=OWN_DIST))  # fmt: skip
+    after = with_sbom(make_wheel(tmp_path / "b", name, {"torch/__init__.py": b"", new: b"MIT\n"}, dist_info=OWN_DIST))
+    assert tb(check_wheel(before, name), "TB207").status == "failed"
+    assert tb(check_wheel(after, name), "TB207").status == "passed"

@@ -10,6 +10,7 @@ name or project path moves each by as much.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 WIN_MAX_PATH = 260  # characters, the terminating NUL included
@@ -85,3 +86,47 @@ def budget(members: list[str], python: str, dist: str) -> Budget:
     """The budget of a wheel with ``members`` for a Python X.Y; ``dist``: its conda package's name-version-build."""
     longest = max(members, key=len, default="")
     return Budget(longest, tuple((root, root.path(python, dist)) for root in ROOTS))
+
+
+def _room_under_enforced_roots(python: str) -> int:
+    """The longest member that fits under every root pip installs into, for Python X.Y."""
+    return WIN_PATH_LIMIT - max(len(root.path(python, "")) for root in ROOTS if root.enforced)
+
+
+def license_renames(wheel_name: str, members: list[str], python: str) -> dict[str, str]:
+    """Shorter names for a Windows wheel's dist-info license files that would not fit MAX_PATH under the roots pip
+    installs into (empty for any other wheel). PEP 639 keeps them under ``<dist-info>/licenses/`` with their
+    source-tree paths, which an own build's longer version (``torch-2.13.0a0+git1eba9b3.dist-info``, 11 characters
+    more than the release's) pushes past it. A renamed file keeps its name and its folder; the folders between become
+    8 hex digits of a hash of the whole path, so that two license files never meet."""
+    if "-win" not in wheel_name:
+        return {}
+    room = _room_under_enforced_roots(python)
+    renames = {}
+    for member in members:
+        head, found, relative = member.partition(".dist-info/licenses/")
+        if not found or len(member.replace("/", "\\")) <= room:
+            continue
+        parts = relative.split("/")
+        digest = hashlib.sha256(relative.encode("utf-8")).hexdigest()[:8]
+        shorter = f"{head}.dist-info/licenses/{'/'.join([*parts[:1], digest, *parts[-2:]])}"
+        if len(parts) <= 3 or len(shorter) > room:
+            shorter = f"{head}.dist-info/licenses/{digest}/{parts[-1]}"
+        renames[member] = shorter
+    return renames
+
+
+def with_license_files_renamed(metadata: bytes, renames: dict[str, str]) -> bytes:
+    """METADATA with each ``License-File`` field that names a renamed file (relative to the licenses folder) naming
+    its new path; every other byte kept."""
+    relative = {
+        old.partition(".dist-info/licenses/")[2]: new.partition(".dist-info/licenses/")[2]
+        for old, new in renames.items()
+    }
+    lines = metadata.decode("utf-8").splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        field, colon, value = line.partition(":")
+        if colon and field.strip().lower() == "license-file" and value.strip() in relative:
+            ending = line[len(line.rstrip("\r\n")) :]
+            lines[index] = f"{field}: {relative[value.strip()]}{ending}"
+    return "".join(lines).encode("utf-8")

@@ -25,15 +25,18 @@ BUNDLED_BY = "upstream wheel"  # Vendored.provider of a library a companion's ow
 def finish_wheel(
     made: Path, target: Path, vendored: Sequence[Vendored], source: SourceInfo,
     requirements: Sequence[RequirementWheel] = (), files: Mapping[str, bytes] | None = None,
+    renames: Mapping[str, str] | None = None,
 ) -> None:  # fmt: skip
-    """``made`` as ``target``: its SBOM added (<dist-info>/sboms/, PEP 770) and ``files`` replaced (RECORD kept
-    true), written in the deterministic form dated ``source``'s epoch."""
+    """``made`` as ``target``: its SBOM added (<dist-info>/sboms/, PEP 770), ``files`` replaced and the members
+    ``renames`` names renamed (RECORD kept true), written in the deterministic form dated ``source``'s epoch."""
     name, version = target.name.split("-")[:2]
     subject = sbom.Subject(artifact=target.name, name=name, version=version.replace("_", "-"), source=source)
     with zipfile.ZipFile(made) as archive:
         member = sbom.wheel_member(dist_info_of(archive))
     document = sbom.build(subject, vendored, source.epoch, requirements=requirements)
-    rewrite(made, target, files={**(files or {}), member: document.encode("utf-8")}, epoch=source.epoch)
+    moved = dict(renames or {})
+    rewrite(made, target, files={**(files or {}), member: document.encode("utf-8")}, epoch=source.epoch,
+            rename=lambda name: moved.get(name, name))  # fmt: skip
 
 
 def bundled_row(companion: Companion, member: str, data: bytes, version: str | None = None) -> Vendored:

@@ -51,6 +51,7 @@ from torchbuild.stages import Context, Stage, companion_artifacts, requirement_l
 from torchbuild.stages.repair import companion, windows
 from torchbuild.stages.repair.auditwheel_run import Analysis, analyse, auditwheel_excludes, auditwheel_repair
 from torchbuild.stages.repair.finish import finish_wheel
+from torchbuild.wheel import path_budget
 from torchbuild.wheel.provenance import ENV as EPOCH_ENV
 from torchbuild.wheel.provenance import SourceInfo
 from torchbuild.wheel.repair_report import Floor, RepairReport, Vendored
@@ -84,16 +85,18 @@ def source_of(ctx: Context) -> SourceInfo:
 
 def finish(
     ctx: Context, made: Path, target: Path, vendored: Sequence[Vendored], drop: Sequence[str] = ()
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[str], list[str], dict[str, str]]:
     """``made`` as ``target``: with the SBOM of what was vendored added (<dist-info>/sboms/, PEP 770), without the
     Requires-Dist of ``drop`` (the requirements whose libraries it vendored), with those of the requirements that
     provide the libraries it leaves to them where it lacks them (a compiled wheel whose setup.py ignored the build
     environment's) and of those torch imports without declaring them, and in the deterministic form dated the cell's
-    epoch, so that the same inputs give the same bytes.
-    Returns the Requires-Dist lines dropped and those added."""
+    epoch, so that the same inputs give the same bytes; a Windows wheel's license files that would not fit MAX_PATH
+    under the roots pip installs into renamed shorter (path_budget.license_renames).
+    Returns the Requires-Dist lines dropped, those added, and the license files renamed."""
     with zipfile.ZipFile(made) as archive:
         member = f"{dist_info_of(archive)}/METADATA"
         metadata = archive.read(member)
+        renames = path_budget.license_renames(made.name, archive.namelist(), ctx.plan.python)
     text, dropped = without_requirements(metadata, drop) if drop else (metadata, [])
     missing = set(drop) - {canonicalize_name(Requirement(line).name) for line in dropped}
     if missing:
@@ -102,9 +105,10 @@ def finish(
         text, added = with_requirements(text, [*declared_requirements(ctx.plan), *undeclared_requirements(ctx.plan)])
     except WheelError as exc:
         raise StageFailed(NAME, f"{made.name}: {exc}") from None
+    text = path_budget.with_license_files_renamed(text, renames) if renames else text
     files = {member: text} if text != metadata else {}
-    finish_wheel(made, target, vendored, source_of(ctx), ctx.plan.declared_libraries, files=files)
-    return dropped, added
+    finish_wheel(made, target, vendored, source_of(ctx), ctx.plan.declared_libraries, files=files, renames=renames)
+    return dropped, added, renames
 
 
 def declared_requirements(plan: Plan) -> list[str]:
@@ -160,7 +164,7 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
         closure = elf.check_wheel(wheel, tag, scratch=out_dir, keep_in=Path(kept), provided=beside)
         fast = manylinux.verdict(wheel, tag, closure, out_dir, Path(kept)) if wheel.name == plan.wheel else None
     if fast is not None and fast.compliant:
-        _, added = finish(ctx, wheel, target, [])
+        _, added, _ = finish(ctx, wheel, target, [])
         how = (
             f"already {tag}, nothing to vendor ({fast.reason}; {time.monotonic() - started:.0f} s, auditwheel's "
             "full analysis not needed); copied through (SBOM added)"
@@ -169,7 +173,7 @@ def _repair_linux(ctx: Context, wheel: Path) -> StageResult:
     else:
         how, analysis, made = _auditwheel(ctx, wheel, tag, out_dir / "auditwheel" / target.name, fast)
         grafted = _grafted(wheel, made, analysis) if made != wheel else []
-        _, added = finish(ctx, made, target, grafted)
+        _, added, _ = finish(ctx, made, target, grafted)
         shutil.rmtree(out_dir / "auditwheel", ignore_errors=True)
         closure = elf.check_wheel(target, tag, scratch=out_dir, provided=beside)
 
@@ -296,7 +300,7 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
             got = ", ".join(p.name for p in made) or "no wheel"
             raise StageFailed(NAME, f"delvewheel repair of {wheel} made {got}; expected {wheel.name}")
         vendored = windows.vendored(made[0], located, found.signers)
-        dropped, added = finish(ctx, made[0], target, vendored, drop=vendored_requirements(plan))
+        dropped, added, shortened = finish(ctx, made[0], target, vendored, drop=vendored_requirements(plan))
     repaired_s = time.monotonic() - started
 
     started = time.monotonic()
@@ -323,6 +327,10 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
         floor += f"; vendored the declared requirements' DLLs ({plan.declared_choice.said}), Requires-Dist dropped: "
         floor += "; ".join(dropped)
     floor += said_added(added, plan)
+    if shortened:
+        first, short = next(iter(shortened.items()))
+        floor += (f"; {len(shortened)} license file(s) renamed shorter to fit MAX_PATH under the roots pip installs "
+                  f"into (the folders between as a hash, METADATA's License-File too): {first} -> {short}")  # fmt: skip
     message = (
         f"delvewheel --ignore-existing --no-mangle-all: vendored {names} into {target.name} "
         f"(providers {located_s:.1f} s, delvewheel {repaired_s:.0f} s){floor}; closure checked in "
