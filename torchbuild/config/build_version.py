@@ -9,6 +9,7 @@ and why.
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass
 
@@ -18,6 +19,8 @@ from torchbuild.config.compat import Compat, TorchRelease
 from torchbuild.config.matrix import Cell
 from torchbuild.errors import UserError
 
+NIGHTLY = "nightly"  # --build-version nightly: X.Y.Z.devYYYYMMDD of the checkout and the run's day
+
 
 @dataclass(frozen=True)
 class Facts:
@@ -25,6 +28,13 @@ class Facts:
 
     release: TorchRelease
     why: str
+
+
+def nightly_day(epoch: int | None) -> str:
+    """YYYYMMDD (UTC) of ``epoch`` (SOURCE_DATE_EPOCH), or of now where it is not set."""
+    moment = datetime.datetime.now(datetime.timezone.utc) if epoch is None else \
+        datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc)  # fmt: skip
+    return moment.strftime("%Y%m%d")
 
 
 def parse(text: str, flag: str) -> Version:

@@ -22,6 +22,7 @@ from packaging.version import InvalidVersion, Version
 from torchbuild.config import build_version
 from torchbuild.config.build_version import OwnBuild
 from torchbuild.config.compat import CPU, Compat
+from torchbuild.config.environment import source_date_epoch
 from torchbuild.config.matrix import LATEST, Cell
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
@@ -72,6 +73,8 @@ def _own(compat: Compat, version: Version) -> bool:
 
 
 def _version_of_source(cell: Cell, options: RunOptions, compat: Compat) -> tuple[Version, str] | None:
+    if options.build_version == build_version.NIGHTLY:
+        return _nightly(options, compat)
     if options.build_version is not None:
         return build_version.parse(options.build_version, "--build-version"), "--build-version"
     if options.wheel is not None:
@@ -152,3 +155,28 @@ def _checkout_version(path: Path, origin: str, compat: Compat) -> tuple[Version,
         version = Version(f"{version}+git{head[:7]}")
         return version, f"{origin} (version.txt {text}, HEAD {head[:7]})"
     return version, f"{origin} (version.txt {text})"
+
+
+def _nightly(options: RunOptions, compat: Compat) -> tuple[Version, str]:
+    """``--build-version nightly``: the checkout's version.txt X.Y.Z with ``.devYYYYMMDD`` of the run's day
+    (SOURCE_DATE_EPOCH's where it is set, so a rerun of the same night gets the same version), as upstream's
+    nightlies are named."""
+    if not options.compiles:
+        raise UserError(
+            "--build-version nightly names the nightly of a compile (--source-dir or --git-ref): a wheel carries its "
+            "own version; give --wheel alone, or a version (--build-version 2.16.0.dev20261128)."
+        )
+    if options.source_dir is not None:
+        path, origin = options.source_dir, f"--source-dir {options.source_dir}"
+    else:
+        assert options.git_ref is not None
+        log = options.cache_dir / "logs" / "pin-clone.log"
+        path = checkout.clone(options.git_url, options.git_ref, options.cache_dir, log).path
+        origin = f"--git-ref {options.git_ref}"
+    version_txt = path / "version.txt"
+    if not version_txt.is_file():
+        raise UserError(f"{origin}: no version.txt, so no nightly version can be made: give the root of a PyTorch "
+                        "checkout, or --build-version X.Y.Z.devYYYYMMDD.")  # fmt: skip
+    base = build_version.parse(version_txt.read_text(encoding="utf-8").strip(), f"{version_txt} says").base_version
+    day = build_version.nightly_day(source_date_epoch())
+    return Version(f"{base}.dev{day}"), f"{origin} (--build-version nightly: version.txt {base}, night {day})"
