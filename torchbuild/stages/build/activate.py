@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchbuild.platforms import provision
-from torchbuild.plan import Plan
-from torchbuild.platforms.toolchain import Requirement, ToolchainError, describe_missing
 from torchbuild.host.interpreters import find_python
 from torchbuild.host.platform import host_platform
-from torchbuild.platforms import cuda
+from torchbuild.plan import Plan
+from torchbuild.platforms import cuda, provision
 from torchbuild.platforms.linux import gcc as gnu
+from torchbuild.platforms.toolchain import Requirement, ToolchainError, describe_missing
 from torchbuild.platforms.windows import msvc, traps
 
 
