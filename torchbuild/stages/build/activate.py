@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchbuild.host.interpreters import find_python
+from torchbuild.host.interpreters import find_python, install_hint, searched
 from torchbuild.host.platform import host_platform
 from torchbuild.plan import Plan
 from torchbuild.platforms import cuda, provision
@@ -69,8 +69,8 @@ def discover(
         Requirement(
             f"Python {plan.python}",
             python is not None,
-            python or f"no working python{plan.python} on PATH (nor py -{plan.python})",
-            f"install Python {plan.python} (64-bit) and put it on PATH",
+            python or f"no working Python {plan.python} {searched(plan.python)}",
+            f"install Python {plan.python} (64-bit): `{install_hint(plan.python)}`",
         )
     )
     reqs.append(_tool("cmake", env, "install CMake >= 3.18 (pip install cmake, or the OS package)"))
