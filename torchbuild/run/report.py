@@ -15,7 +15,7 @@ from torchbuild.config.pairing import Companion
 from torchbuild.host.console import MARKS, console
 from torchbuild.host.files import write_atomic
 from torchbuild.results import Artifact
-from torchbuild.run.records import CellRun
+from torchbuild.run.records import CellRun, StageRecord
 from torchbuild.stages import companion_artifact
 
 
@@ -26,13 +26,22 @@ class ReportPaths:
     junit: Path
 
 
+def run_status(cells: Sequence[CellRun]) -> str:
+    """The run's: failed (a cell failed), unverified (none failed, one is unverified) or passed."""
+    statuses = {c.status for c in cells}
+    return next((s for s in ("failed", "unverified") if s in statuses), "passed")
+
+
 def as_dict(cells: Sequence[CellRun]) -> dict[str, Any]:
+    # "ok" only for a cell every check of which ran and passed: an unverified cell is not ok ("status" says which)
     return {
-        "ok": all(c.ok for c in cells),
+        "ok": run_status(cells) == "passed",
+        "status": run_status(cells),
         "cells": [
             {
                 "cell_id": c.plan.cell_id,
-                "ok": c.ok,
+                "ok": c.status == "passed",
+                "status": c.status,
                 "torch": c.plan.version,
                 "platform": c.plan.platform,
                 "python": c.plan.python,
@@ -62,7 +71,7 @@ def _companion(companion: Companion, artifacts: Mapping[str, Artifact]) -> dict[
 
 
 # Status icons of the Markdown reports (this one, and the nightly's summary: scripts/ci_summary.py).
-ICONS = {"passed": "✅", "cached": "♻️", "skipped": "⏭️", "failed": "❌", "not run": "·"}
+ICONS = {"passed": "✅", "cached": "♻️", "skipped": "⏭️", "failed": "❌", "not run": "·", "unverified": "⚠️"}
 
 
 def icon(status: str) -> str:
@@ -84,10 +93,10 @@ def artifact_table(rows: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
 def markdown(cells: Sequence[CellRun]) -> str:
     data = as_dict(cells)
     stages = [s["stage"] for s in data["cells"][0]["stages"]]
-    lines = ["## torchbuild", "", "| cell | torch | " + " | ".join(stages) + " |"]
-    lines.append("|" + "---|" * (2 + len(stages)))
+    lines = ["## torchbuild", "", "| cell | torch | status | " + " | ".join(stages) + " |"]
+    lines.append("|" + "---|" * (3 + len(stages)))
     for cell in data["cells"]:
-        row = [f"`{cell['cell_id']}`", cell["torch"]]
+        row = [f"`{cell['cell_id']}`", cell["torch"], f"{icon(cell['status'])} {cell['status']}"]
         row += [f"{icon(s['status'])} {s['duration']:.0f}s" for s in cell["stages"]]
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", *artifact_table((c["cell_id"], a) for c in data["cells"] for a in c["artifacts"].values())]
@@ -104,6 +113,10 @@ def markdown(cells: Sequence[CellRun]) -> str:
         lines += ["", "### Failures", ""]
         for cell_id, stage in problems:
             lines += [f"**{cell_id} / {stage['stage']}**", "", "```", stage["message"], "```", ""]
+    unverified = [(c["cell_id"], s) for c in data["cells"] for s in c["stages"] if s["status"] == "unverified"]
+    if unverified:
+        lines += ["", "### Unverified (published, but a check could not run)", ""]
+        lines += [f"- {cell_id} / {s['stage']}: {s['message']}" for cell_id, s in unverified]
     skipped = [
         (c["cell_id"], s) for c in data["cells"] for s in c["stages"] if s["status"] == "skipped" and s["message"]
     ]
@@ -123,7 +136,7 @@ def junit(cells: Sequence[CellRun]) -> str:
             name=cell.plan.cell_id,
             tests=str(len(cases) + sum(len(r.checks) for r in cell.records)),
             failures=str(sum(r.status == "failed" for r in cell.records)),
-            skipped=str(sum(r.status in ("skipped", "not run") for r in cell.records)),
+            skipped=str(sum(r.status in ("skipped", "not run", "unverified") for r in cell.records)),
             time=f"{sum(r.duration for r in cell.records):.3f}",
         )
         for stage, record in cases:
@@ -134,8 +147,8 @@ def junit(cells: Sequence[CellRun]) -> str:
                 ET.SubElement(
                     case, "failure", message=record.message.splitlines()[0] if record.message else "failed"
                 ).text = record.message
-            elif record.status in ("skipped", "not run"):
-                ET.SubElement(case, "skipped", message=record.message or record.status)
+            elif record.status in ("skipped", "not run", "unverified"):
+                ET.SubElement(case, "skipped", type=record.status, message=record.message or record.status)
             if record.ran_on:
                 properties = ET.SubElement(case, "properties")
                 ET.SubElement(properties, "property", name="ran_on", value=record.ran_on)
@@ -144,8 +157,8 @@ def junit(cells: Sequence[CellRun]) -> str:
                 sub = ET.SubElement(suite, "testcase", classname=f"{cell.plan.cell_id}.{stage}", name=check.name)
                 if check.status == "failed":
                     ET.SubElement(sub, "failure", message=f"{check.code} {check.message}".strip()).text = check.file
-                elif check.status == "skipped":
-                    ET.SubElement(sub, "skipped", message=check.message)
+                elif check.status in ("skipped", "unverified"):
+                    ET.SubElement(sub, "skipped", type=check.status, message=check.message)
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
@@ -160,6 +173,13 @@ def write(cells: Sequence[CellRun], directory: Path) -> ReportPaths:
     write_atomic(paths.markdown, markdown(cells))
     write_atomic(paths.junit, junit(cells))
     return paths
+
+
+def unverified_reasons(record: StageRecord) -> list[str]:
+    """What did not run in an unverified stage, once each: its unverified checks' code and message (the smoke's
+    checks share one), else the stage's message."""
+    said = [f"{c.code} {c.message}".strip() for c in record.checks if c.status == "unverified"]
+    return list(dict.fromkeys(said)) or [record.message]
 
 
 def print_summary(cells: Sequence[CellRun], paths: ReportPaths) -> None:
@@ -186,6 +206,16 @@ def print_summary(cells: Sequence[CellRun], paths: ReportPaths) -> None:
                 console.print(f"  {escape(name):<15} {artifact.path}  {size}  sha256 {artifact.sha256}")
         for companion in cell.plan.companions:
             console.print(f"  {companion_line(companion, cell.artifacts)[1]}", markup=False, highlight=False)
-    ok = all(c.ok for c in cells)
-    verdict = "[green]all cells passed[/]" if ok else "[red]some cells failed[/] (details above and in the report)"
-    console.print(f"{verdict}; report: {paths.json}, {paths.markdown}, {paths.junit}")
+    for cell in cells:
+        for record in cell.unverified:
+            for why in unverified_reasons(record):
+                console.print(f"[yellow]unverified[/] {cell.plan.cell_id} / {record.stage}: {escape(why)}",
+                              highlight=False, soft_wrap=True)  # fmt: skip
+    status = run_status(cells)
+    verdicts = {
+        "passed": "[green]all cells passed[/]",
+        "failed": "[red]some cells failed[/] (details above and in the report)",
+        "unverified": f"[yellow]unverified[/]: {sum(c.status == 'unverified' for c in cells)} of {len(cells)} cells "
+        "published unverified (a check could not run: see the lines above), none failed",
+    }
+    console.print(f"{verdicts[status]}; report: {paths.json}, {paths.markdown}, {paths.junit}")
