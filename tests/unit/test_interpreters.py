@@ -115,3 +115,28 @@ def test_uvs_managed_installs_are_found(tmp_path: Path) -> None:
     assert find_python(OTHER, env) == str(bin_dir / f"python{OTHER}")
     del env["UV_PYTHON_INSTALL_DIR"]  # none in the empty home's default folder
     assert find_python(OTHER, env) is None
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="skipped: a linux-64 cell's smoke on its own host")
+def test_a_smoke_without_the_cells_python_is_unverified_and_says_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.builders import torch_plan
+    from torchbuild.config.options import RunOptions
+    from torchbuild.results import StageResult
+    from torchbuild.stages import Context
+    from torchbuild.stages.smoke.stage import backend_for
+
+    for name, value in {**_nowhere_else(tmp_path), "PATH": str(tmp_path / "home")}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("PYENV_ROOT", raising=False)
+    plan = dataclasses.replace(torch_plan(), python=OTHER)
+    ctx = Context(plan=plan, root=tmp_path, options=RunOptions(cache_dir=tmp_path / "cache"), inputs={})
+    result = backend_for(ctx, "wheel")
+    assert isinstance(result, StageResult)  # no backend: the stage's result
+    assert result.status == "unverified"
+    assert result.message == (
+        f"not run: needs Python {OTHER} on this host (none on PATH, in pyenv's versions, among uv's managed Pythons "
+        f"or as py -{OTHER}): `uv python install {OTHER}`, then rerun"
+    )
+    assert {c.status for c in result.checks} == {"unverified"}
