@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-Status = Literal["passed", "failed", "skipped"]
+# "unverified": a check that guards the user could not run here (no repodata and no channel reachable, no Python of
+# the cell): the cell goes on and is published, and every report says it is unverified, never passed.
+Status = Literal["passed", "failed", "skipped", "unverified"]
 
 
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
@@ -95,6 +97,11 @@ def result(code: str, file: Path | str, problems: Sequence[str], note: str = "")
 
 def skipped(code: str, file: Path | str, reason: str) -> Check:
     return Check(name=CODES[code], status="skipped", message=reason, code=code, file=str(file))
+
+
+def unverified(code: str, file: Path | str, reason: str) -> Check:
+    """A check that could not run here; ``reason`` says why and what runs it ("not run: ..." in every report)."""
+    return Check(name=CODES[code], status="unverified", message=f"not run: {reason}", code=code, file=str(file))
 
 
 def failures(checks: Sequence[Check]) -> list[Check]:

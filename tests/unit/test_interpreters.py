@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -54,7 +55,88 @@ def test_the_build_names_a_broken_interpreter_as_missing(tmp_path: Path) -> None
     _script(tmp_path / "shims", f"python{OTHER}", f"echo 'pyenv: python{OTHER}: command not found' >&2; exit 127")
     plan = dataclasses.replace(cell_plan("cpu"), python=OTHER)
     path = f"{tmp_path / 'shims'}{os.pathsep}/usr/bin{os.pathsep}/bin"
-    activation = discover(plan, tmp_path / "cache", {**os.environ, "PATH": path}, provision_cuda=False)
+    env = {**_nowhere_else(tmp_path), "PATH": path}
+    activation = discover(plan, tmp_path / "cache", env, provision_cuda=False)
     python = next(r for r in activation.requirements if r.name == f"Python {OTHER}")
     assert not python.found
-    assert python.detail == f"no working python{OTHER} on PATH (nor py -{OTHER})"
+    assert python.detail == (
+        f"no working Python {OTHER} on PATH, in pyenv's versions, among uv's managed Pythons or as py -{OTHER}"
+    )
+    assert python.fix == f"install Python {OTHER} (64-bit): `uv python install {OTHER}`"
+
+
+def _nowhere_else(tmp_path: Path) -> dict[str, str]:
+    """This environment with no pyenv and no uv-managed Pythons (an empty home and install folder)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYENV_ROOT", "UV_PYTHON_INSTALL_DIR")}
+    (tmp_path / "home").mkdir(exist_ok=True)
+    return {**env, "HOME": str(tmp_path / "home"), "UV_PYTHON_INSTALL_DIR": str(tmp_path / "home" / "uv")}
+
+
+def _real_other() -> str:
+    """A real CPython OTHER of this host (pyenv's or uv's, as users keep them), or skip."""
+    # looked for here, not with find_python (whose pyenv and uv searches these tests prove)
+    pyenvs = sorted(Path.home().glob(f".pyenv/versions/{OTHER}.*/bin/python{OTHER}"))
+    candidates = [*pyenvs, shutil.which(f"python{OTHER}")]
+    for candidate in filter(None, candidates):
+        done = subprocess.run([str(candidate), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        if done.returncode == 0 and done.stdout.strip() == OTHER:
+            return str(Path(candidate).resolve())
+    pytest.skip(f"skipped: no Python {OTHER} on this host (pyenv's, or on PATH) to link the installs made here to")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="skipped: pyenv-win's layout is not made here")
+def test_pyenvs_installs_are_found_off_path_newest_working_patch_first(tmp_path: Path) -> None:
+    real = _real_other()
+    root = tmp_path / "pyenv"
+    _script(root / "versions" / f"{OTHER}.99" / "bin", "python", "exit 127")  # newest, broken: not taken
+    (root / "versions" / f"{OTHER}.1" / "bin").mkdir(parents=True)
+    (root / "versions" / f"{OTHER}.1" / "bin" / "python").symlink_to(real)
+    _script(root / "versions" / f"{OTHER}-dev" / "bin", "python", "exit 127")  # not an X.Y.Z install
+    env = {**_nowhere_else(tmp_path), "PATH": str(tmp_path / "home"), "PYENV_ROOT": str(root)}  # no python on PATH
+    assert find_python(OTHER, env) == str(root / "versions" / f"{OTHER}.1" / "bin" / "python")
+    # without PYENV_ROOT: ~/.pyenv
+    home = Path(env["HOME"])
+    (home / ".pyenv").symlink_to(root)
+    del env["PYENV_ROOT"]
+    assert find_python(OTHER, env) == str(home / ".pyenv" / "versions" / f"{OTHER}.1" / "bin" / "python")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="skipped: the managed-install folder made here is linux-x86_64's")
+def test_uvs_managed_installs_are_found(tmp_path: Path) -> None:
+    # uv's own layout (`uv python install` makes cpython-X.Y.Z-<platform>/bin/pythonX.Y), asked through real uv; the
+    # interpreter in it is this host's real Python OTHER (`uv python install` downloads, which this test must not)
+    real = _real_other()
+    env = _nowhere_else(tmp_path)
+    bin_dir = Path(env["UV_PYTHON_INSTALL_DIR"]) / f"cpython-{OTHER}.1-linux-x86_64-gnu" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / f"python{OTHER}").symlink_to(real)
+    env["PATH"] = env["HOME"]  # no python on PATH
+    assert find_python(OTHER, env) == str(bin_dir / f"python{OTHER}")
+    del env["UV_PYTHON_INSTALL_DIR"]  # none in the empty home's default folder
+    assert find_python(OTHER, env) is None
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="skipped: a linux-64 cell's smoke on its own host")
+def test_a_smoke_without_the_cells_python_is_unverified_and_says_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.builders import torch_plan
+    from torchbuild.config.options import RunOptions
+    from torchbuild.results import StageResult
+    from torchbuild.stages import Context
+    from torchbuild.stages.smoke.stage import backend_for
+
+    for name, value in {**_nowhere_else(tmp_path), "PATH": str(tmp_path / "home")}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("PYENV_ROOT", raising=False)
+    plan = dataclasses.replace(torch_plan(), python=OTHER)
+    ctx = Context(plan=plan, root=tmp_path, options=RunOptions(cache_dir=tmp_path / "cache"), inputs={})
+    result = backend_for(ctx, "wheel")
+    assert isinstance(result, StageResult)  # no backend: the stage's result
+    assert result.status == "unverified"
+    assert result.message == (
+        f"not run: needs Python {OTHER} on this host (none on PATH, in pyenv's versions, among uv's managed Pythons "
+        f"or as py -{OTHER}): `uv python install {OTHER}`, then rerun"
+    )
+    assert {c.status for c in result.checks} == {"unverified"}

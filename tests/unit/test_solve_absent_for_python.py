@@ -12,7 +12,7 @@ import pytest
 
 from tests.builders import torch_plan
 from tests.conftest import REPODATA
-from torchbuild.stages.verify.stage import _admits_python, _leave_out_other_pythons, _names_for_python
+from torchbuild.stages.verify.solve import _admits_python, _leave_out_other_pythons, _names_for_python
 
 CONDA_FORGE = REPODATA / "conda-forge"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from torchbuild.config import datafiles
-from torchbuild.stages.verify.stage import OVERLAY, _unrecorded_pins, _versions_in
+from torchbuild.stages.verify.solve import OVERLAY, _unrecorded_pins, _versions_in
 
 
 @pytest.fixture()

@@ -15,7 +15,7 @@ from torchbuild.channels.local import check_directory
 from torchbuild.commands import publish as publish_cmd
 from torchbuild.commands import sbom as sbom_cmd
 from torchbuild.commands.plan_view import print_plan, say_companions, say_declared, say_resolution
-from torchbuild.commands.selection import ROOT, default_platform, load_matrix, resolve_all, select_cells
+from torchbuild.commands.selection import default_platform, load_matrix, resolve_all, select_cells
 from torchbuild.conda.assembly import COMPRESSION_LEVELS, COMPRESSORS
 from torchbuild.config import environment
 from torchbuild.config.channel_spec import local_path
@@ -27,15 +27,20 @@ from torchbuild.host.console import console, out
 from torchbuild.host.files import unwritable
 from torchbuild.plan import Plan
 from torchbuild.run import pin
+from torchbuild.run.records import EXIT_UNVERIFIED
 
 COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor", "sbom")
-DEFAULT_REPODATA = ROOT.parent / "shared" / "data" / "repodata"
 CACHE_HELP = f"download cache (default: {RunOptions().cache_dir}, the user's cache folder)"
 
 
 def _selectors(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("cell selection")
-    group.add_argument("--matrix", type=Path, default=None, help="matrix file (default: matrix.yaml of the repo)")
+    group.add_argument(
+        "--matrix",
+        type=Path,
+        default=None,
+        help="matrix file (default: matrix.yaml in this folder, else the one shipped with torchbuild)",
+    )
     group.add_argument("--cuda", help="CUDA version X.Y, or cpu")
     group.add_argument("--py", "--python", dest="python", help="Python version X.Y")
     group.add_argument("--platform", help="win-64 or linux-64 (default: this host's)")
@@ -56,11 +61,20 @@ def _selectors(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def invocation() -> str:
+    """The command the user typed, for usage text: ``torchbuild`` (the installed command) or ``python pipeline.py``."""
+    name = Path(sys.argv[0]).name or "torchbuild"
+    return f"python {name}" if name.endswith(".py") else name
+
+
 def build_parser() -> argparse.ArgumentParser:
+    command = invocation()
     parser = argparse.ArgumentParser(
-        prog="pipeline.py",
+        prog=Path(sys.argv[0]).name or "torchbuild",
         description="Build, repair, package, verify and publish PyTorch for each cell of matrix.yaml.",
-        epilog="Without a command, 'run' is meant: python pipeline.py --cuda cpu --py 3.11",
+        epilog=f"Without a command, 'run' is meant: {command} --cuda cpu --py 3.11. Exit status: 0 every cell "
+        f"passed, 1 a cell failed, 2 bad input, {EXIT_UNVERIFIED} none failed but a cell is unverified (a check "
+        "could not run: the run's last lines say which, and what runs it).",
     )
     sub = parser.add_subparsers(dest="command", metavar="{run,plan,matrix,smoke,publish,index,doctor,sbom}")
     run = sub.add_parser("run", help="run the stages for the selected cells (the default command)")
@@ -82,7 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--repodata",
         type=Path,
-        help="real conda repodata to prove the package solvable against (default: ../shared/data/repodata)",
+        help=f"stored conda repodata (<channel>/<subdir>/repodata.json) to prove the package solvable against, "
+        f"offline (default: ${environment.REPODATA}; without either, the live channels, cached; where they cannot be "
+        f"reached the cell ends unverified, exit {EXIT_UNVERIFIED})",
     )
     run.add_argument("--cache-dir", type=Path, default=None, help=CACHE_HELP)
     run.add_argument(
@@ -199,8 +215,8 @@ def check_paths(args: argparse.Namespace) -> None:
         raise UserError(f"--source-dir {args.source_dir}: no such directory (give the root of a PyTorch checkout).")
     if args.repodata is not None and not args.repodata.is_dir():
         raise UserError(
-            f"--repodata {args.repodata}: no such directory; give a directory with <channel>/<subdir>/repodata.json "
-            f"(like {DEFAULT_REPODATA}), or leave --repodata out to use that one where it exists."
+            f"--repodata {args.repodata}: no such directory; give a directory with <channel>/<subdir>/repodata.json, "
+            "or leave --repodata out to solve against the live channels."
         )
 
 
@@ -216,8 +232,8 @@ def run_options(args: argparse.Namespace) -> RunOptions:
             "add --git-ref (a tag, branch or commit SHA, e.g. v2.5.1), or leave --git-url out."
         )
     check_paths(args)
-    repodata = args.repodata or (DEFAULT_REPODATA if DEFAULT_REPODATA.is_dir() else None)
-    repodata = repodata.resolve() if repodata else None  # absolute: a relative 'rd' would be a channel name to rattler
+    # absolute: a relative 'rd' would be a channel name to rattler
+    repodata = args.repodata.resolve() if args.repodata else environment.repodata()
     options = RunOptions(
         wheel=args.wheel.resolve() if args.wheel else None,
         force=args.force,

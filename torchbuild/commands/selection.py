@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from torchbuild.config import datafiles
 from torchbuild.config import matrix as matrix_mod
 from torchbuild.config.channel_spec import check_spec
 from torchbuild.config.compat import load
@@ -15,7 +16,7 @@ from torchbuild.errors import UserError, one_of
 from torchbuild.host.platform import host_platform
 from torchbuild.plan import Plan, resolve
 
-ROOT = Path(__file__).resolve().parents[2]
+MATRIX = "matrix.yaml"  # in the folder the user runs in; else torchbuild/data/matrix.yaml, the built-in default
 
 
 def default_platform() -> str:
@@ -42,11 +43,17 @@ def check_selection(args: argparse.Namespace) -> None:
             )
 
 
+def default_matrix(folder: Path) -> Path:
+    """The matrix a command reads without --matrix: ``folder``'s matrix.yaml, else the one shipped with torchbuild."""
+    here = folder / MATRIX
+    return here if here.is_file() else datafiles.file(MATRIX)
+
+
 def load_matrix(args: argparse.Namespace) -> Matrix:
     check_selection(args)
     if args.declared_libraries is not None:  # before the matrix is read: a bad value names the valid ones
         matrix_mod.check_declared(args.declared_libraries, "--declared-libraries")
-    path = args.matrix or ROOT / "matrix.yaml"
+    path = args.matrix or default_matrix(Path.cwd())
     matrix = matrix_mod.with_packages(matrix_mod.load(path), args.packages)
     if args.msvc:
         matrix = replace(matrix, build=replace(matrix.build, msvc_toolset=args.msvc))

@@ -67,7 +67,7 @@ def replayed(raw: state.Recorded, plan: Plan, root: Path, path: Path) -> dict[st
             record = StageRecord.from_dict(found) if isinstance(found, dict) else None
         except BadRecord as exc:
             raise UserError(f"{path}: unreadable record of stage '{stage}': {exc}.") from None
-        if record is None or record.status not in ("passed", "skipped"):
+        if record is None or record.status not in ("passed", "skipped", "unverified"):
             status = "no record" if record is None else record.status
             done = ", ".join(s for s in STAGES if s in raw.stages) or "none"
             raise UserError(
@@ -100,7 +100,8 @@ def replayed(raw: state.Recorded, plan: Plan, root: Path, path: Path) -> dict[st
 
 def _replay(record: StageRecord) -> runner.StageFunction:
     def stage(ctx: Context) -> StageResult:
-        status: Status = "skipped" if record.status == "skipped" else "passed"
+        statuses: dict[str, Status] = {"skipped": "skipped", "unverified": "unverified"}
+        status = statuses.get(record.status, "passed")  # an unverified verify stays unverified in this job's report
         return StageResult(status=status, outputs=record.outputs, message=f"from the build job: {record.message}")
 
     return stage

@@ -46,6 +46,17 @@ class Unsolvable(UserError):
     """The specs have no solution; the message is the solver's explanation."""
 
 
+class ChannelUnreachable(UserError):
+    """A channel's repodata could not be fetched (no network, DNS, a proxy, a timeout); the message says why."""
+
+
+# The live channels a solve without stored repodata reads (packaging.yaml solve_channels names them).
+CHANNEL_URLS: Mapping[str, str] = {
+    "conda-forge": "https://conda.anaconda.org/conda-forge",
+    "main": "https://repo.anaconda.com/pkgs/main",
+}
+
+
 def virtual_packages_for(platform: str, cuda: str | None = None) -> dict[str, str]:
     """Virtual packages of a typical machine of ``platform``; with ``cuda`` (e.g. "12.4") a driver for it."""
     if platform not in VIRTUAL_PACKAGES:
@@ -128,5 +139,8 @@ def solve(
     except rattler_child.RattlerError as exc:
         if exc.kind == "SolverError":
             raise Unsolvable(str(exc)) from None
+        if exc.kind in ("GatewayError", "timeout"):
+            lines = [line.removeprefix("Caused by: ").strip() for line in str(exc).splitlines() if line.strip()]
+            raise ChannelUnreachable(" / ".join(dict.fromkeys(lines[:1] + lines[-1:]))) from None
         raise
     return sorted((Solved(**r) for r in records), key=lambda s: s.name)

@@ -43,6 +43,12 @@ def directory(name: str) -> Path | None:
     return Path(str(found)) if found.is_dir() else None
 
 
+def file(name: str) -> Path:
+    """The file ``torchbuild/data/<name>`` of this installation, for a reader that takes a path (the built-in
+    matrix.yaml)."""
+    return Path(str(resources.files(PACKAGE).joinpath(name)))
+
+
 def table(name: str, parse: Callable[[Any], T]) -> T:
     """``parse`` applied to ``torchbuild/data/<name>``, once per process."""
     result: T = _parsed(name, parse)

@@ -21,6 +21,7 @@ S3_PART_RANGE = range(5, 5121)  # S3's multipart limits: parts of 5 MiB to 5 GiB
 ANACONDA = "TORCHBUILD_ANACONDA"
 AWS_MAX_ATTEMPTS = "AWS_MAX_ATTEMPTS"
 STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
+REPODATA = "TORCHBUILD_REPODATA"
 
 # The times a zip member can carry (MS-DOS dates): every archive a cell makes is a zip or holds zips.
 EARLIEST = 315532800  # 1980-01-01 00:00:00 UTC
@@ -98,6 +99,21 @@ def step_summary(env: Mapping[str, str] = os.environ) -> Path | None:
     return path
 
 
+def repodata(env: Mapping[str, str] = os.environ) -> Path | None:
+    """TORCHBUILD_REPODATA: stored conda repodata (<channel>/<subdir>/repodata.json) the verify stage solves against
+    instead of the live channels, as --repodata gives it; None: unset."""
+    raw = env.get(REPODATA)
+    if raw is None or not raw.strip():
+        return None
+    path = Path(raw).resolve()  # absolute: a relative 'rd' would be a channel name to rattler
+    if not path.is_dir():
+        raise UserError(
+            f"{REPODATA}={raw}: no such directory; give a directory with <channel>/<subdir>/repodata.json, or unset "
+            "it to solve against the live channels."
+        )
+    return path
+
+
 CHECKS: tuple[Callable[[Mapping[str, str]], object], ...] = (
     source_date_epoch,
     scratch_setting,
@@ -105,6 +121,7 @@ CHECKS: tuple[Callable[[Mapping[str, str]], object], ...] = (
     anaconda_command,
     _aws_max_attempts,
     step_summary,
+    repodata,
 )
 
 

@@ -21,7 +21,7 @@ class RunOptions:
     conda_format: Literal["conda", "tar.bz2"] = "conda"
     compression_level: int = 5
     compression_threads: int = 2
-    repodata: Path | None = None  # the real repodata to solve against (../shared/data/repodata)
+    repodata: Path | None = None  # --repodata / TORCHBUILD_REPODATA: stored repodata to solve against; None: live
     source_dir: Path | None = None  # --source-dir: compile this checkout
     git_ref: str | None = None  # --git-ref: clone this tag, branch or full commit SHA (with submodules) and compile it
     git_url: str = DEFAULT_GIT_URL  # --git-url

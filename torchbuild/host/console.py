@@ -16,7 +16,8 @@ console = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sy
 out = Console(highlight=False, soft_wrap=True)
 
 
-MARKS = {"passed": "[green]✓[/]", "skipped": "[yellow]-[/]", "cached": "[cyan]↺[/]", "failed": "[red]✗[/]"}
+MARKS = {"passed": "[green]✓[/]", "skipped": "[yellow]-[/]", "cached": "[cyan]↺[/]", "failed": "[red]✗[/]",
+         "unverified": "[yellow]?[/]"}  # fmt: skip
 
 
 def _github_actions() -> bool:

@@ -65,6 +65,17 @@ def binary() -> str:
         return str(find_uv_bin())
 
 
+def managed_python(version: str, env: Mapping[str, str]) -> str | None:
+    """uv's managed install of Python X.Y (``uv python install X.Y`` made it), or None: none, or uv did not run."""
+    argv = [binary(), "python", "find", "--managed-python", "--no-project", "--no-config", version]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=dict(env), check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = done.stdout.strip()
+    return found if done.returncode == 0 and found else None
+
+
 def _local_folder(location: str) -> Path | None:
     parsed = urllib.parse.urlparse(location)
     if parsed.scheme in ("http", "https"):

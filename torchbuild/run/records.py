@@ -11,13 +11,14 @@ from typing import Any
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, Check
 
-PASSING = ("passed", "skipped", "cached")
+PASSING = ("passed", "skipped", "cached", "unverified")  # nothing failed: later stages run
+EXIT_UNVERIFIED = 3  # the exit status of a run where no cell failed and a cell is unverified
 
 
 @dataclass
 class StageRecord:
     stage: str
-    status: str  # passed | failed | skipped | cached | not run
+    status: str  # passed | failed | skipped | cached | not run | unverified
     duration: float = 0.0
     message: str = ""
     key: str = ""
@@ -75,7 +76,7 @@ class BadRecord(ValueError):
     """A stage record of the wrong shape."""
 
 
-STATUSES = ("passed", "failed", "skipped", "cached", "not run")
+STATUSES = ("passed", "failed", "skipped", "cached", "not run", "unverified")
 
 
 def _text(value: Any) -> str:
@@ -91,7 +92,19 @@ class CellRun:
 
     @property
     def ok(self) -> bool:
+        """No stage failed (the cell may still be unverified: ``status``)."""
         return all(r.status in PASSING for r in self.records)
+
+    @property
+    def status(self) -> str:
+        """failed, unverified (nothing failed, a check that guards the user could not run) or passed."""
+        if not self.ok:
+            return "failed"
+        return "unverified" if self.unverified else "passed"
+
+    @property
+    def unverified(self) -> list[StageRecord]:
+        return [r for r in self.records if r.status == "unverified"]
 
     @property
     def artifacts(self) -> dict[str, Artifact]:

@@ -19,7 +19,7 @@ from torchbuild.host.files import write_atomic
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact
 from torchbuild.run import report_html
-from torchbuild.run.records import CellRun
+from torchbuild.run.records import CellRun, StageRecord
 from torchbuild.stages import companion_artifact
 from torchbuild.wheel.repair_report import RepairReport
 
@@ -40,7 +40,8 @@ def cell_entry(cell: CellRun, build: Path) -> dict[str, Any]:
     return {
         "cell_id": plan.cell_id,
         "dir": directory.name,
-        "ok": cell.ok,
+        "ok": cell.status == "passed",  # an unverified cell is not ok ("status" says which)
+        "status": cell.status,
         "torch": plan.version,
         "platform": plan.platform,
         "python": plan.python,
@@ -65,8 +66,15 @@ def _vendored(repair_report: Artifact | None) -> list[str]:
         return []
 
 
+def run_status(statuses: Iterable[str]) -> str:
+    """The run's: failed (a cell failed), unverified (none failed, one is unverified) or passed."""
+    found = set(statuses)
+    return next((s for s in ("failed", "unverified") if s in found), "passed")
+
+
 def as_dict(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    return {"ok": all(c["ok"] for c in entries), "cells": list(entries)}
+    status = run_status(c.get("status", "passed" if c["ok"] else "failed") for c in entries)
+    return {"ok": status == "passed", "status": status, "cells": list(entries)}
 
 
 def companion_line(companion: Companion, artifacts: Mapping[str, Artifact]) -> tuple[str, str]:
@@ -85,7 +93,7 @@ def _companion(companion: Companion, artifacts: Mapping[str, Artifact]) -> dict[
 
 
 # Status icons of the Markdown reports (this one, and the nightly's summary: scripts/ci_summary.py).
-ICONS = {"passed": "✅", "cached": "♻️", "skipped": "⏭️", "failed": "❌", "not run": "·"}
+ICONS = {"passed": "✅", "cached": "♻️", "skipped": "⏭️", "failed": "❌", "not run": "·", "unverified": "⚠️"}
 
 
 def icon(status: str) -> str:
@@ -107,10 +115,11 @@ def artifact_table(rows: Iterable[tuple[str, str, Mapping[str, Any]]]) -> list[s
 def markdown(data: Mapping[str, Any]) -> str:
     cells = data["cells"]
     stages = [s["stage"] for s in cells[0]["stages"]] if cells else []
-    lines = ["## torchbuild", "", "| cell | torch | " + " | ".join(stages) + " |"]
-    lines.append("|" + "---|" * (2 + len(stages)))
+    lines = ["## torchbuild", "", "| cell | torch | status | " + " | ".join(stages) + " |"]
+    lines.append("|" + "---|" * (3 + len(stages)))
     for cell in cells:
-        row = [f"`{cell['cell_id']}`", cell["torch"]]
+        status = cell.get("status", "passed" if cell["ok"] else "failed")
+        row = [f"`{cell['cell_id']}`", cell["torch"], f"{icon(status)} {status}"]
         row += [f"{icon(s['status'])} {s['duration']:.0f}s" for s in cell["stages"]]
         lines.append("| " + " | ".join(row) + " |")
     rows = [(c["cell_id"], name, a) for c in cells for name, a in c["artifacts"].items()]
@@ -128,6 +137,10 @@ def markdown(data: Mapping[str, Any]) -> str:
         lines += ["", "### Failures", ""]
         for cell_id, stage in problems:
             lines += [f"**{cell_id} / {stage['stage']}**", "", "```", stage["message"], "```", ""]
+    unverified = [(c["cell_id"], s) for c in cells for s in c["stages"] if s["status"] == "unverified"]
+    if unverified:
+        lines += ["", "### Unverified (published, but a check could not run)", ""]
+        lines += [f"- {cell_id} / {s['stage']}: {s['message']}" for cell_id, s in unverified]
     skipped = [(c["cell_id"], s) for c in cells for s in c["stages"] if s["status"] == "skipped" and s["message"]]
     if skipped:
         lines += ["", "### Skipped", ""]
@@ -147,8 +160,8 @@ def junit(data: Mapping[str, Any]) -> str:
             if status == "failed":
                 first = message.splitlines()[0] if message else "failed"
                 ET.SubElement(case, "failure", message=first).text = message
-            elif status in ("skipped", "not run"):
-                ET.SubElement(case, "skipped", message=message or status)
+            elif status in ("skipped", "not run", "unverified"):
+                ET.SubElement(case, "skipped", type=status, message=message or status)
             if record.get("ran_on"):
                 properties = ET.SubElement(case, "properties")
                 ET.SubElement(properties, "property", name="ran_on", value=record["ran_on"])
@@ -160,8 +173,8 @@ def junit(data: Mapping[str, Any]) -> str:
                 if check["status"] == "failed":
                     text = f"{check.get('code', '')} {check['message']}".strip()
                     ET.SubElement(sub, "failure", message=text).text = check.get("file", "")
-                elif check["status"] == "skipped":
-                    ET.SubElement(sub, "skipped", message=check["message"])
+                elif check["status"] in ("skipped", "unverified"):
+                    ET.SubElement(sub, "skipped", type=check["status"], message=check["message"])
         _count(suite, time=sum(float(r["duration"]) for r in cell["stages"]))
     _count(suites, time=sum(float(s.get("time", "0")) for s in suites))
     ET.indent(suites)
@@ -222,6 +235,13 @@ def write_summary(build: Path) -> ReportPaths:
     return _write(as_dict(entries), build, "torchbuild")
 
 
+def unverified_reasons(record: StageRecord) -> list[str]:
+    """What did not run in an unverified stage, once each: its unverified checks' code and message (the smoke's
+    checks share one), else the stage's message."""
+    said = [f"{c.code} {c.message}".strip() for c in record.checks if c.status == "unverified"]
+    return list(dict.fromkeys(said)) or [record.message]
+
+
 def print_summary(cells: Sequence[CellRun], paths: ReportPaths, install: Sequence[str] = ()) -> None:
     """The results, on stdout: each cell's stages and artifacts, the verdict, where the reports are, and how to
     install what was published (``install``)."""
@@ -248,8 +268,19 @@ def print_summary(cells: Sequence[CellRun], paths: ReportPaths, install: Sequenc
                 out.print(f"  {escape(name):<15} {escape(str(artifact.path))}  {size}  sha256 {artifact.sha256}")
         for companion in cell.plan.companions:
             out.print(f"  {companion_line(companion, cell.artifacts)[1]}", markup=False)
-    ok = all(c.ok for c in cells)
-    verdict = "[green]all cells passed[/]" if ok else "[red]some cells failed[/] (details above and in the report)"
+    for cell in cells:
+        for record in cell.unverified:
+            for why in unverified_reasons(record):
+                out.print(f"[yellow]unverified[/] {cell.plan.cell_id} / {record.stage}: {escape(why)}",
+                          highlight=False, soft_wrap=True)  # fmt: skip
+    status = run_status(c.status for c in cells)
+    verdicts = {
+        "passed": "[green]all cells passed[/]",
+        "failed": "[red]some cells failed[/] (details above and in the report)",
+        "unverified": f"[yellow]unverified[/]: {sum(c.status == 'unverified' for c in cells)} of {len(cells)} cells "
+        "published unverified (a check could not run: see the lines above), none failed",
+    }
+    verdict = verdicts[status]
     shown_paths = ", ".join(str(p) for p in (paths.json, paths.markdown, paths.junit, paths.html))
     out.print(f"{verdict}; report of every cell in {paths.json.parent}: {escape(shown_paths)}")
     for line in install:

@@ -15,9 +15,10 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
-# status -> CSS class: green, blue (reused), grey (skipped), red, pale (not run)
-CLASSES = {"passed": "passed", "cached": "cached", "skipped": "skipped", "failed": "failed", "not run": "notrun"}
-MARKS = {"passed": "✓", "cached": "↺", "skipped": "–", "failed": "✗", "not run": "·"}
+# status -> CSS class: green, blue (reused), grey (skipped), red, pale (not run), amber (unverified: a check could not run)
+CLASSES = {"passed": "passed", "cached": "cached", "skipped": "skipped", "failed": "failed", "not run": "notrun",
+           "unverified": "unverified"}  # fmt: skip
+MARKS = {"passed": "✓", "cached": "↺", "skipped": "–", "failed": "✗", "not run": "·", "unverified": "⚠"}
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #1b1f23; }
@@ -26,7 +27,7 @@ table { border-collapse: collapse; margin: .5em 0; }
 th, td { border: 1px solid #d0d7de; padding: .25em .5em; text-align: left; vertical-align: top; }
 th { background: #f6f8fa; }
 td.passed { background: #dafbe1; } td.cached { background: #ddf4ff; } td.skipped { background: #eaeef2; }
-td.failed { background: #ffebe9; font-weight: bold; } td.notrun { background: #fafbfc; color: #8c959f; }
+td.failed { background: #ffebe9; font-weight: bold; } td.unverified { background: #fff8c5; } td.notrun { background: #fafbfc; color: #8c959f; }
 code, pre { font: 12px ui-monospace, monospace; } pre { background: #f6f8fa; padding: .5em; white-space: pre-wrap; }
 .verdict.ok { color: #1a7f37; } .verdict.bad { color: #cf222e; }
 .failure { border-left: 4px solid #cf222e; padding-left: .8em; margin: .8em 0; }
@@ -146,8 +147,10 @@ def page(data: Mapping[str, Any], title: str = "torchbuild") -> str:
     """The page of a report.json (``report.as_dict``'s shape)."""
     cells = list(data["cells"])
     passed = sum(bool(c["ok"]) for c in cells)
+    unverified = sum(c.get("status") == "unverified" for c in cells)
     ok = passed == len(cells) and bool(cells)
-    verdict = f'<p class="verdict {"ok" if ok else "bad"}">{passed} of {len(cells)} cells passed</p>'
+    also = f", {unverified} unverified (a check could not run)" if unverified else ""
+    verdict = f'<p class="verdict {"ok" if ok else "bad"}">{passed} of {len(cells)} cells passed{also}</p>'
     stages = [s["stage"] for s in cells[0]["stages"]] if cells else []
     rows = [(c["cell_id"], c["cell_id"], [_box(s) for s in c["stages"]]) for c in cells]
     parts = [verdict, *_failures(cells), "<h2>Matrix</h2>", grid("cell", stages, rows)]

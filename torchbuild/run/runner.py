@@ -45,7 +45,7 @@ from torchbuild.host.console import console, step_done, step_start
 from torchbuild.plan import STAGES, Plan
 from torchbuild.results import Artifact, StageResult, sha256_of
 from torchbuild.run import report, repro, state
-from torchbuild.run.records import CellRun, StageRecord
+from torchbuild.run.records import EXIT_UNVERIFIED, CellRun, StageRecord
 from torchbuild.run.state import State
 from torchbuild.stages import Context, Stage, era_artifacts, publish, smoke_conda, smoke_wheel, source
 from torchbuild.stages.build import stage as build
@@ -56,6 +56,7 @@ from torchbuild.stages.verify import stage as verify
 ARCHIVES = (".whl", ".conda", ".tar.bz2")  # outputs whose members a rebuild of the same inputs must reproduce
 
 StageFunction = Callable[[Context], StageResult]
+EXIT_CODES = {"passed": 0, "failed": 1, "unverified": EXIT_UNVERIFIED}
 
 
 # Every stage's module, in the order the stages run (plan.STAGES names them).
@@ -319,7 +320,8 @@ def run(
     options: RunOptions,
     stages: Mapping[str, StageFunction] | None = None,
 ) -> int:
-    """Run every plan; write the reports; return the exit code (0 only when every cell passed)."""
+    """Run every plan; write the reports; return the exit code: 0 every cell passed, 1 a cell failed, 3
+    (EXIT_UNVERIFIED) none failed and a cell is unverified."""
     build = root / "build"
     with workspace(build, plans):
         cells = [run_cell(plan, root, options, stages) for plan in plans]
@@ -329,7 +331,7 @@ def run(
     if summary:
         with open(summary, "a", encoding="utf-8") as handle:
             handle.write(report.markdown(report.as_dict([report.cell_entry(c, build) for c in cells])))
-    return 0 if all(c.ok for c in cells) else 1
+    return EXIT_CODES[report.run_status(c.status for c in cells)]
 
 
 def install_lines(cells: Sequence[CellRun], root: Path) -> list[str]:

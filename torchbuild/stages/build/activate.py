@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchbuild.platforms import provision
-from torchbuild.plan import Plan
-from torchbuild.platforms.toolchain import Requirement, ToolchainError, describe_missing
-from torchbuild.host.interpreters import find_python
+from torchbuild.host.interpreters import find_python, install_hint, searched
 from torchbuild.host.platform import host_platform
-from torchbuild.platforms import cuda
+from torchbuild.plan import Plan
+from torchbuild.platforms import cuda, provision
 from torchbuild.platforms.linux import gcc as gnu
+from torchbuild.platforms.toolchain import Requirement, ToolchainError, describe_missing
 from torchbuild.platforms.windows import msvc, traps
 
 
@@ -72,8 +69,8 @@ def discover(
         Requirement(
             f"Python {plan.python}",
             python is not None,
-            python or f"no working python{plan.python} on PATH (nor py -{plan.python})",
-            f"install Python {plan.python} (64-bit) and put it on PATH",
+            python or f"no working Python {plan.python} {searched(plan.python)}",
+            f"install Python {plan.python} (64-bit): `{install_hint(plan.python)}`",
         )
     )
     reqs.append(_tool("cmake", env, "install CMake >= 3.18 (pip install cmake, or the OS package)"))

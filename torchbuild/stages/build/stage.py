@@ -19,17 +19,17 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from torchbuild.errors import StageFailed, as_stage_failure
 from torchbuild.host import downloads, pip
-from torchbuild.wheel import wheelfile
-from torchbuild.stages.build.activate import Activation, activate
 from torchbuild.host.build_runner import run_build
 from torchbuild.host.checkout import Checkout
 from torchbuild.host.console import console
-from torchbuild.errors import StageFailed, as_stage_failure
 from torchbuild.plan import Plan
+from torchbuild.platforms.toolchain import ToolchainError
 from torchbuild.results import Artifact, StageResult
 from torchbuild.stages import Context, Stage
-from torchbuild.platforms.toolchain import ToolchainError
+from torchbuild.stages.build.activate import Activation, activate
+from torchbuild.wheel import wheelfile
 
 NAME = "build"
 LAUNCHERS = ("CMAKE_C_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER_LAUNCHER", "CMAKE_CUDA_COMPILER_LAUNCHER")

@@ -1,4 +1,5 @@
-"""Rendering ``recipes/pytorch`` for one cell: Jinja2 (sandboxed, StrictUndefined), then conda-build selectors.
+"""Rendering ``torchbuild/recipes/pytorch`` (package data) for one cell: Jinja2 (sandboxed, StrictUndefined), then
+conda-build selectors.
 
 Two forms come out of one render:
 - the conda-build recipe (selectors kept, for conda-build on a Windows runner with Miniconda), written with
@@ -13,6 +14,7 @@ import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from torchbuild.errors import UserError
 from torchbuild.plan import Plan
 
-RECIPE_DIR = Path(__file__).resolve().parents[3] / "recipes" / "pytorch"
+RECIPE_DIR = Path(str(resources.files("torchbuild").joinpath("recipes/pytorch")))  # package data of torchbuild
 SELECTOR = re.compile(r"^(?P<line>.*?)\s*#\s*\[(?P<expr>[^\]]+)\]\s*$")
 
 

@@ -4,7 +4,7 @@ The package is made from the same wheel as the pip artifact, never from a second
 into the Plan's site-packages of a staging prefix, with its console scripts (``.exe`` launchers on Windows), by
 installer (wheel/install.py; in memory where there is room for it, scratch.py), its Requires-Dist become conda run
 dependencies (conda/requirements.py), and the package is assembled with py-rattler-build (conda/assembly.py) from the
-rendered recipe (``recipes/pytorch``), which also goes into ``info/recipe``.
+rendered recipe (``torchbuild/recipes/pytorch``), which also goes into ``info/recipe``.
 
 In a conda environment the runtimes come from the environment: the package leaves out every DLL one of its run
 dependencies provides (``plan.conda.provided_dlls``: the VC runtime from vc14_runtime, libiomp5md.dll from
