@@ -15,7 +15,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
-# status -> CSS class: green, blue (reused), grey (skipped), red, pale (not run), amber (unverified: a check could not run)
+# status -> CSS class: green, blue (reused), grey (skipped), red, pale (not run), amber (unverified)
 CLASSES = {"passed": "passed", "cached": "cached", "skipped": "skipped", "failed": "failed", "not run": "notrun",
            "unverified": "unverified"}  # fmt: skip
 MARKS = {"passed": "✓", "cached": "↺", "skipped": "–", "failed": "✗", "not run": "·", "unverified": "⚠"}
@@ -27,7 +27,8 @@ table { border-collapse: collapse; margin: .5em 0; }
 th, td { border: 1px solid #d0d7de; padding: .25em .5em; text-align: left; vertical-align: top; }
 th { background: #f6f8fa; }
 td.passed { background: #dafbe1; } td.cached { background: #ddf4ff; } td.skipped { background: #eaeef2; }
-td.failed { background: #ffebe9; font-weight: bold; } td.unverified { background: #fff8c5; } td.notrun { background: #fafbfc; color: #8c959f; }
+td.failed { background: #ffebe9; font-weight: bold; } td.unverified { background: #fff8c5; }
+td.notrun { background: #fafbfc; color: #8c959f; }
 code, pre { font: 12px ui-monospace, monospace; } pre { background: #f6f8fa; padding: .5em; white-space: pre-wrap; }
 .verdict.ok { color: #1a7f37; } .verdict.bad { color: #cf222e; }
 .failure { border-left: 4px solid #cf222e; padding-left: .8em; margin: .8em 0; }
