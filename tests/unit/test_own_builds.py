@@ -196,3 +196,22 @@ def test_a_checkout_past_every_release_is_compiled_as_its_dev_version(tmp_path: 
     assert "✓ source" in said and "PyTorch 2.16.0a0" in said
     assert f"PYTORCH_BUILD_VERSION=2.16.0a0+git{head[:7]}" in said
     assert "✗ build" in said and proc.returncode == 1
+
+
+def test_build_version_nightly_is_the_checkouts_version_and_the_nights_date(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _checkout(tmp_path / "pytorch", "2.16.0a0")
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1795824000")  # 2026-11-28 00:00 UTC
+    plan = _checkout_plan(path, build_version="nightly")
+    assert plan.version == "2.16.0.dev20261128+cpu"
+    assert plan.conda.filename == "pytorch-2.16.0.dev20261128-py3.11_cpu_0.conda"
+    assert any("--build-version nightly: version.txt 2.16.0, night 20261128" in note for note in plan.notes)
+
+
+def test_build_version_nightly_of_a_wheel_is_refused(tmp_path: Path) -> None:
+    m = matrix.load(ROOT / "matrix.yaml")
+    cell = Cell(platform="linux-64", cuda="cpu", python="3.11")
+    options = RunOptions(wheel=torch_wheel(tmp_path, "2.6.0a0+git1eba9b3"), build_version="nightly")
+    with pytest.raises(UserError, match="--build-version nightly names the nightly of a compile"):
+        pin.pin_all([cell], m, options, pin.check_all([cell], m))
