@@ -215,3 +215,21 @@ def test_build_version_nightly_of_a_wheel_is_refused(tmp_path: Path) -> None:
     options = RunOptions(wheel=torch_wheel(tmp_path, "2.6.0a0+git1eba9b3"), build_version="nightly")
     with pytest.raises(UserError, match="--build-version nightly names the nightly of a compile"):
         pin.pin_all([cell], m, options, pin.check_all([cell], m))
+
+
+def test_a_matrix_can_name_a_branch_to_compile_nightly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """matrix.yaml's torch: {git_ref, git_url, build_version: nightly}: the nightly of a branch (here a local
+    repository, cloned as --git-ref clones), with no source on the command line."""
+    from torchbuild.commands.cli import with_matrix_source
+
+    path = _checkout(tmp_path / "pytorch", "2.16.0a0")
+    text = f"torch: {{git_ref: master, git_url: '{path}', build_version: nightly}}\nplatforms: [linux-64]\n"
+    m = matrix.parse(text)
+    options = with_matrix_source(RunOptions(cache_dir=tmp_path / "cache"), m)
+    assert (options.git_ref, options.git_url, options.build_version) == ("master", str(path), "nightly")
+    assert with_matrix_source(RunOptions(wheel=tmp_path / "x.whl"), m).git_ref is None  # the command line wins
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1795824000")
+    cell = Cell(platform="linux-64", cuda="cpu", python="3.11")
+    plan = pin.pin_all([cell], m, options, pin.check_all([cell], m))[0]
+    assert plan.version == "2.16.0.dev20261128+cpu"
+    assert any(note.startswith("--git-ref master (--build-version nightly") for note in plan.notes)

@@ -20,6 +20,7 @@ from torchbuild.conda.assembly import COMPRESSION_LEVELS, COMPRESSORS
 from torchbuild.config import environment
 from torchbuild.config.channel_spec import local_path
 from torchbuild.config.compat import load
+from torchbuild.config.matrix import Matrix
 from torchbuild.config.options import DEFAULT_GIT_URL, RunOptions
 from torchbuild.errors import UserError, os_error
 from torchbuild.host import scratch, signals
@@ -251,6 +252,20 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     return replace(options, cache_dir=args.cache_dir) if args.cache_dir else options
 
 
+def with_matrix_source(options: RunOptions, matrix: Matrix) -> RunOptions:
+    """The matrix's ``torch: {git_ref, git_url, build_version}`` (the nightly of a branch) where the command line
+    names no source of its own."""
+    source = matrix.source
+    if source is None or options.wheel is not None or options.compiles:
+        return options
+    return replace(
+        options,
+        git_ref=source.git_ref,
+        git_url=source.git_url or options.git_url,
+        build_version=options.build_version or source.build_version,
+    )
+
+
 def check_writable(directories: dict[str, Path | None]) -> None:
     """The directories a run writes into (what -> path): refused now, not by a stage after hours of build."""
     for what, path in directories.items():
@@ -264,6 +279,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     options = run_options(args)
     matrix = load_matrix(args)
+    options = with_matrix_source(options, matrix)
     cells = select_cells(matrix, args)
     candidates = pin.check_all(cells, matrix)  # every cell valid before any index is asked
     channel_dir = local_path(matrix.channel, Path.cwd())

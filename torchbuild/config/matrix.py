@@ -28,6 +28,7 @@ from torchbuild.config.matrix_schema import (
     MAX_JOBS,
     RULE_KEYS,
     TOP_LEVEL,
+    TORCH_SOURCE_KEYS,
 )
 from torchbuild.errors import UserError, one_of
 
@@ -75,8 +76,19 @@ class BuildOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TorchSource:
+    """``torch: {git_ref: main, build_version: nightly}``: every cell compiles that ref (the nightly of a branch);
+    the command line's --wheel, --source-dir, --git-ref and --build-version replace it."""
+
+    git_ref: str
+    git_url: str | None = None
+    build_version: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Matrix:
     torch: str = LATEST
+    source: TorchSource | None = None
     platforms: tuple[str, ...] = PLATFORMS
     cuda: tuple[str, ...] = (CPU,)
     python: tuple[str, ...] = ("3.11",)
@@ -324,7 +336,9 @@ def parse(text: str, path: str = "matrix.yaml") -> Matrix:
             raise _unknown_key(path, key_node, key, list(TOP_LEVEL))
         if key == "channel":
             values[key] = _channel(path, value_node)
-        elif kind == "str":
+        elif kind == "torch" and isinstance(value_node, yaml.MappingNode):
+            values["source"] = _torch_source(path, value_node)
+        elif kind in ("torch", "str"):
             values[key] = _scalar(path, key, value_node)
         elif kind == "list":
             values[key] = _list(path, key, value_node)
@@ -339,6 +353,18 @@ def parse(text: str, path: str = "matrix.yaml") -> Matrix:
         else:
             values[key] = _build(path, value_node)
     return Matrix(**values)  # type: ignore[arg-type]
+
+
+def _torch_source(path: str, node: yaml.Node) -> TorchSource:
+    values: dict[str, str] = {}
+    for key_node, value_node in _pairs(path, "torch", node):
+        if key_node.value not in TORCH_SOURCE_KEYS:
+            raise _unknown_key(path, key_node, key_node.value, TORCH_SOURCE_KEYS)
+        values[key_node.value] = _scalar(path, key_node.value, value_node, f"torch.{key_node.value}")
+    if "git_ref" not in values:
+        raise MatrixError(f"{_where(path, node)}: 'torch' as a mapping names the branch to compile: give git_ref, e.g. "
+                          "torch: {git_ref: main, build_version: nightly}.")  # fmt: skip
+    return TorchSource(**values)
 
 
 def load(path: Path) -> Matrix:

@@ -3,7 +3,7 @@ valid value (shown with a wrong one) and the ranges of the numbers. Read by conf
 
 # key -> kind
 TOP_LEVEL = {
-    "torch": "str",
+    "torch": "torch",  # latest, a release, or a branch to compile: {git_ref, git_url, build_version}
     "platforms": "list",
     "cuda": "list",
     "python": "list",
@@ -18,6 +18,7 @@ TOP_LEVEL = {
 RULE_KEYS = ("platform", "cuda", "python", "torch")
 INCLUDE_KEYS = (*RULE_KEYS, "declared_libraries")
 INCLUDE_REQUIRED = ("platform", "cuda", "python")
+TORCH_SOURCE_KEYS = ("git_ref", "git_url", "build_version")  # torch: {git_ref: main, build_version: nightly}
 BUILD_KEYS = {
     "max_jobs": "str",
     "compiler_cache": "str",
@@ -34,7 +35,10 @@ CHOICES = {
 # What a valid value of each key looks like, shown with a wrong type.
 EXAMPLES = {
     "the matrix": "torch: latest",
-    "torch": 'torch: "2.5.1"',
+    "torch": 'torch: "2.5.1" (or latest, or a branch: torch: {git_ref: main, build_version: nightly})',
+    "git_ref": "git_ref: main",
+    "git_url": "git_url: https://github.com/pytorch/pytorch",
+    "build_version": "build_version: nightly",
     "platforms": "platforms: [win-64, linux-64]",
     "cuda": 'cuda: [cpu, "12.6"]',
     "python": 'python: ["3.11", "3.12"]',
