@@ -20,6 +20,7 @@ import pytest
 from tests.builders import make_wheel
 from tests.conftest import ROOT
 from tests.integration.support_conda import assemble_small, repack
+from torchbuild.commands import cli
 from torchbuild.commands import publish as publish_cmd
 
 WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
@@ -29,6 +30,7 @@ LINUX_CPU = ("--platform", "linux-64", "--cuda", "cpu", "--py", "3.11")
 CHANNELS = "Valid channels: a local directory, s3://bucket/prefix, anaconda://owner or anaconda://owner/label."
 DUPLICATE = "cuda: [cpu]\npython: ['3.11']\ncuda: ['12.6']\n"
 EMPTY = "platforms: [linux-64]\ncuda: [cpu]\npython: ['3.11']\nexclude: [{cuda: cpu}]\n"
+EMPTY_VALUE = "is empty: give a value (an unset variable gives an empty one)"
 NO_CELLS = "has no cells: its exclude rules remove every platform x cuda x python combination"
 
 
@@ -138,6 +140,8 @@ def run_case(c: Case, artifacts: Mapping[str, Path], cwd: Path) -> None:
                      "--git-ref is given: add --git-ref", id="git-url-without-git-ref"),
         case(*LINUX_CPU, "--wheel", "missing.whl",
              message="--wheel missing.whl: no such file; give the path of a torch .whl file.", id="wheel-missing"),
+        case(*LINUX_CPU, "--wheel", "", message=f"argument --wheel: {EMPTY_VALUE}", id="wheel-empty"),
+        case("--only=", message=f"argument --only: {EMPTY_VALUE}", id="only-empty"),
         case(*LINUX_CPU, "--wheel", ".", message="--wheel .: is a directory; give the path of a torch .whl file.",
              id="wheel-is-a-directory"),
         case(*LINUX_CPU, "--wheel", "{wheel}", "--git-ref", "v2.5.1",
@@ -211,6 +215,11 @@ def test_run(c: Case, artifacts: dict[str, Path], tmp_path: Path) -> None:
              id="every-cell-excluded"),
         case("plan", "--matrix", "m.yaml", files={"m.yaml": "cuda: [cpu]\npackages: [torchvision]\n"},
              message="m.yaml:2: packages: packages must include torch: every cell ships torch", id="packages-no-torch"),
+        case("plan", "--only", "", message=f"argument --only: {EMPTY_VALUE}", id="only-empty"),
+        case("plan", "--torch", "", *LINUX_CPU, message=f"argument --torch: {EMPTY_VALUE}", id="torch-empty"),
+        case("plan", "--matrix", "m.yaml", files={"m.yaml": "packages: ''\n"},
+             message="m.yaml:1: 'packages' is empty; give a list, e.g. packages: [torch, torchvision, torchaudio].",
+             id="packages-empty-string"),
         case("plan", "--platform", "linux-32", "--cuda", "cpu", "--py", "3.11",
              message="PyTorch does not support 32-bit Linux: use --platform linux-64.", id="linux-32"),
     ],
@@ -375,3 +384,26 @@ def test_a_cell_no_index_has_a_wheel_for_is_refused_naming_what_was_looked_for(t
     ) in shown, shown
     assert "give one with --wheel PATH, or compile with --source-dir/--git-ref" in shown
     assert "Traceback" not in result.stderr and snapshot(tmp_path / "work") == before
+
+
+def test_every_flag_that_takes_a_value_refuses_an_empty_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """An unset CI variable gives ``--only ''``: no flag may take it as "not given" (the whole matrix, the latest
+    torch). Every option of every command that takes a free value is tried; the parse ends with exit 2."""
+    parser = cli.build_parser()
+    tried = []
+    for command, sub in next(a for a in parser._actions if a.choices and "run" in a.choices).choices.items():
+        for action in sub._actions:
+            if action.nargs == 0 or action.choices or action.type is int or action.dest == "help":
+                continue
+            flag = action.option_strings[0] if action.option_strings else None
+            if flag == "--channel":  # the channel's own check names the valid channels (cases above)
+                continue
+            args = [command, *([flag, ""] if flag else [""])]
+            with pytest.raises(SystemExit) as stopped:
+                cli.main(args)
+            assert stopped.value.code == 2, args
+            shown = " ".join(capsys.readouterr().err.split())
+            named = "/".join(action.option_strings) or action.metavar
+            assert f"argument {named}: {EMPTY_VALUE}" in shown, (args, shown)
+            tried.append(args)
+    assert len(tried) > 20  # every command's flags were looked at

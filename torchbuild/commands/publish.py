@@ -24,6 +24,7 @@ from torchbuild.channels import Channel, Upload, project_of
 from torchbuild.channels import repodata as rd
 from torchbuild.channels.admission import validate
 from torchbuild.channels.backends import open_channel
+from torchbuild.commands import values
 from torchbuild.config.channel_spec import check_spec
 from torchbuild.errors import UserError
 from torchbuild.host.console import console, out
@@ -46,7 +47,7 @@ def add_parsers(sub: Any) -> None:
     publish = sub.add_parser(
         "publish", help="publish built artifacts (report directories or package files) to a channel, no rebuild"
     )
-    publish.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="directory with report.json files, "
+    publish.add_argument("paths", nargs="+", type=values.path, metavar="PATH", help="directory with report.json files, "
                          "or .conda/.tar.bz2/.whl files")  # fmt: skip
     publish.add_argument(
         "--channel", required=True, help="a directory, s3://bucket/prefix, anaconda://owner or anaconda://owner/label"

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from torchbuild.commands import values
 from torchbuild.conda.archive import PackageUnreadable, read_package
 from torchbuild.errors import UserError
 from torchbuild.host.console import out
@@ -25,7 +26,7 @@ MAX_WIDTH = 1000
 
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("sbom", help="print the SBOM of a repaired wheel or conda package as a table")
-    parser.add_argument("artifact", type=Path, metavar="ARTIFACT", help="a .whl, .conda or .tar.bz2 file")
+    parser.add_argument("artifact", type=values.path, metavar="ARTIFACT", help="a .whl, .conda or .tar.bz2 file")
 
 
 def read_document(path: Path) -> tuple[str, str]:

@@ -154,6 +154,8 @@ def _scalar(path: str, key: str, node: yaml.Node, what: str | None = None) -> st
 
 
 def _list(path: str, key: str, node: yaml.Node) -> tuple[str, ...]:
+    if isinstance(node, yaml.ScalarNode) and node.value == "":
+        raise MatrixError(f"{_where(path, node)}: '{key}' is empty; give a list{_example(key)}.")
     if isinstance(node, yaml.ScalarNode) and node.tag != "tag:yaml.org,2002:null":
         raise MatrixError(f"{_where(path, node)}: '{key}' must be a list, e.g. {key}: [{node.value}].")
     if not isinstance(node, yaml.SequenceNode) or not node.value:
