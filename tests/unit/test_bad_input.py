@@ -41,11 +41,12 @@ class Case:
     code: int  # 2: usage; 1: a failed stage
     files: Mapping[str, str]  # text files written below the working directory first
     put: Mapping[str, str]  # artifacts copied there first: working-directory path -> artifact name
+    env: Mapping[str, str]  # environment variables for the command; '{cwd}' is the working directory, as in args
 
 
 def case(*args: str, message: str, code: int = 2, files: Mapping[str, str] | None = None,
-         put: Mapping[str, str] | None = None, id: str) -> object:  # fmt: skip
-    return pytest.param(Case(args, message, code, files or {}, put or {}), id=id)
+         put: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None, id: str) -> object:  # fmt: skip
+    return pytest.param(Case(args, message, code, files or {}, put or {}, env or {}), id=id)
 
 
 @pytest.fixture(scope="module")
@@ -106,13 +107,14 @@ def run_case(c: Case, artifacts: Mapping[str, Path], cwd: Path) -> None:
         (cwd / relative).write_text(text)
     for relative, name in c.put.items():
         shutil.copy(artifacts[name], cwd / relative)
-    paths = {**{k: str(v) for k, v in artifacts.items()}, "channel": str(cwd / "channel")}
+    paths = {**{k: str(v) for k, v in artifacts.items()}, "channel": str(cwd / "channel"), "cwd": str(cwd)}
     args = [fill(a, paths) for a in c.args]
     before = snapshot(cwd)
     result = subprocess.run(
         [sys.executable, str(ROOT / "pipeline.py"), *args],
         cwd=cwd, capture_output=True, text=True, check=False, timeout=120,
-        env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT),
+             **{k: fill(v, paths) for k, v in c.env.items()}},
     )  # fmt: skip
     shown = result.stdout + result.stderr
     assert result.returncode == c.code, shown
@@ -140,6 +142,11 @@ def run_case(c: Case, artifacts: Mapping[str, Path], cwd: Path) -> None:
                      "--git-ref is given: add --git-ref", id="git-url-without-git-ref"),
         case(*LINUX_CPU, "--wheel", "missing.whl",
              message="--wheel missing.whl: no such file; give the path of a torch .whl file.", id="wheel-missing"),
+        case(*LINUX_CPU, env={"TMPDIR": "{cwd}/no-such-folder"}, message="TMPDIR={cwd}/no-such-folder is a folder "
+             "that does not exist: temporary files go there. Give an existing folder you can write to, or unset "
+             "TMPDIR.", id="tmpdir-missing"),
+        case(*LINUX_CPU, env={"TMPDIR": "{cwd}/a-file"}, files={"a-file": "x\n"}, message="TMPDIR={cwd}/a-file is "
+             "a file, not a folder", id="tmpdir-is-a-file"),
         case(*LINUX_CPU, "--wheel", "", message=f"argument --wheel: {EMPTY_VALUE}", id="wheel-empty"),
         case("--only=", message=f"argument --only: {EMPTY_VALUE}", id="only-empty"),
         case(*LINUX_CPU, "--wheel", ".", message="--wheel .: is a directory; give the path of a torch .whl file.",

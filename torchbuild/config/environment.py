@@ -21,6 +21,9 @@ S3_PART_RANGE = range(5, 5121)  # S3's multipart limits: parts of 5 MiB to 5 GiB
 ANACONDA = "TORCHBUILD_ANACONDA"
 AWS_MAX_ATTEMPTS = "AWS_MAX_ATTEMPTS"
 STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
+# Where temporary files go: what py-rattler-build (Rust's std::env::temp_dir) and the tools it runs read; Python's
+# tempfile would quietly fall back to /tmp, py-rattler-build fails mid-run instead.
+TEMP_FOLDERS = ("TMP", "TEMP") if os.name == "nt" else ("TMPDIR",)
 
 # The times a zip member can carry (MS-DOS dates): every archive a cell makes is a zip or holds zips.
 EARLIEST = 315532800  # 1980-01-01 00:00:00 UTC
@@ -98,6 +101,24 @@ def step_summary(env: Mapping[str, str] = os.environ) -> Path | None:
     return path
 
 
+def _temp_folders(env: Mapping[str, str]) -> None:
+    for name in TEMP_FOLDERS:
+        raw = env.get(name)
+        if raw is None:
+            continue
+        path = Path(raw)
+        if not raw.strip():
+            problem = "is set but empty"
+        elif not path.is_dir():
+            problem = "is a file, not a folder" if path.exists() else "is a folder that does not exist"
+        elif not os.access(path, os.W_OK | os.X_OK):
+            problem = "is a folder you cannot write to"
+        else:
+            continue
+        raise UserError(f"{name}={raw} {problem}: temporary files go there. Give an existing folder you can write "
+                        f"to, or unset {name}.")  # fmt: skip
+
+
 CHECKS: tuple[Callable[[Mapping[str, str]], object], ...] = (
     source_date_epoch,
     scratch_setting,
@@ -105,6 +126,7 @@ CHECKS: tuple[Callable[[Mapping[str, str]], object], ...] = (
     anaconda_command,
     _aws_max_attempts,
     step_summary,
+    _temp_folders,
 )
 
 

@@ -320,11 +320,28 @@ def run(
         cells = [run_cell(plan, root, options, stages) for plan in plans]
         paths = report.write(cells, build)
     report.print_summary(cells, paths)
+    code = 0 if all(c.ok for c in cells) else 1
+    _append_step_summary(paths.markdown, code)
+    return code
+
+
+def _append_step_summary(markdown: Path, code: int) -> None:
+    """The Markdown report added to $GITHUB_STEP_SUMMARY. The summary is an extra: a full disk or an unwritable file
+    there is said, naming both, with the run's own result, which it does not change."""
     summary = environment.step_summary()
-    if summary:
+    if summary is None:
+        return
+    try:
         with open(summary, "a", encoding="utf-8") as handle:
-            handle.write(paths.markdown.read_text(encoding="utf-8"))
-    return 0 if all(c.ok for c in cells) else 1
+            handle.write(markdown.read_text(encoding="utf-8"))
+    except OSError as exc:
+        result = "passed" if code == 0 else "failed"
+        console.print(
+            f"[yellow]warning:[/] {environment.STEP_SUMMARY}={summary}: the report was not added to the job's summary "
+            f"({exc.strerror or exc}). The run itself {result} (exit {code}); its report is {markdown}.",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 LOCK = ".torchbuild.lock"
