@@ -31,6 +31,8 @@ CHANNELS = "Valid channels: a local directory, s3://bucket/prefix, anaconda://ow
 DUPLICATE = "cuda: [cpu]\npython: ['3.11']\ncuda: ['12.6']\n"
 EMPTY = "platforms: [linux-64]\ncuda: [cpu]\npython: ['3.11']\nexclude: [{cuda: cpu}]\n"
 EMPTY_VALUE = "is empty: give a value (an unset variable gives an empty one)"
+DEEP_JSON = '{"a":' * 5000 + "1" + "}" * 5000  # past Python's recursion limit
+DEEP_YAML = "cuda: " + "[" * 5000 + "]" * 5000 + "\n"
 NO_CELLS = "has no cells: its exclude rules remove every platform x cuda x python combination"
 
 
@@ -60,6 +62,8 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "record_wheel": make_wheel(root / "record", WHEEL, record_overrides={"torch/__init__.py": "sha256=AAAA,3"}),
         "tags_wheel": make_wheel(root / "tags", WHEEL, tags=["cp311-cp311-win_amd64"]),
         "two_dist_info": make_wheel(root / "dist", WHEEL, extra_members={"other-1.0.dist-info/METADATA": b"x"}),
+        "deep_sbom_wheel": make_wheel(root / "deep-sbom", WHEEL, extra_members={
+            "torch-2.13.0+cpu.dist-info/sboms/torchbuild.cdx.json": DEEP_JSON.encode()}),
         "conda": assemble_small(root / "conda", {"lib/a.txt": b"a\n"}, name="pytorch", version="2.13.0",
                                 build="py3.11_cpu_0"),
         "other_conda": assemble_small(root / "other", {"lib/a.txt": b"b\n"}, name="pytorch", version="2.13.0",
@@ -227,6 +231,8 @@ def test_run(c: Case, artifacts: dict[str, Path], tmp_path: Path) -> None:
         case("plan", "--matrix", "m.yaml", files={"m.yaml": "packages: ''\n"},
              message="m.yaml:1: 'packages' is empty; give a list, e.g. packages: [torch, torchvision, torchaudio].",
              id="packages-empty-string"),
+        case("plan", "--matrix", "m.yaml", files={"m.yaml": DEEP_YAML},
+             message="m.yaml:1: invalid YAML: nested deeper than 64 levels.", id="matrix-nested-too-deep"),
         case("plan", "--platform", "linux-32", "--cuda", "cpu", "--py", "3.11",
              message="PyTorch does not support 32-bit Linux: use --platform linux-64.", id="linux-32"),
     ],
@@ -296,6 +302,9 @@ def test_matrix(c: Case, artifacts: dict[str, Path], tmp_path: Path) -> None:
              id="unknown-suffix"),
         case("publish", "missing.whl", "--channel", "{channel}", message="missing.whl: no such file or directory",
              id="missing-file"),
+        case("publish", "run", "--channel", "{channel}", files={"run/build/report.json": DEEP_JSON},
+             message="run/build/report.json: not a torchbuild report (nested deeper than 64 levels)",
+             id="report-nested-too-deep"),
         case("publish", "empty-dir", "--channel", "{channel}", files={"empty-dir/notes.txt": "x\n"},
              message="empty-dir: no report.json below it", id="directory-without-report"),
     ],
@@ -335,9 +344,23 @@ def test_index(c: Case, artifacts: dict[str, Path], tmp_path: Path) -> None:
              "artifact", id="no-build-dir"),
         case("smoke", "--only", CELL, files={f"build/{CELL}/state.json": "{"},
              message=f"build/{CELL}/state.json: unreadable state", id="state-not-json"),
+        case("smoke", "--only", CELL, files={f"build/{CELL}/state.json": DEEP_JSON},
+             message=f"build/{CELL}/state.json: unreadable state (NestedTooDeep: nested deeper than 64 levels)",
+             id="state-nested-too-deep"),
     ],
 )  # fmt: skip
 def test_smoke(c: Case, artifacts: dict[str, Path], tmp_path: Path) -> None:
+    run_case(c, artifacts, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "c",
+    [
+        case("sbom", "{deep_sbom_wheel}", message=f"{WHEEL}: torch-2.13.0+cpu.dist-info/sboms/torchbuild.cdx.json is "
+             "not JSON: nested deeper than 64 levels", id="sbom-nested-too-deep"),
+    ],
+)  # fmt: skip
+def test_sbom(c: Case, artifacts: dict[str, Path], tmp_path: Path) -> None:
     run_case(c, artifacts, tmp_path)
 
 

@@ -25,7 +25,6 @@ change time not after the record's); otherwise it is hashed.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import tempfile
@@ -37,6 +36,7 @@ from torchbuild.channels.admission import check_place, validate
 from torchbuild.channels.repodata import PACKAGE_SUFFIXES
 from torchbuild.conda import rattler_child
 from torchbuild.conda.archive import PackageUnreadable, read_package
+from torchbuild.config import nesting
 from torchbuild.errors import UserError
 from torchbuild.host import locks
 from torchbuild.host.files import Staged, changed_at, is_temporary, link
@@ -51,7 +51,7 @@ INDEX_FILES = ("repodata.json", "repodata.json.zst")
 def _recorded(repodata: Path) -> dict[str, dict[str, object]]:
     """The records of a subdir's repodata.json by file name; empty when it is missing or unreadable."""
     try:
-        raw = json.loads(repodata.read_text(encoding="utf-8"))
+        raw = nesting.loads(repodata.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     if not isinstance(raw, dict):

@@ -13,7 +13,6 @@ build/ per job:
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from torchbuild.channels import repodata as rd
 from torchbuild.channels.admission import validate
 from torchbuild.channels.backends import open_channel
 from torchbuild.commands import values
+from torchbuild.config import nesting
 from torchbuild.config.channel_spec import check_spec
 from torchbuild.errors import UserError
 from torchbuild.host.console import console, out
@@ -80,8 +80,10 @@ def locate(recorded: str, report: Path) -> Path | None:
 
 def _from_report(report: Path) -> tuple[list[Found], list[str]]:
     try:
-        data = json.loads(report.read_text(encoding="utf-8"))
+        data = nesting.loads(report.read_text(encoding="utf-8"))
         cells = data["cells"]
+    except nesting.NestedTooDeep as exc:
+        raise UserError(f"{report}: not a torchbuild report ({exc})") from None
     except (OSError, ValueError, KeyError, TypeError):
         raise UserError(f"{report}: not a torchbuild report (expected JSON with 'cells')") from None
     if not isinstance(cells, list):

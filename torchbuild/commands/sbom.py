@@ -4,7 +4,6 @@ table a person reads: each component with its version, sha256, where it came fro
 from __future__ import annotations
 
 import argparse
-import json
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from rich.table import Table
 
 from torchbuild.commands import values
 from torchbuild.conda.archive import PackageUnreadable, read_package
+from torchbuild.config import nesting
 from torchbuild.errors import UserError
 from torchbuild.host.console import out
 from torchbuild.wheel import sbom
@@ -73,7 +73,7 @@ def cmd_sbom(args: argparse.Namespace) -> int:
     path: Path = args.artifact
     text, member = read_document(path)
     try:
-        document = json.loads(text)
+        document = nesting.loads(text)
     except ValueError as exc:
         raise UserError(f"{path}: {member} is not JSON: {exc}") from None
     table = Table(title=f"{path.name}: {member}", title_justify="left")

@@ -21,6 +21,7 @@ from typing import IO, Any
 
 from conda_package_streaming.package_streaming import stream_conda_component
 
+from torchbuild.config import nesting
 from torchbuild.errors import UserError
 from torchbuild.platforms.windows.pe import PeError, PeInfo, read_pe
 from torchbuild.results import define
@@ -203,7 +204,7 @@ def read_package(path: Path, payload: bool = True) -> CondaArchive:
     if "info/index.json" not in info:
         raise PackageUnreadable(f"{path}: has no info/index.json")
     try:
-        index = json.loads(info["info/index.json"])
+        index = nesting.loads(info["info/index.json"])
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PackageUnreadable(f"{path}: info/index.json is not JSON: {exc}") from None
     if not isinstance(index, dict):
@@ -239,7 +240,7 @@ def paths_json(pkg: CondaArchive) -> tuple[list[dict[str, Any]], str]:
     if raw is None:
         return [], "info/paths.json is missing"
     try:
-        data = json.loads(raw)
+        data = nesting.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return [], f"info/paths.json is not JSON: {exc}"
     paths = data.get("paths") if isinstance(data, dict) else None

@@ -29,6 +29,7 @@ from torchbuild.config.matrix_schema import (
     RULE_KEYS,
     TOP_LEVEL,
 )
+from torchbuild.config.nesting import DepthLimitedLoader
 from torchbuild.errors import UserError, one_of
 
 LATEST = "latest"
@@ -310,7 +311,7 @@ def _build(path: str, node: yaml.Node) -> BuildOptions:
 
 def parse(text: str, path: str = "matrix.yaml") -> Matrix:
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=DepthLimitedLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchbuild.config import compat
+from torchbuild.config import compat, nesting
 from torchbuild.host import pip
 from torchbuild.platforms.toolchain import ToolchainError
 from torchbuild.results import sha256_of
@@ -64,12 +64,12 @@ def cached(cache_dir: Path, cuda: str, platform: str) -> Path | None:
     base = cache_root(cache_dir, cuda, platform)
     if not (base / MANIFEST).is_file():
         return None
-    manifest = json.loads((base / MANIFEST).read_text(encoding="utf-8"))
+    manifest = nesting.loads((base / MANIFEST).read_text(encoding="utf-8"))
     return base / str(manifest["root"])
 
 
 def manifest(cache_dir: Path, cuda: str, platform: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((cache_root(cache_dir, cuda, platform) / MANIFEST).read_text(encoding="utf-8"))
+    data: dict[str, Any] = nesting.loads((cache_root(cache_dir, cuda, platform) / MANIFEST).read_text(encoding="utf-8"))
     return data
 
 

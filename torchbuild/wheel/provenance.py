@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from torchbuild.config import environment
+from torchbuild.config import environment, nesting
 from torchbuild.errors import UserError
 from torchbuild.host.files import write_atomic
 
@@ -40,7 +40,7 @@ class SourceInfo:
     def read(cls, path: Path) -> SourceInfo:
         """The file the source stage wrote; UserError naming it when it is not one (edited, or another version's)."""
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = nesting.loads(path.read_text(encoding="utf-8"))
             info = cls(**raw)
         except (OSError, ValueError, TypeError) as exc:
             raise UserError(f"{path}: not a source.json of this torchbuild ({exc}); rerun with --force") from None

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from torchbuild.config import nesting
 from torchbuild.config.dll_providers import DATA_FILE, Provider, ProviderData, ProviderError, values_for
 from torchbuild.host import pip
 from torchbuild.platforms.windows import pe
@@ -147,7 +148,7 @@ def provider_dir(requirement: str, python: str, cache_dir: Path, log: Path) -> P
 
 def provider_wheel(directory: Path) -> ProviderWheel | None:
     try:
-        raw = json.loads((directory / DONE).read_text(encoding="utf-8"))
+        raw = nesting.loads((directory / DONE).read_text(encoding="utf-8"))
         return ProviderWheel(**{k: str(raw[k]) for k in ("filename", "name", "version", "sha256", "url", "license")})
     except (OSError, ValueError, KeyError, TypeError):
         return None  # an entry without a readable record: it is made again below
