@@ -16,6 +16,7 @@ from torchbuild.commands import values
 from torchbuild.conda.archive import PackageUnreadable, read_package
 from torchbuild.config import nesting
 from torchbuild.errors import UserError
+from torchbuild.host import archives
 from torchbuild.host.console import out
 from torchbuild.wheel import sbom
 
@@ -37,7 +38,7 @@ def read_document(path: Path) -> tuple[str, str]:
         raise UserError(f"{path}: no such file.")
     if path.name.endswith(".whl"):
         try:
-            with zipfile.ZipFile(path) as archive:
+            with archives.open_zip(path) as archive:
                 members = [n for n in archive.namelist() if n.endswith(f".dist-info/sboms/{sbom.FILE_NAME}")]
                 if not members:
                     others = [n for n in archive.namelist() if "/sboms/" in n]

@@ -8,6 +8,7 @@ only when a request is made); ANACONDA_API_TOKEN is checked where an anaconda.or
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -21,6 +22,14 @@ S3_PART_RANGE = range(5, 5121)  # S3's multipart limits: parts of 5 MiB to 5 GiB
 ANACONDA = "TORCHBUILD_ANACONDA"
 AWS_MAX_ATTEMPTS = "AWS_MAX_ATTEMPTS"
 STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
+MAX_UNPACKED = "TORCHBUILD_MAX_UNPACKED"
+MAX_UNPACKED_DEFAULT = 8 << 30  # torch's CUDA wheels unpack to about 3 GiB
+MAX_RATIO = "TORCHBUILD_MAX_RATIO"
+# torch 2.13.0 cpu's manylinux wheel: 3.7 overall, 24 for its worst member of 1 MiB or more (33 for a small one);
+# deflate reaches about 1030 on zeros, so 100 leaves real wheels room and refuses a bomb.
+MAX_RATIO_DEFAULT = 100.0
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 # Where temporary files go: what py-rattler-build (Rust's std::env::temp_dir) and the tools it runs read; Python's
 # tempfile would quietly fall back to /tmp, py-rattler-build fails mid-run instead.
 TEMP_FOLDERS = ("TMP", "TEMP") if os.name == "nt" else ("TMPDIR",)
@@ -101,6 +110,32 @@ def step_summary(env: Mapping[str, str] = os.environ) -> Path | None:
     return path
 
 
+def max_unpacked(env: Mapping[str, str] = os.environ) -> int:
+    """The most bytes one archive (a wheel, a conda package) may unpack to, e.g. TORCHBUILD_MAX_UNPACKED=12GiB."""
+    raw = env.get(MAX_UNPACKED, "")
+    if not raw.strip():
+        return MAX_UNPACKED_DEFAULT
+    found = _SIZE.match(raw)
+    if found is None or float(found[1]) <= 0:
+        raise UserError(f"{MAX_UNPACKED}={raw!r} is not a size: give one such as 12GiB, 500MiB or a number of bytes.")
+    unit = (found[2] or "").upper().rstrip("B").rstrip("I")
+    return int(float(found[1]) * _UNITS[unit])
+
+
+def max_ratio(env: Mapping[str, str] = os.environ) -> float:
+    """How many times its compressed size an archive, or one member of 1 MiB or more, may unpack to."""
+    raw = env.get(MAX_RATIO, "")
+    if not raw.strip():
+        return MAX_RATIO_DEFAULT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not value >= 1:
+        raise UserError(f"{MAX_RATIO}={raw!r}: give a number of 1 or more (unpacked size / compressed size).")
+    return value
+
+
 def _temp_folders(env: Mapping[str, str]) -> None:
     for name in TEMP_FOLDERS:
         raw = env.get(name)
@@ -127,6 +162,8 @@ CHECKS: tuple[Callable[[Mapping[str, str]], object], ...] = (
     _aws_max_attempts,
     step_summary,
     _temp_folders,
+    max_unpacked,
+    max_ratio,
 )
 
 
