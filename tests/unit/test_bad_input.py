@@ -233,6 +233,12 @@ def test_run(c: Case, artifacts: dict[str, Path], tmp_path: Path) -> None:
              id="packages-empty-string"),
         case("plan", "--matrix", "m.yaml", files={"m.yaml": DEEP_YAML},
              message="m.yaml:1: invalid YAML: nested deeper than 64 levels.", id="matrix-nested-too-deep"),
+        case("plan", *LINUX_CPU, env={"SOURCE_DATE_EPOCH": "\uff11\uff17" + "\uff10" * 8},  # fullwidth 1700000000
+             message="SOURCE_DATE_EPOCH='\uff11\uff17\uff10\uff10\uff10\uff10\uff10\uff10\uff10\uff10' is not a "
+                     "number of seconds since 1970-01-01", id="source-date-epoch-fullwidth-digits"),
+        case("plan", *LINUX_CPU, env={"SOURCE_DATE_EPOCH": "1_700_000_000"},
+             message="SOURCE_DATE_EPOCH='1_700_000_000' is not a number of seconds",
+             id="source-date-epoch-underscores"),
         case("plan", "--platform", "linux-32", "--cuda", "cpu", "--py", "3.11",
              message="PyTorch does not support 32-bit Linux: use --platform linux-64.", id="linux-32"),
     ],

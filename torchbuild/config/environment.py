@@ -52,6 +52,8 @@ def source_date_epoch(env: Mapping[str, str] = os.environ) -> int | None:
     if raw is None or raw.strip() == "":
         return None
     try:
+        if not re.fullmatch(r"-?[0-9]+", raw):  # int() takes ' 17', '1_7' and other scripts' digits; tools don't
+            raise ValueError(raw)
         value = int(raw)
     except ValueError:
         raise UserError(f"{SOURCE_DATE_EPOCH}={raw!r} is not a number of seconds since 1970-01-01. Set it to one "
