@@ -346,7 +346,8 @@ def parse(text: str, path: str = "matrix.yaml") -> Matrix:
 
 def load(path: Path) -> Matrix:
     if not path.is_file():
-        raise MatrixError(f"{path}: no such matrix file (use --matrix PATH).")
+        what = "is a directory" if path.is_dir() else "is not a regular file" if path.exists() else "no such file"
+        raise MatrixError(f"{path}: {what}; give a matrix file (use --matrix PATH).")
     return parse(decode(path.read_bytes(), str(path)), str(path))
 
 
