@@ -108,7 +108,10 @@ def run_case(c: Case, artifacts: Mapping[str, Path], cwd: Path) -> None:
     shutil.copytree(artifacts["channel"], cwd / "channel")
     for relative, text in c.files.items():
         (cwd / relative).parent.mkdir(parents=True, exist_ok=True)
-        (cwd / relative).write_text(text)
+        if text == "FIFO":
+            os.mkfifo(cwd / relative)
+        else:
+            (cwd / relative).write_text(text)
     for relative, name in c.put.items():
         shutil.copy(artifacts[name], cwd / relative)
     paths = {**{k: str(v) for k, v in artifacts.items()}, "channel": str(cwd / "channel"), "cwd": str(cwd)}
@@ -151,6 +154,9 @@ def run_case(c: Case, artifacts: Mapping[str, Path], cwd: Path) -> None:
              "TMPDIR.", id="tmpdir-missing"),
         case(*LINUX_CPU, env={"TMPDIR": "{cwd}/a-file"}, files={"a-file": "x\n"}, message="TMPDIR={cwd}/a-file is "
              "a file, not a folder", id="tmpdir-is-a-file"),
+        case(*LINUX_CPU, env={"GITHUB_STEP_SUMMARY": "{cwd}/pipe"}, files={"pipe": "FIFO"},
+             message="GITHUB_STEP_SUMMARY={cwd}/pipe is a named pipe (appending to it would wait for a reader): it "
+                     "names the file the report is appended to.", id="step-summary-is-a-fifo"),
         case(*LINUX_CPU, "--wheel", "", message=f"argument --wheel: {EMPTY_VALUE}", id="wheel-empty"),
         case("--only=", message=f"argument --only: {EMPTY_VALUE}", id="only-empty"),
         case(*LINUX_CPU, "--wheel", ".", message="--wheel .: is a directory; give the path of a torch .whl file.",

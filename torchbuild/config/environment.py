@@ -106,8 +106,12 @@ def step_summary(env: Mapping[str, str] = os.environ) -> Path | None:
     if not raw:
         return None
     path = Path(raw)
-    if path.is_dir() or not path.parent.is_dir():
-        what = "is a directory" if path.is_dir() else f"is in a folder that does not exist ({path.parent})"
+    if path.is_dir() or path.is_fifo() or not path.parent.is_dir():
+        what = (
+            "is a directory" if path.is_dir()
+            else "is a named pipe (appending to it would wait for a reader)" if path.is_fifo()
+            else f"is in a folder that does not exist ({path.parent})"
+        )  # fmt: skip
         raise UserError(f"{STEP_SUMMARY}={raw} {what}: it names the file the report is appended to.")
     return path
 
