@@ -20,6 +20,7 @@ import pytest
 from tests.builders import make_wheel
 from tests.conftest import ROOT
 from tests.integration.support_conda import assemble_small, repack
+from torchbuild.commands import cli
 from torchbuild.commands import publish as publish_cmd
 
 WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
@@ -29,6 +30,9 @@ LINUX_CPU = ("--platform", "linux-64", "--cuda", "cpu", "--py", "3.11")
 CHANNELS = "Valid channels: a local directory, s3://bucket/prefix, anaconda://owner or anaconda://owner/label."
 DUPLICATE = "cuda: [cpu]\npython: ['3.11']\ncuda: ['12.6']\n"
 EMPTY = "platforms: [linux-64]\ncuda: [cpu]\npython: ['3.11']\nexclude: [{cuda: cpu}]\n"
+EMPTY_VALUE = "is empty: give a value (an unset variable gives an empty one)"
+DEEP_JSON = '{"a":' * 5000 + "1" + "}" * 5000  # past Python's recursion limit
+DEEP_YAML = "cuda: " + "[" * 5000 + "]" * 5000 + "\n"
 NO_CELLS = "has no cells: its exclude rules remove every platform x cuda x python combination"
 
 
@@ -39,11 +43,12 @@ class Case:
     code: int  # 2: usage; 1: a failed stage
     files: Mapping[str, str]  # text files written below the working directory first
     put: Mapping[str, str]  # artifacts copied there first: working-directory path -> artifact name
+    env: Mapping[str, str]  # environment variables for the command; '{cwd}' is the working directory, as in args
 
 
 def case(*args: str, message: str, code: int = 2, files: Mapping[str, str] | None = None,
-         put: Mapping[str, str] | None = None, id: str) -> object:  # fmt: skip
-    return pytest.param(Case(args, message, code, files or {}, put or {}), id=id)
+         put: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None, id: str) -> object:  # fmt: skip
+    return pytest.param(Case(args, message, code, files or {}, put or {}, env or {}), id=id)
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +62,8 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "record_wheel": make_wheel(root / "record", WHEEL, record_overrides={"torch/__init__.py": "sha256=AAAA,3"}),
         "tags_wheel": make_wheel(root / "tags", WHEEL, tags=["cp311-cp311-win_amd64"]),
         "two_dist_info": make_wheel(root / "dist", WHEEL, extra_members={"other-1.0.dist-info/METADATA": b"x"}),
+        "deep_sbom_wheel": make_wheel(root / "deep-sbom", WHEEL, extra_members={
+            "torch-2.13.0+cpu.dist-info/sboms/torchbuild.cdx.json": DEEP_JSON.encode()}),
         "conda": assemble_small(root / "conda", {"lib/a.txt": b"a\n"}, name="pytorch", version="2.13.0",
                                 build="py3.11_cpu_0"),
         "other_conda": assemble_small(root / "other", {"lib/a.txt": b"b\n"}, name="pytorch", version="2.13.0",
@@ -101,16 +108,20 @@ def run_case(c: Case, artifacts: Mapping[str, Path], cwd: Path) -> None:
     shutil.copytree(artifacts["channel"], cwd / "channel")
     for relative, text in c.files.items():
         (cwd / relative).parent.mkdir(parents=True, exist_ok=True)
-        (cwd / relative).write_text(text)
+        if text == "FIFO":
+            os.mkfifo(cwd / relative)
+        else:
+            (cwd / relative).write_text(text)
     for relative, name in c.put.items():
         shutil.copy(artifacts[name], cwd / relative)
-    paths = {**{k: str(v) for k, v in artifacts.items()}, "channel": str(cwd / "channel")}
+    paths = {**{k: str(v) for k, v in artifacts.items()}, "channel": str(cwd / "channel"), "cwd": str(cwd)}
     args = [fill(a, paths) for a in c.args]
     before = snapshot(cwd)
     result = subprocess.run(
         [sys.executable, str(ROOT / "pipeline.py"), *args],
         cwd=cwd, capture_output=True, text=True, check=False, timeout=120,
-        env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT),
+             **{k: fill(v, paths) for k, v in c.env.items()}},
     )  # fmt: skip
     shown = result.stdout + result.stderr
     assert result.returncode == c.code, shown
@@ -138,6 +149,16 @@ def run_case(c: Case, artifacts: Mapping[str, Path], cwd: Path) -> None:
                      "--git-ref is given: add --git-ref", id="git-url-without-git-ref"),
         case(*LINUX_CPU, "--wheel", "missing.whl",
              message="--wheel missing.whl: no such file; give the path of a torch .whl file.", id="wheel-missing"),
+        case(*LINUX_CPU, env={"TMPDIR": "{cwd}/no-such-folder"}, message="TMPDIR={cwd}/no-such-folder is a folder "
+             "that does not exist: temporary files go there. Give an existing folder you can write to, or unset "
+             "TMPDIR.", id="tmpdir-missing"),
+        case(*LINUX_CPU, env={"TMPDIR": "{cwd}/a-file"}, files={"a-file": "x\n"}, message="TMPDIR={cwd}/a-file is "
+             "a file, not a folder", id="tmpdir-is-a-file"),
+        case(*LINUX_CPU, env={"GITHUB_STEP_SUMMARY": "{cwd}/pipe"}, files={"pipe": "FIFO"},
+             message="GITHUB_STEP_SUMMARY={cwd}/pipe is a named pipe (appending to it would wait for a reader): it "
+                     "names the file the report is appended to.", id="step-summary-is-a-fifo"),
+        case(*LINUX_CPU, "--wheel", "", message=f"argument --wheel: {EMPTY_VALUE}", id="wheel-empty"),
+        case("--only=", message=f"argument --only: {EMPTY_VALUE}", id="only-empty"),
         case(*LINUX_CPU, "--wheel", ".", message="--wheel .: is a directory; give the path of a torch .whl file.",
              id="wheel-is-a-directory"),
         case(*LINUX_CPU, "--wheel", "{wheel}", "--git-ref", "v2.5.1",
@@ -211,6 +232,19 @@ def test_run(c: Case, artifacts: dict[str, Path], tmp_path: Path) -> None:
              id="every-cell-excluded"),
         case("plan", "--matrix", "m.yaml", files={"m.yaml": "cuda: [cpu]\npackages: [torchvision]\n"},
              message="m.yaml:2: packages: packages must include torch: every cell ships torch", id="packages-no-torch"),
+        case("plan", "--only", "", message=f"argument --only: {EMPTY_VALUE}", id="only-empty"),
+        case("plan", "--torch", "", *LINUX_CPU, message=f"argument --torch: {EMPTY_VALUE}", id="torch-empty"),
+        case("plan", "--matrix", "m.yaml", files={"m.yaml": "packages: ''\n"},
+             message="m.yaml:1: 'packages' is empty; give a list, e.g. packages: [torch, torchvision, torchaudio].",
+             id="packages-empty-string"),
+        case("plan", "--matrix", "m.yaml", files={"m.yaml": DEEP_YAML},
+             message="m.yaml:1: invalid YAML: nested deeper than 64 levels.", id="matrix-nested-too-deep"),
+        case("plan", *LINUX_CPU, env={"SOURCE_DATE_EPOCH": "\uff11\uff17" + "\uff10" * 8},  # fullwidth 1700000000
+             message="SOURCE_DATE_EPOCH='\uff11\uff17\uff10\uff10\uff10\uff10\uff10\uff10\uff10\uff10' is not a "
+                     "number of seconds since 1970-01-01", id="source-date-epoch-fullwidth-digits"),
+        case("plan", *LINUX_CPU, env={"SOURCE_DATE_EPOCH": "1_700_000_000"},
+             message="SOURCE_DATE_EPOCH='1_700_000_000' is not a number of seconds",
+             id="source-date-epoch-underscores"),
         case("plan", "--platform", "linux-32", "--cuda", "cpu", "--py", "3.11",
              message="PyTorch does not support 32-bit Linux: use --platform linux-64.", id="linux-32"),
     ],
@@ -280,6 +314,9 @@ def test_matrix(c: Case, artifacts: dict[str, Path], tmp_path: Path) -> None:
              id="unknown-suffix"),
         case("publish", "missing.whl", "--channel", "{channel}", message="missing.whl: no such file or directory",
              id="missing-file"),
+        case("publish", "run", "--channel", "{channel}", files={"run/build/report.json": DEEP_JSON},
+             message="run/build/report.json: not a torchbuild report (nested deeper than 64 levels)",
+             id="report-nested-too-deep"),
         case("publish", "empty-dir", "--channel", "{channel}", files={"empty-dir/notes.txt": "x\n"},
              message="empty-dir: no report.json below it", id="directory-without-report"),
     ],
@@ -319,9 +356,23 @@ def test_index(c: Case, artifacts: dict[str, Path], tmp_path: Path) -> None:
              "artifact", id="no-build-dir"),
         case("smoke", "--only", CELL, files={f"build/{CELL}/state.json": "{"},
              message=f"build/{CELL}/state.json: unreadable state", id="state-not-json"),
+        case("smoke", "--only", CELL, files={f"build/{CELL}/state.json": DEEP_JSON},
+             message=f"build/{CELL}/state.json: unreadable state (NestedTooDeep: nested deeper than 64 levels)",
+             id="state-nested-too-deep"),
     ],
 )  # fmt: skip
 def test_smoke(c: Case, artifacts: dict[str, Path], tmp_path: Path) -> None:
+    run_case(c, artifacts, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "c",
+    [
+        case("sbom", "{deep_sbom_wheel}", message=f"{WHEEL}: torch-2.13.0+cpu.dist-info/sboms/torchbuild.cdx.json is "
+             "not JSON: nested deeper than 64 levels", id="sbom-nested-too-deep"),
+    ],
+)  # fmt: skip
+def test_sbom(c: Case, artifacts: dict[str, Path], tmp_path: Path) -> None:
     run_case(c, artifacts, tmp_path)
 
 
@@ -375,3 +426,26 @@ def test_a_cell_no_index_has_a_wheel_for_is_refused_naming_what_was_looked_for(t
     ) in shown, shown
     assert "give one with --wheel PATH, or compile with --source-dir/--git-ref" in shown
     assert "Traceback" not in result.stderr and snapshot(tmp_path / "work") == before
+
+
+def test_every_flag_that_takes_a_value_refuses_an_empty_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """An unset CI variable gives ``--only ''``: no flag may take it as "not given" (the whole matrix, the latest
+    torch). Every option of every command that takes a free value is tried; the parse ends with exit 2."""
+    parser = cli.build_parser()
+    tried = []
+    for command, sub in next(a for a in parser._actions if a.choices and "run" in a.choices).choices.items():
+        for action in sub._actions:
+            if action.nargs == 0 or action.choices or action.type is int or action.dest == "help":
+                continue
+            flag = action.option_strings[0] if action.option_strings else None
+            if flag == "--channel":  # the channel's own check names the valid channels (cases above)
+                continue
+            args = [command, *([flag, ""] if flag else [""])]
+            with pytest.raises(SystemExit) as stopped:
+                cli.main(args)
+            assert stopped.value.code == 2, args
+            shown = " ".join(capsys.readouterr().err.split())
+            named = "/".join(action.option_strings) or action.metavar
+            assert f"argument {named}: {EMPTY_VALUE}" in shown, (args, shown)
+            tried.append(args)
+    assert len(tried) > 20  # every command's flags were looked at

@@ -91,9 +91,13 @@ def test_bad_matrix_is_named_with_line(text: str, message: str) -> None:
     assert message in str(info.value)
 
 
-def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(MatrixError, match="no such matrix file"):
-        matrix.load(tmp_path / "nope.yaml")
+@pytest.mark.parametrize(
+    ("name", "said"), [("nope.yaml", "no such file"), (".", "is a directory"), ("/dev/zero", "is not a regular file")]
+)
+def test_a_matrix_path_that_is_no_file_says_what_it_is(tmp_path: Path, name: str, said: str) -> None:
+    with pytest.raises(MatrixError) as info:
+        matrix.load(tmp_path / name)
+    assert str(info.value) == f"{tmp_path / name}: {said}; give a matrix file (use --matrix PATH)."
 
 
 def test_values_at_the_edges_of_their_ranges_load() -> None:

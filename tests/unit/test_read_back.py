@@ -15,6 +15,7 @@ from torchbuild.errors import UserError
 from torchbuild.run.state import State
 from torchbuild.wheel.repair_report import RepairReport
 
+TOO_DEEP = "is not valid JSON (nested deeper than 64 levels)"
 GOOD_REPORT = {"wheel": "torch.whl", "platform": "win-64", "vendored": [], "vc_runtime_floor": None}
 
 
@@ -45,6 +46,8 @@ def test_a_good_repair_report_reads(tmp_path: Path) -> None:
         ('{"packages": []}', "'packages' is not an object"),
         ('{"packages.conda": "x"}', "'packages.conda' is not an object"),
         ('{"removed": {}}', "'removed' is not a list"),
+        ('{"packages": ' + "[" * 5000 + "]" * 5000 + "}", TOO_DEEP),  # past Python's recursion limit
+        ('{"info": ' + "[" * 65 + "]" * 65 + "}", TOO_DEEP),  # past torchbuild's limit (64)
     ],
 )
 def test_a_channel_index_of_the_wrong_shape_is_named_with_the_fix(raw: str, message: str) -> None:

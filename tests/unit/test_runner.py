@@ -155,3 +155,18 @@ def test_a_stage_beside_one_not_before_it_or_whose_output_it_reads_is_refused() 
     )
     with pytest.raises(UserError, match=reads):
         runner.check_flow(with_smoke_conda(beside=("conda",)))
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="skipped: no /dev/full (a device that is always full)")
+def test_a_full_step_summary_is_said_naming_the_variable_and_file_and_the_run_keeps_its_own_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """/dev/full: every write ends with "No space left on device", as on a runner whose disk is full."""
+    plan = torch_plan()
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", "/dev/full")
+    assert runner.run([plan], root=tmp_path, options=RunOptions(), stages=stand_ins(plan, tmp_path)) == 0
+    shown = " ".join(capsys.readouterr().err.split())
+    assert (
+        "warning: GITHUB_STEP_SUMMARY=/dev/full: the report was not added to the job's summary (No space left on "
+        f"device). The run itself passed (exit 0); its report is {tmp_path / 'build' / 'report.md'}." in shown
+    ), shown

@@ -29,7 +29,6 @@ only where its repodata.json.zst holds its repodata.json's bytes.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import sys
@@ -43,6 +42,7 @@ from torchbuild.channels.local_layout import LOCK, MARKER, MARKER_TEXT, STAGING,
 from torchbuild.channels.repodata import PACKAGE_SUFFIXES
 from torchbuild.conda import rattler_child
 from torchbuild.conda.archive import PackageUnreadable, read_package
+from torchbuild.config import nesting
 from torchbuild.errors import UserError
 from torchbuild.host import locks
 from torchbuild.host.files import Staged, changed_at, link
@@ -60,7 +60,7 @@ INDEX_FILES = ("repodata.json", "repodata.json.zst")
 def _recorded(repodata: Path) -> dict[str, dict[str, object]]:
     """The records of a subdir's repodata.json by file name; empty when it is missing or unreadable."""
     try:
-        raw = json.loads(repodata.read_text(encoding="utf-8"))
+        raw = nesting.loads(repodata.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     if not isinstance(raw, dict):
@@ -377,7 +377,7 @@ def _index_whole(subdir: Path) -> bool:
     try:
         plain = (subdir / "repodata.json").read_bytes()
         packed = zstd.decompress((subdir / "repodata.json.zst").read_bytes())
-        return packed == plain and isinstance(json.loads(plain), dict)
+        return packed == plain and isinstance(nesting.loads(plain), dict)
     except (OSError, ValueError, zstd.ZstdError):
         return False
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchbuild.config import nesting
 from torchbuild.errors import UserError
 
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
@@ -93,9 +94,9 @@ def parse(text: str | bytes | None, subdir: str, where: str) -> dict[str, Any]:
     if text is None:
         return empty(subdir)
     try:
-        data = json.loads(text)
-    except ValueError:
-        raise UserError(f"{where} is not valid JSON; run 'python pipeline.py index' to rebuild it") from None
+        data = nesting.loads(text)
+    except ValueError as exc:
+        raise UserError(f"{where} is not valid JSON ({exc}); run 'python pipeline.py index' to rebuild it") from None
     if not isinstance(data, dict):
         raise UserError(f"{where} is not a repodata object; run 'python pipeline.py index' to rebuild it")
     for key, value in empty(subdir).items():

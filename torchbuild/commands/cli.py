@@ -14,6 +14,7 @@ from rich.markup import escape
 from torchbuild.channels.local import check_directory
 from torchbuild.commands import publish as publish_cmd
 from torchbuild.commands import sbom as sbom_cmd
+from torchbuild.commands import values
 from torchbuild.commands.plan_view import print_plan, say_companions, say_declared, say_resolution
 from torchbuild.commands.selection import default_platform, load_matrix, resolve_all, select_cells
 from torchbuild.conda.assembly import COMPRESSION_LEVELS, COMPRESSORS
@@ -38,25 +39,29 @@ def _selectors(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("cell selection")
     group.add_argument(
         "--matrix",
-        type=Path,
+        type=values.path,
         default=None,
         help="matrix file (default: matrix.yaml in this folder, else the one shipped with torchbuild)",
     )
-    group.add_argument("--cuda", help="CUDA version X.Y, or cpu")
-    group.add_argument("--py", "--python", dest="python", help="Python version X.Y")
-    group.add_argument("--platform", help="win-64 or linux-64 (default: this host's)")
-    group.add_argument("--torch", help="torch release, or 'latest' (default: the matrix's)")
-    group.add_argument("--only", metavar="CELL_ID", help="one cell of the matrix by id (see 'matrix')")
-    group.add_argument("--msvc", metavar="TOOLSET", help="pin the MSVC toolset, e.g. 14.29 (win-64)")
+    group.add_argument("--cuda", type=values.text, help="CUDA version X.Y, or cpu")
+    group.add_argument("--py", "--python", dest="python", type=values.text, help="Python version X.Y")
+    group.add_argument("--platform", type=values.text, help="win-64 or linux-64 (default: this host's)")
+    group.add_argument("--torch", type=values.text, help="torch release, or 'latest' (default: the matrix's)")
+    group.add_argument(
+        "--only", metavar="CELL_ID", type=values.text, help="one cell of the matrix by id (see 'matrix')"
+    )
+    group.add_argument("--msvc", metavar="TOOLSET", type=values.text, help="pin the MSVC toolset, e.g. 14.29 (win-64)")
     group.add_argument(
         "--packages",
         metavar="LIST",
+        type=values.text,
         help="what each cell ships, e.g. torch,torchvision (default: the matrix's; without one, torch and each "
         "companion whose release pairs with it)",
     )
     group.add_argument(
         "--declared-libraries",
         metavar="keep|vendor",
+        type=values.text,
         help="the libraries a wheel's declared requirements install (mkl of torch 2.3.x on win-64): keep them as "
         "dependencies, or vendor them into a self-contained wheel (default: the matrix's, else upstream's: keep)",
     )
@@ -81,11 +86,14 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the stages for the selected cells (the default command)")
     _selectors(run)
     run.add_argument("--channel", help="publish to this channel (default: the matrix's, a local 'channel/')")
-    run.add_argument("--wheel", type=Path, help="use this prebuilt wheel as the source (a release, or your own build)")
+    run.add_argument(
+        "--wheel", type=values.path, help="use this prebuilt wheel as the source (a release, or your own build)"
+    )
     run.add_argument(
         "--build-version",
-        help="the version the artifacts carry (e.g. 2.16.0.dev20261128), instead of the source's own (a checkout's: "
-        "version.txt+git<sha7>)",
+        type=values.text,
+        help="the version the artifacts carry (e.g. 2.16.0.dev20261128, or 'nightly' for a compile), instead of the "
+        "source's own (a checkout's: version.txt+git<sha7>)",
     )
     run.add_argument("--force", action="store_true", help="rerun stages that are already done")
     run.add_argument("--replace", action="store_true", help="publish: replace a different file under a published name")
@@ -96,21 +104,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--compression-threads", type=int, default=2, help="compression threads")
     run.add_argument(
         "--repodata",
-        type=Path,
+        type=values.path,
         help=f"stored conda repodata (<channel>/<subdir>/repodata.json) to prove the package solvable against, "
         f"offline (default: ${environment.REPODATA}; without either, the live channels, cached; where they cannot be "
         f"reached the cell ends unverified, exit {EXIT_UNVERIFIED})",
     )
-    run.add_argument("--cache-dir", type=Path, default=None, help=CACHE_HELP)
+    run.add_argument("--cache-dir", type=values.path, default=None, help=CACHE_HELP)
     run.add_argument(
         "-v", "--verbose", action="store_true", help="also show what the probes that are expected to fail said"
     )
     source = run.add_argument_group("compiling from source (instead of a prebuilt wheel)")
-    source.add_argument("--source-dir", type=Path, help="compile this PyTorch checkout (with its submodules)")
+    source.add_argument("--source-dir", type=values.path, help="compile this PyTorch checkout (with its submodules)")
     source.add_argument(
-        "--git-ref", help="clone this tag, branch or full commit SHA (e.g. v2.5.1) with submodules, and compile it"
+        "--git-ref",
+        type=values.text,
+        help="clone this tag, branch or full commit SHA (e.g. v2.5.1) with submodules, and compile it",
     )
-    source.add_argument("--git-url", help=f"repository for --git-ref (default {DEFAULT_GIT_URL})")
+    source.add_argument("--git-url", type=values.text, help=f"repository for --git-ref (default {DEFAULT_GIT_URL})")
     plan = sub.add_parser("plan", help="print the resolved plan; nothing is run")
     _selectors(plan)
     plan.add_argument("--json", action="store_true", help="machine-readable output")
@@ -133,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor", help="what compiling the selected cells needs on this host: found or missing, with fixes"
     )
     _selectors(doctor)
-    doctor.add_argument("--cache-dir", type=Path, default=None, help=CACHE_HELP)
+    doctor.add_argument("--cache-dir", type=values.path, default=None, help=CACHE_HELP)
     return parser
 
 

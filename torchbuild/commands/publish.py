@@ -16,7 +16,6 @@ summary build/report.json names them all) publishes every cell that passed, each
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +26,8 @@ from torchbuild.channels import Channel, Upload, install_lines, project_of
 from torchbuild.channels import repodata as rd
 from torchbuild.channels.admission import validate
 from torchbuild.channels.backends import open_channel
+from torchbuild.commands import values
+from torchbuild.config import nesting
 from torchbuild.config.channel_spec import check_spec
 from torchbuild.errors import UserError
 from torchbuild.host.console import console, out
@@ -50,7 +51,7 @@ def add_parsers(sub: Any) -> None:
     publish = sub.add_parser(
         "publish", help="publish built artifacts (report directories or package files) to a channel, no rebuild"
     )
-    publish.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="directory with report.json files, "
+    publish.add_argument("paths", nargs="+", type=values.path, metavar="PATH", help="directory with report.json files, "
                          "or .conda/.tar.bz2/.whl files")  # fmt: skip
     publish.add_argument(
         "--channel", required=True, help="a directory, s3://bucket/prefix, anaconda://owner or anaconda://owner/label"
@@ -83,8 +84,10 @@ def locate(recorded: str, report: Path) -> Path | None:
 
 def _from_report(report: Path) -> tuple[list[Found], list[tuple[str, str]]]:
     try:
-        data = json.loads(report.read_text(encoding="utf-8"))
+        data = nesting.loads(report.read_text(encoding="utf-8"))
         cells = data["cells"]
+    except nesting.NestedTooDeep as exc:
+        raise UserError(f"{report}: not a torchbuild report ({exc})") from None
     except (OSError, ValueError, KeyError, TypeError):
         raise UserError(f"{report}: not a torchbuild report (expected JSON with 'cells')") from None
     if not isinstance(cells, list):

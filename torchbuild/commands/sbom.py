@@ -4,7 +4,6 @@ table a person reads: each component with its version, sha256, where it came fro
 from __future__ import annotations
 
 import argparse
-import json
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -13,8 +12,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from torchbuild.commands import values
 from torchbuild.conda.archive import PackageUnreadable, read_package
+from torchbuild.config import nesting
 from torchbuild.errors import UserError
+from torchbuild.host import archives
 from torchbuild.host.console import out
 from torchbuild.wheel import sbom
 
@@ -25,7 +27,7 @@ MAX_WIDTH = 1000
 
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("sbom", help="print the SBOM of a repaired wheel or conda package as a table")
-    parser.add_argument("artifact", type=Path, metavar="ARTIFACT", help="a .whl, .conda or .tar.bz2 file")
+    parser.add_argument("artifact", type=values.path, metavar="ARTIFACT", help="a .whl, .conda or .tar.bz2 file")
 
 
 def read_document(path: Path) -> tuple[str, str]:
@@ -36,7 +38,7 @@ def read_document(path: Path) -> tuple[str, str]:
         raise UserError(f"{path}: no such file.")
     if path.name.endswith(".whl"):
         try:
-            with zipfile.ZipFile(path) as archive:
+            with archives.open_zip(path) as archive:
                 members = [n for n in archive.namelist() if n.endswith(f".dist-info/sboms/{sbom.FILE_NAME}")]
                 if not members:
                     others = [n for n in archive.namelist() if "/sboms/" in n]
@@ -72,7 +74,7 @@ def cmd_sbom(args: argparse.Namespace) -> int:
     path: Path = args.artifact
     text, member = read_document(path)
     try:
-        document = json.loads(text)
+        document = nesting.loads(text)
     except ValueError as exc:
         raise UserError(f"{path}: {member} is not JSON: {exc}") from None
     table = Table(title=f"{path.name}: {member}", title_justify="left")

@@ -21,7 +21,9 @@ from typing import IO, Any
 
 from conda_package_streaming.package_streaming import stream_conda_component
 
+from torchbuild.config import nesting
 from torchbuild.errors import UserError
+from torchbuild.host import archives
 from torchbuild.platforms.windows.pe import PeError, PeInfo, read_pe
 from torchbuild.results import define
 
@@ -166,6 +168,29 @@ def _read_tar(
         (infos if is_info else pkgs).append(member)
 
 
+def _counted(
+    path: Path, members: Iterator[tuple[tarfile.TarFile, tarfile.TarInfo]]
+) -> Iterator[tuple[tarfile.TarFile, tarfile.TarInfo]]:
+    """The members of one of the package's tarballs, each counted against host/archives.py's limits before its
+    data is read (a .conda's two tarballs are counted each against the whole file's size)."""
+    return archives.counted_tar(members, str(path), path.stat().st_size)
+
+
+def check_unpacked_size(path: Path) -> None:
+    """PackageUnreadable when ``path`` (.conda or .tar.bz2) would unpack past host/archives.py's limits: its tar
+    headers are read, its files' data passed over, nothing written."""
+    components = ("info", "pkg") if path.name.endswith(".conda") else (None,)
+    try:
+        for component in components:
+            stream = stream_conda_component(path, component=component) if component else stream_conda_component(path)
+            for _tar, _member in _counted(path, stream):
+                pass
+    except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError, zstd.ZstdError, LookupError) as exc:
+        raise PackageUnreadable(f"{path}: cannot be read: {exc}") from None
+    except archives.TooLarge as exc:
+        raise PackageUnreadable(str(exc)) from None
+
+
 def read_package(path: Path, payload: bool = True) -> CondaArchive:
     """Read ``path`` (.conda or .tar.bz2). Raises PackageUnreadable naming the file and what is wrong.
 
@@ -181,7 +206,7 @@ def read_package(path: Path, payload: bool = True) -> CondaArchive:
         if name.endswith(".conda"):
             fmt = "conda"
             stem = name.removesuffix(".conda")
-            with zipfile.ZipFile(path) as zf:
+            with archives.open_zip(path) as zf:
                 entries = zf.infolist()
                 container = tuple(ContainerEntry(e.filename, e.compress_type == zipfile.ZIP_STORED) for e in entries)
                 names = {e.filename for e in entries}
@@ -192,18 +217,21 @@ def read_package(path: Path, payload: bool = True) -> CondaArchive:
                     if inner not in names:
                         raise PackageUnreadable(f"{path}: the .conda has no {inner}")
                     if into_info or payload:
-                        _read_tar(stream_conda_component(path, component=component), into_info, info, infos, pkgs)
+                        members = _counted(path, stream_conda_component(path, component=component))
+                        _read_tar(members, into_info, info, infos, pkgs)
         elif name.endswith(".tar.bz2"):
             fmt = "tar.bz2"
-            _read_tar(stream_conda_component(path), None, info, infos, pkgs, payload)
+            _read_tar(_counted(path, stream_conda_component(path)), None, info, infos, pkgs, payload)
         else:
             raise PackageUnreadable(f"{path}: not a conda package (the name must end in .conda or .tar.bz2)")
     except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError, zstd.ZstdError, LookupError) as exc:
         raise PackageUnreadable(f"{path}: cannot be read: {exc}") from None
+    except archives.TooLarge as exc:
+        raise PackageUnreadable(str(exc)) from None
     if "info/index.json" not in info:
         raise PackageUnreadable(f"{path}: has no info/index.json")
     try:
-        index = json.loads(info["info/index.json"])
+        index = nesting.loads(info["info/index.json"])
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PackageUnreadable(f"{path}: info/index.json is not JSON: {exc}") from None
     if not isinstance(index, dict):
@@ -239,7 +267,7 @@ def paths_json(pkg: CondaArchive) -> tuple[list[dict[str, Any]], str]:
     if raw is None:
         return [], "info/paths.json is missing"
     try:
-        data = json.loads(raw)
+        data = nesting.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return [], f"info/paths.json is not JSON: {exc}"
     paths = data.get("paths") if isinstance(data, dict) else None

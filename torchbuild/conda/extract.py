@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from torchbuild.conda import rattler_child
+from torchbuild.conda.archive import check_unpacked_size
 from torchbuild.errors import UserError
 
 EXTRACT_TIMEOUT_S = 900.0
@@ -14,6 +15,7 @@ EXTRACT_TIMEOUT_S = 900.0
 
 def extract_package(archive: Path, prefix: Path) -> None:
     """The package's files into ``prefix`` where conda links them (its ``info/`` is not part of a prefix)."""
+    check_unpacked_size(archive)  # py-rattler would unpack a bomb in full
     staging = prefix.parent / f".{prefix.name}-package"
     shutil.rmtree(staging, ignore_errors=True)
     try:

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from torchbuild.config import nesting
 from torchbuild.errors import UserError
 
 if sys.version_info >= (3, 14):
@@ -70,7 +71,7 @@ def _replacing(package: Path) -> Iterator[Path]:
 def _updated_index(data: bytes, member: tarfile.TarInfo, fields: Mapping[str, Any]) -> bytes:
     """info/index.json with ``fields`` set (conda's legacy ``features`` / ``track_features``, which py-rattler-build's
     assembly does not write); ``member``'s size follows."""
-    index = {**json.loads(data), **fields}
+    index = {**nesting.loads(data), **fields}
     new = (json.dumps(index, indent=2, sort_keys=True) + "\n").encode()
     member.size = len(new)
     return new

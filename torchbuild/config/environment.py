@@ -8,6 +8,7 @@ only when a request is made); ANACONDA_API_TOKEN is checked where an anaconda.or
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -22,6 +23,17 @@ ANACONDA = "TORCHBUILD_ANACONDA"
 AWS_MAX_ATTEMPTS = "AWS_MAX_ATTEMPTS"
 STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 REPODATA = "TORCHBUILD_REPODATA"
+MAX_UNPACKED = "TORCHBUILD_MAX_UNPACKED"
+MAX_UNPACKED_DEFAULT = 8 << 30  # torch's CUDA wheels unpack to about 3 GiB
+MAX_RATIO = "TORCHBUILD_MAX_RATIO"
+# torch 2.13.0 cpu's manylinux wheel: 3.7 overall, 24 for its worst member of 1 MiB or more (33 for a small one);
+# deflate reaches about 1030 on zeros, so 100 leaves real wheels room and refuses a bomb.
+MAX_RATIO_DEFAULT = 100.0
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+# Where temporary files go: what py-rattler-build (Rust's std::env::temp_dir) and the tools it runs read; Python's
+# tempfile would quietly fall back to /tmp, py-rattler-build fails mid-run instead.
+TEMP_FOLDERS = ("TMP", "TEMP") if os.name == "nt" else ("TMPDIR",)
 
 # The times a zip member can carry (MS-DOS dates): every archive a cell makes is a zip or holds zips.
 EARLIEST = 315532800  # 1980-01-01 00:00:00 UTC
@@ -41,6 +53,8 @@ def source_date_epoch(env: Mapping[str, str] = os.environ) -> int | None:
     if raw is None or raw.strip() == "":
         return None
     try:
+        if not re.fullmatch(r"-?[0-9]+", raw):  # int() takes ' 17', '1_7' and other scripts' digits; tools don't
+            raise ValueError(raw)
         value = int(raw)
     except ValueError:
         raise UserError(f"{SOURCE_DATE_EPOCH}={raw!r} is not a number of seconds since 1970-01-01. Set it to one "
@@ -93,8 +107,12 @@ def step_summary(env: Mapping[str, str] = os.environ) -> Path | None:
     if not raw:
         return None
     path = Path(raw)
-    if path.is_dir() or not path.parent.is_dir():
-        what = "is a directory" if path.is_dir() else f"is in a folder that does not exist ({path.parent})"
+    if path.is_dir() or path.is_fifo() or not path.parent.is_dir():
+        what = (
+            "is a directory" if path.is_dir()
+            else "is a named pipe (appending to it would wait for a reader)" if path.is_fifo()
+            else f"is in a folder that does not exist ({path.parent})"
+        )  # fmt: skip
         raise UserError(f"{STEP_SUMMARY}={raw} {what}: it names the file the report is appended to.")
     return path
 
@@ -114,6 +132,50 @@ def repodata(env: Mapping[str, str] = os.environ) -> Path | None:
     return path
 
 
+def max_unpacked(env: Mapping[str, str] = os.environ) -> int:
+    """The most bytes one archive (a wheel, a conda package) may unpack to, e.g. TORCHBUILD_MAX_UNPACKED=12GiB."""
+    raw = env.get(MAX_UNPACKED, "")
+    if not raw.strip():
+        return MAX_UNPACKED_DEFAULT
+    found = _SIZE.match(raw)
+    if found is None or float(found[1]) <= 0:
+        raise UserError(f"{MAX_UNPACKED}={raw!r} is not a size: give one such as 12GiB, 500MiB or a number of bytes.")
+    unit = (found[2] or "").upper().rstrip("B").rstrip("I")
+    return int(float(found[1]) * _UNITS[unit])
+
+
+def max_ratio(env: Mapping[str, str] = os.environ) -> float:
+    """How many times its compressed size an archive, or one member of 1 MiB or more, may unpack to."""
+    raw = env.get(MAX_RATIO, "")
+    if not raw.strip():
+        return MAX_RATIO_DEFAULT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not value >= 1:
+        raise UserError(f"{MAX_RATIO}={raw!r}: give a number of 1 or more (unpacked size / compressed size).")
+    return value
+
+
+def _temp_folders(env: Mapping[str, str]) -> None:
+    for name in TEMP_FOLDERS:
+        raw = env.get(name)
+        if raw is None:
+            continue
+        path = Path(raw)
+        if not raw.strip():
+            problem = "is set but empty"
+        elif not path.is_dir():
+            problem = "is a file, not a folder" if path.exists() else "is a folder that does not exist"
+        elif not os.access(path, os.W_OK | os.X_OK):
+            problem = "is a folder you cannot write to"
+        else:
+            continue
+        raise UserError(f"{name}={raw} {problem}: temporary files go there. Give an existing folder you can write "
+                        f"to, or unset {name}.")  # fmt: skip
+
+
 CHECKS: tuple[Callable[[Mapping[str, str]], object], ...] = (
     source_date_epoch,
     scratch_setting,
@@ -122,6 +184,9 @@ CHECKS: tuple[Callable[[Mapping[str, str]], object], ...] = (
     _aws_max_attempts,
     step_summary,
     repodata,
+    _temp_folders,
+    max_unpacked,
+    max_ratio,
 )
 
 

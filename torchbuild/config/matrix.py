@@ -30,6 +30,7 @@ from torchbuild.config.matrix_schema import (
     TOP_LEVEL,
     TORCH_SOURCE_KEYS,
 )
+from torchbuild.config.nesting import DepthLimitedLoader
 from torchbuild.errors import UserError, one_of
 
 LATEST = "latest"
@@ -166,6 +167,8 @@ def _scalar(path: str, key: str, node: yaml.Node, what: str | None = None) -> st
 
 
 def _list(path: str, key: str, node: yaml.Node) -> tuple[str, ...]:
+    if isinstance(node, yaml.ScalarNode) and node.value == "":
+        raise MatrixError(f"{_where(path, node)}: '{key}' is empty; give a list{_example(key)}.")
     if isinstance(node, yaml.ScalarNode) and node.tag != "tag:yaml.org,2002:null":
         raise MatrixError(f"{_where(path, node)}: '{key}' must be a list, e.g. {key}: [{node.value}].")
     if not isinstance(node, yaml.SequenceNode) or not node.value:
@@ -320,7 +323,7 @@ def _build(path: str, node: yaml.Node) -> BuildOptions:
 
 def parse(text: str, path: str = "matrix.yaml") -> Matrix:
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=DepthLimitedLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
@@ -369,7 +372,8 @@ def _torch_source(path: str, node: yaml.Node) -> TorchSource:
 
 def load(path: Path) -> Matrix:
     if not path.is_file():
-        raise MatrixError(f"{path}: no such matrix file (use --matrix PATH).")
+        what = "is a directory" if path.is_dir() else "is not a regular file" if path.exists() else "no such file"
+        raise MatrixError(f"{path}: {what}; give a matrix file (use --matrix PATH).")
     return parse(decode(path.read_bytes(), str(path)), str(path))
 
 

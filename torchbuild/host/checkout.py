@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from torchbuild.config import nesting
 from torchbuild.config.options import DEFAULT_GIT_URL
 from torchbuild.errors import UserError
 from torchbuild.host.files import write_atomic
@@ -48,7 +49,7 @@ class Checkout:
 
     @classmethod
     def read(cls, path: Path) -> Checkout:
-        return cls(**json.loads(path.read_text(encoding="utf-8")))
+        return cls(**nesting.loads(path.read_text(encoding="utf-8")))
 
 
 def validate_pytorch(path: Path, torch: str) -> str:

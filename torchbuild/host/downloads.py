@@ -19,14 +19,13 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from torchbuild.config.build_deps import Dependency, DependencyError
 from torchbuild.config.cuda_wheels import PINNED_IN as REQUIREMENTS_PINNED_IN
 from torchbuild.config.cuda_wheels import RequirementWheel
-from torchbuild.host import pip
+from torchbuild.host import archives, pip
 from torchbuild.host.files import link, make_empty, temporary_name
 from torchbuild.results import sha256_of
 
@@ -107,13 +106,15 @@ def extract(archive: Path, dest: Path) -> None:
         import py7zr
 
         with py7zr.SevenZipFile(archive) as seven:
-            for entry in seven.list():
+            entries = seven.list()
+            archives.check_total(archive.name, sum(e.uncompressed for e in entries), archive.stat().st_size)
+            for entry in entries:
                 _safe_target(dest, entry.filename, archive)
                 if entry.is_symlink:
                     raise DependencyError(f"{archive.name}: member {entry.filename!r} is a link; refused.")
             seven.extractall(path=dest)
     elif name.endswith((".zip", ".whl")):
-        with zipfile.ZipFile(archive) as zipped:
+        with archives.open_zip(archive) as zipped:
             for info in zipped.infolist():
                 _safe_target(dest, info.filename, archive)
             zipped.extractall(dest)
@@ -122,7 +123,9 @@ def extract(archive: Path, dest: Path) -> None:
             # The standard library's data filter (PEP 706) knows the rules: a hard link's target is relative to the
             # archive's root, a symlink's to its folder; devices, fifos and absolute names are refused. Every member
             # is checked first so that a bad one leaves nothing written.
-            for member in tar.getmembers():
+            members = tar.getmembers()
+            archives.check_total(archive.name, sum(m.size for m in members), archive.stat().st_size)
+            for member in members:
                 try:
                     tarfile.data_filter(member, str(dest))
                 except tarfile.FilterError as exc:
@@ -216,7 +219,7 @@ def requirement_libraries(wheel: RequirementWheel, target: Sequence[str], cache_
     staging = Path(tempfile.mkdtemp(prefix=".root-", dir=base))
     try:
         wanted = set(wheel.libraries)
-        with zipfile.ZipFile(archive) as zipped:
+        with archives.open_zip(archive) as zipped:
             for info in zipped.infolist():
                 if info.filename in wanted:
                     target_path = _safe_target(staging, info.filename, archive)

@@ -14,14 +14,13 @@ import os
 import shutil
 import stat
 import tempfile
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchbuild.config import compat
-from torchbuild.host import pip
+from torchbuild.config import compat, nesting
+from torchbuild.host import archives, pip
 from torchbuild.platforms.toolchain import ToolchainError
 from torchbuild.results import sha256_of
 
@@ -64,12 +63,12 @@ def cached(cache_dir: Path, cuda: str, platform: str) -> Path | None:
     base = cache_root(cache_dir, cuda, platform)
     if not (base / MANIFEST).is_file():
         return None
-    manifest = json.loads((base / MANIFEST).read_text(encoding="utf-8"))
+    manifest = nesting.loads((base / MANIFEST).read_text(encoding="utf-8"))
     return base / str(manifest["root"])
 
 
 def manifest(cache_dir: Path, cuda: str, platform: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((cache_root(cache_dir, cuda, platform) / MANIFEST).read_text(encoding="utf-8"))
+    data: dict[str, Any] = nesting.loads((cache_root(cache_dir, cuda, platform) / MANIFEST).read_text(encoding="utf-8"))
     return data
 
 
@@ -133,7 +132,7 @@ def _unpack_wheel(wheel: Path, dest: Path) -> None:
     """Unpack a wheel's files (not its .dist-info), refusing members that would land outside ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
     top = dest.resolve()
-    with zipfile.ZipFile(wheel) as archive:
+    with archives.open_zip(wheel) as archive:
         for info in archive.infolist():
             if info.is_dir() or ".dist-info/" in info.filename:
                 continue

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from torchbuild.config import nesting
 from torchbuild.host.files import changed_at, write_atomic
 
 MAX_AGE_S = 600.0
@@ -63,7 +64,7 @@ def _depends_on(target: Sequence[str], paths: Sequence[str]) -> dict[str, object
 def recall(record: Path, target: Sequence[str]) -> list[Version] | None:
     """The recorded answer for ``target``, if it is young enough and nothing it depends on has changed."""
     try:
-        raw = json.loads(record.read_text(encoding="utf-8"))
+        raw = nesting.loads(record.read_text(encoding="utf-8"))
         entry = raw[json.dumps(list(target))]
         fresh = 0 <= time.time() - float(entry["at"]) < MAX_AGE_S
         if not fresh or entry["depends_on"] != _depends_on(target, list(entry["depends_on"]["files"])):
@@ -75,7 +76,7 @@ def recall(record: Path, target: Sequence[str]) -> list[Version] | None:
 
 def remember(record: Path, target: Sequence[str], versions: Sequence[Version], paths: Sequence[str]) -> None:
     try:
-        raw = json.loads(record.read_text(encoding="utf-8"))
+        raw = nesting.loads(record.read_text(encoding="utf-8"))
         if not isinstance(raw, dict):
             raw = {}
     except (OSError, ValueError):

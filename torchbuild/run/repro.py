@@ -14,6 +14,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+from torchbuild.host import archives
 from torchbuild.results import sha256_of
 
 if sys.version_info >= (3, 14):
@@ -46,7 +47,7 @@ def fingerprint(path: Path) -> dict[str, str]:
     if not path.is_file():
         return {}
     try:
-        with zipfile.ZipFile(path) as archive:
+        with archives.open_zip(path) as archive:
             found = _zip_entries(archive)
             if path.name.endswith(".conda"):
                 for name in archive.namelist():

@@ -327,11 +327,29 @@ def run(
         cells = [run_cell(plan, root, options, stages) for plan in plans]
         paths = report.write(cells, build)
     report.print_summary(cells, paths, install_lines(cells, root))
+    code = EXIT_CODES[report.run_status(c.status for c in cells)]
+    _append_step_summary(report.markdown(report.as_dict([report.cell_entry(c, build) for c in cells])), code,
+                         paths.markdown)  # fmt: skip
+    return code
+
+
+def _append_step_summary(markdown: str, code: int, report_path: Path) -> None:
+    """This run's Markdown report added to $GITHUB_STEP_SUMMARY. The summary is an extra: a full disk or an unwritable
+    file there is said, naming both, with the run's own result, which it does not change."""
     summary = environment.step_summary()
-    if summary:
+    if summary is None:
+        return
+    try:
         with open(summary, "a", encoding="utf-8") as handle:
-            handle.write(report.markdown(report.as_dict([report.cell_entry(c, build) for c in cells])))
-    return EXIT_CODES[report.run_status(c.status for c in cells)]
+            handle.write(markdown)
+    except OSError as exc:
+        result = {0: "passed", EXIT_UNVERIFIED: "ended unverified"}.get(code, "failed")
+        console.print(
+            f"[yellow]warning:[/] {environment.STEP_SUMMARY}={summary}: the report was not added to the job's summary "
+            f"({exc.strerror or exc}). The run itself {result} (exit {code}); its report is {report_path}.",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def install_lines(cells: Sequence[CellRun], root: Path) -> list[str]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchbuild.config import nesting
 from torchbuild.config.build_version import OwnBuild
 from torchbuild.errors import UserError
 from torchbuild.host.console import console
@@ -44,7 +45,7 @@ def read(path: Path) -> Recorded:
             f"{path.parent.parent} first; the smoke command replays what the build recorded there."
         )
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = nesting.loads(path.read_text(encoding="utf-8"))
         stages = raw["stages"]
         plan = raw["plan"]
     except (ValueError, KeyError, TypeError) as exc:
@@ -100,7 +101,7 @@ class State:
         state = cls(path)
         if path.is_file():
             try:
-                raw = json.loads(path.read_text(encoding="utf-8"))
+                raw = nesting.loads(path.read_text(encoding="utf-8"))
                 state.stages = {s: StageRecord.from_dict(r) for s, r in raw.get("stages", {}).items()}
             except (ValueError, KeyError, TypeError, AttributeError):
                 console.print(f"[yellow]warning:[/] {path} is unreadable; every stage runs again.")

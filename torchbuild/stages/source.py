@@ -46,7 +46,7 @@ from packaging.version import Version
 from torchbuild.config.build_deps import DependencyError
 from torchbuild.config.companions import WHERE
 from torchbuild.errors import StageFailed, as_stage_failure
-from torchbuild.host import checkout, downloads, pip
+from torchbuild.host import archives, checkout, downloads, pip
 from torchbuild.host.console import console
 from torchbuild.host.files import copy_atomic, link, link_atomic
 from torchbuild.plan import Plan
@@ -105,7 +105,7 @@ def _relabel_companion(path: Path, name: str, plan: Plan, out_dir: Path) -> tupl
     """PyPI's unlabelled companion wheel of a CUDA cell, given the cell's label as torch's is (0.25.0 ->
     0.25.0+cu128), once its own <name>/version.py proves it is that build (``__version__ = '0.25.0+cu128'``)."""
     try:
-        with zipfile.ZipFile(path) as archive:
+        with archives.open_zip(path) as archive:
             text = archive.read(f"{name}/version.py").decode("utf-8", "replace")
     except (KeyError, OSError, zipfile.BadZipFile) as exc:
         raise StageFailed(NAME, f"cannot read {name}/version.py of {path.name}: {exc}") from None
@@ -193,7 +193,7 @@ def cuda_build_of(path: Path, markers: Mapping[str, str]) -> tuple[str | None, l
     """What a torch wheel says about its CUDA: torch/version.py's ``cuda`` (None: a CPU build), and the CUDA majors
     of its nvidia-*-cuXX requirements (cu12, cu13) that apply to the target (``markers``: its PEP 508 values)."""
     try:
-        with zipfile.ZipFile(path) as archive:
+        with archives.open_zip(path) as archive:
             text = archive.read("torch/version.py").decode("utf-8", "replace")
     except (KeyError, OSError, zipfile.BadZipFile) as exc:
         raise StageFailed(NAME, f"cannot read torch/version.py of {path}: {exc}") from None

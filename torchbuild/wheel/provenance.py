@@ -11,13 +11,13 @@ from __future__ import annotations
 import calendar
 import json
 import subprocess
-import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from torchbuild.config import environment
+from torchbuild.config import environment, nesting
 from torchbuild.errors import UserError
+from torchbuild.host import archives
 from torchbuild.host.files import write_atomic
 
 ENV = environment.SOURCE_DATE_EPOCH
@@ -40,7 +40,7 @@ class SourceInfo:
     def read(cls, path: Path) -> SourceInfo:
         """The file the source stage wrote; UserError naming it when it is not one (edited, or another version's)."""
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = nesting.loads(path.read_text(encoding="utf-8"))
             info = cls(**raw)
         except (OSError, ValueError, TypeError) as exc:
             raise UserError(f"{path}: not a source.json of this torchbuild ({exc}); rerun with --force") from None
@@ -68,7 +68,7 @@ def within_zip_times(own: tuple[int, str]) -> tuple[int, str]:
 
 def wheel_epoch(path: Path) -> tuple[int, str]:
     """The newest member time of a wheel, read as UTC (zip times carry no zone)."""
-    with zipfile.ZipFile(path) as archive:
+    with archives.open_zip(path) as archive:
         times = [calendar.timegm((*info.date_time, 0, 0, 0)) for info in archive.infolist()]
     return max(times, default=0), f"the newest member of {path.name}"
 

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchbuild.config import nesting
 from torchbuild.errors import UserError
 from torchbuild.host.files import write_atomic
 
@@ -70,7 +71,7 @@ class RepairReport:
         """The report the repair stage wrote; UserError naming it when it is not of that shape (edited, or another
         torchbuild version's)."""
         try:
-            raw: Mapping[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            raw: Mapping[str, Any] = nesting.loads(path.read_text(encoding="utf-8"))
             floor = raw.get("vc_runtime_floor")
             return cls(
                 wheel=str(raw["wheel"]),

@@ -19,6 +19,7 @@ import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from torchbuild.host import archives
 from torchbuild.wheel.wheelfile import WheelError, find_dist_info, record_hash
 
 LOCAL_HEADER = struct.Struct("<4s5H3I2H")  # zip local file header, 30 bytes
@@ -88,7 +89,7 @@ def rewrite(
     rename = rename or (lambda name: name)
     dropped = drop or (lambda name: False)
     part = dest.with_name(dest.name + ".part")
-    with zipfile.ZipFile(wheel) as source:
+    with archives.open_zip(wheel) as source:
         old_dist = dist_info_of(source)
         dist_info = rename(old_dist + "/x")[: -len("/x")]
         record = f"{dist_info}/RECORD"

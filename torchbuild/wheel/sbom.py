@@ -20,12 +20,12 @@ from its content, and every reference is named explicitly.
 from __future__ import annotations
 
 import datetime
-import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from torchbuild.config import nesting
 from torchbuild.config.cuda_wheels import RequirementWheel
 from torchbuild.wheel.provenance import SourceInfo
 from torchbuild.wheel.repair_report import Vendored
@@ -335,7 +335,7 @@ def _rows(document: Mapping[str, Any]) -> list[Row]:
 def listed_files(text: str) -> list[str]:
     """The paths of the files the document lists ([] when it is not JSON)."""
     try:
-        return [row.component for row in rows(json.loads(text)) if row.is_file]
+        return [row.component for row in rows(nesting.loads(text)) if row.is_file]
     except (ValueError, AttributeError, TypeError):
         return []
 
@@ -343,7 +343,7 @@ def listed_files(text: str) -> list[str]:
 def problems(text: str, files: Mapping[str, str]) -> list[str]:
     """What is wrong between the document and the artifact's files (path -> sha256)."""
     try:
-        document = json.loads(text)
+        document = nesting.loads(text)
     except ValueError as exc:
         return [f"{FILE_NAME} is not JSON: {exc}"]
     schema = schema_problem(text)

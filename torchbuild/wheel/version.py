@@ -9,11 +9,11 @@ are (rewrite.py), which takes seconds where recompressing a 1 GB payload takes m
 from __future__ import annotations
 
 import re
-import zipfile
 from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
 
+from torchbuild.host import archives
 from torchbuild.wheel.rewrite import RewriteError, rewrite
 
 
@@ -30,7 +30,7 @@ def set_version(wheel: Path, dest_dir: Path, version: str) -> Path:
     new_dist = f"{stem}-{version}.dist-info"
     parts = wheel.name.split("-")
     dest = dest_dir / "-".join([parts[0], version.replace("-", "_"), *parts[-3:]])
-    with zipfile.ZipFile(wheel) as source:
+    with archives.open_zip(wheel) as source:
         if f"{old_dist}/METADATA" not in source.namelist():
             raise VersionError(f"{wheel}: no {old_dist}/METADATA and RECORD")
         metadata = source.read(f"{old_dist}/METADATA").decode("utf-8")

@@ -26,6 +26,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from torchbuild.errors import one_of
+from torchbuild.host import archives
 
 DISTRIBUTION = "torch"
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -72,15 +73,18 @@ def parse_name(path: Path | str) -> WheelName:
 
 
 def open_wheel(path: Path) -> zipfile.ZipFile:
-    """Open a wheel as a zip archive. WheelError when it is missing, not a zip, or truncated."""
+    """Open a wheel as a zip archive. WheelError when it is missing, not a zip, truncated, or would unpack past the
+    limits of host/archives.py (a decompression bomb)."""
     if path.is_dir():
         raise WheelError(f"{path} is a directory, not a wheel file")
     if not path.is_file():
         raise WheelError(f"wheel not found: {path}")
     try:
-        return zipfile.ZipFile(path)
+        return archives.open_zip(path, str(path))
     except (zipfile.BadZipFile, OSError) as exc:
         raise WheelError(f"{path} is not a wheel (not a zip archive / truncated): {exc}") from None
+    except archives.TooLarge as exc:
+        raise WheelError(str(exc)) from None
 
 
 def unsafe_member(name: str) -> str | None:

@@ -4,7 +4,6 @@ payload, Windows MAX_PATH, the .conda container layout)."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable
 from pathlib import PurePosixPath
@@ -21,6 +20,7 @@ from torchbuild.conda.archive import (
     paths_json,
     prefix_entries,
 )
+from torchbuild.config import nesting
 from torchbuild.wheel.path_budget import CONDA_ENV, CONDA_ROOT, WIN_PATH_LIMIT
 
 
@@ -346,7 +346,7 @@ def tb103(pkg: CondaArchive) -> Outcome:
     problems += [f"{e.name} is compressed (the outer zip must store)" for e in pkg.container if not e.stored]
     if pkg.metadata_json is not None:
         try:
-            version = json.loads(pkg.metadata_json).get("conda_pkg_format_version")
+            version = nesting.loads(pkg.metadata_json).get("conda_pkg_format_version")
         except (ValueError, AttributeError):
             version = None
         if version != 2:

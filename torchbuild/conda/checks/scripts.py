@@ -13,6 +13,7 @@ from pathlib import PurePosixPath
 from installer.utils import parse_entrypoints
 
 from torchbuild.conda.archive import CondaArchive, Member, Outcome, package_check
+from torchbuild.host import archives
 from torchbuild.wheel.install import LAUNCHER_MAIN, WINDOWS_INTERPRETER
 
 SHEBANG = re.compile(rb"#!([^\r\n]*)\r?\n(?=PK\x03\x04)")
@@ -37,7 +38,7 @@ def launcher_problems(member: Member, module: str, function: str, section: str) 
     data = member.data
     found = SHEBANG.findall(data)
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        with archives.open_zip(io.BytesIO(data)) as archive:
             code = archive.read(LAUNCHER_MAIN).decode("utf-8")
     except (zipfile.BadZipFile, KeyError, UnicodeDecodeError) as exc:
         return [f"{member.name} is not a script launcher (no {LAUNCHER_MAIN} appended: {exc})"]

@@ -20,7 +20,6 @@ import posixpath
 import re
 import shutil
 import tempfile
-import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSegment
 from elftools.elf.elffile import ELFFile
 
+from torchbuild.host import archives
 from torchbuild.platforms.closure import ClosureFormat, ClosureReport, Missing, Resolved, Unusable
 from torchbuild.platforms.linux import auditwheel_api
 
@@ -323,7 +323,7 @@ def check_wheel(
     name, system, machine = policy_for(platform_tag)
     elves: list[ElfInfo] = []
     bad: list[Unusable] = []
-    with zipfile.ZipFile(wheel) as archive, tempfile.TemporaryDirectory(dir=scratch, prefix="elf-") as tmp:
+    with archives.open_zip(wheel) as archive, tempfile.TemporaryDirectory(dir=scratch, prefix="elf-") as tmp:
         members = [m for m in archive.infolist() if not m.is_dir()]
         files = [m.filename for m in members]
         for member in members:

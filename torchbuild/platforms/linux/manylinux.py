@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
+from torchbuild.host import archives
 from torchbuild.platforms.closure import ClosureReport
 from torchbuild.platforms.linux import auditwheel_api, elf
 
@@ -67,7 +67,7 @@ def verdict(
     blacklist = {lib: frozenset(symbols) for lib, symbols in policy.blacklist.items()}
     by_path = {e.path: e for e in closure.files}
     problems: list[str] = []
-    with zipfile.ZipFile(wheel) as archive, tempfile.TemporaryDirectory(dir=scratch, prefix="manylinux-") as tmp:
+    with archives.open_zip(wheel) as archive, tempfile.TemporaryDirectory(dir=scratch, prefix="manylinux-") as tmp:
         for name, info in sorted(by_path.items()):
             copy = Path(tmp) / "member" if kept is None else elf.kept_path(kept, name)
             if kept is None:

@@ -6,7 +6,6 @@ The OS calls are ``find_installs``, ``toolsets_of`` and ``capture_vcvars``; ever
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -14,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 
+from torchbuild.config import nesting
 from torchbuild.config.compat import KnownBadVisualStudio, Range, version_key
 from torchbuild.platforms.target import Toolchain
 from torchbuild.platforms.toolchain import ToolchainError
@@ -68,7 +68,7 @@ def parse_vswhere(text: str, legacy: bool = False) -> list[VsInstall]:
     if not text:
         return []
     try:
-        rows = json.loads(text)
+        rows = nesting.loads(text)
     except ValueError as exc:
         raise ToolchainError(f"vswhere printed something that is not JSON ({exc}): {text[:200]!r}") from None
     installs = []

@@ -21,7 +21,6 @@ import fnmatch
 import functools
 import posixpath
 import re
-import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from pathlib import Path
 import pefile
 
 from torchbuild.config import dll_providers
+from torchbuild.host import archives
 from torchbuild.platforms.closure import ClosureFormat, ClosureReport, Missing, Resolved, Unusable
 from torchbuild.platforms.windows import delvewheel_api
 
@@ -352,7 +352,7 @@ def check_wheel(
     resolve's)."""
     pes: list[PeInfo] = []
     bad: list[Unusable] = []
-    with zipfile.ZipFile(wheel) as archive:
+    with archives.open_zip(wheel) as archive:
         members = [m for m in archive.infolist() if not m.is_dir()]
         files = [m.filename for m in members]
         for member in members:

@@ -21,14 +21,14 @@ import os
 import re
 import shutil
 import tempfile
-import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from torchbuild.config import nesting
 from torchbuild.config.dll_providers import DATA_FILE, Provider, ProviderData, ProviderError, values_for
-from torchbuild.host import pip
+from torchbuild.host import archives, pip
 from torchbuild.platforms.windows import pe
 from torchbuild.results import sha256_of
 from torchbuild.wheel import wheelfile
@@ -132,7 +132,7 @@ def provider_dir(requirement: str, python: str, cache_dir: Path, log: Path) -> P
             raise ProviderError(f"pip download {requirement} left {len(wheels)} wheels, not 1; log: {log}")
         staged = Path(tmp) / "dlls"
         staged.mkdir()
-        with zipfile.ZipFile(wheels[0]) as archive:
+        with archives.open_zip(wheels[0]) as archive:
             for member in archive.infolist():
                 name = PurePosixPath(member.filename).name
                 if name.lower().endswith(".dll") and not (staged / name).exists():
@@ -147,7 +147,7 @@ def provider_dir(requirement: str, python: str, cache_dir: Path, log: Path) -> P
 
 def provider_wheel(directory: Path) -> ProviderWheel | None:
     try:
-        raw = json.loads((directory / DONE).read_text(encoding="utf-8"))
+        raw = nesting.loads((directory / DONE).read_text(encoding="utf-8"))
         return ProviderWheel(**{k: str(raw[k]) for k in ("filename", "name", "version", "sha256", "url", "license")})
     except (OSError, ValueError, KeyError, TypeError):
         return None  # an entry without a readable record: it is made again below

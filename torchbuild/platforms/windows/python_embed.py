@@ -15,12 +15,12 @@ import os
 import shutil
 import tarfile
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from torchbuild.config.python_embed import PINNED_IN, Pinned
 from torchbuild.errors import UserError
+from torchbuild.host import archives
 from torchbuild.host import downloads as deps
 from torchbuild.platforms.windows import authenticode
 from torchbuild.results import sha256_of
@@ -65,7 +65,7 @@ def _member(archive: Path, row: Pinned) -> bytes:
 
 def _unzip(data: bytes, row: Pinned, dest: Path) -> None:
     """The zip's ``folder`` into ``dest``; a member outside that folder, or escaping it, refuses the whole zip."""
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+    with archives.open_zip(io.BytesIO(data)) as archive:
         members = [m for m in archive.infolist() if not m.is_dir()]
         for member in members:
             parts = PurePosixPath(member.filename).parts

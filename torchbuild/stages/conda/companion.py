@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from torchbuild.conda.requirements import Conversion, wheel_requires
 from torchbuild.config import dll_providers
 from torchbuild.config.pairing import Companion
 from torchbuild.errors import as_stage_failure
-from torchbuild.host import scratch
+from torchbuild.host import archives, scratch
 from torchbuild.platforms.windows import vc_runtime
 from torchbuild.results import Artifact, StageResult
 from torchbuild.stages import Context, companion_artifact, era_kind
@@ -78,7 +77,7 @@ def package(ctx: Context, companion: Companion) -> tuple[Artifact, str, Path | N
     report_artifact = ctx.inputs.get(companion_artifact("repair_report", companion.name))
     report = RepairReport.read(report_artifact.path) if report_artifact else None
     depends = depends_of(ctx, companion, wheel, report)
-    with zipfile.ZipFile(wheel.path) as archive:
+    with archives.open_zip(wheel.path) as archive:
         left_out = dll_providers.provided_members(archive.namelist(), plan.conda.provided_dlls)
         unpacked_size = sum(info.file_size for info in archive.infolist())
     source = provenance.source_info(

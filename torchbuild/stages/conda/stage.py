@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import shutil
 import time
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -32,7 +31,7 @@ from torchbuild.conda.assembly import assemble, build_timestamp, check_options
 from torchbuild.conda.requirements import wheel_requires
 from torchbuild.config import dll_providers
 from torchbuild.errors import StageFailed, UserError, as_stage_failure
-from torchbuild.host import scratch
+from torchbuild.host import archives, scratch
 from torchbuild.host.console import console
 from torchbuild.plan import Plan
 from torchbuild.platforms.windows import vc_runtime
@@ -81,7 +80,7 @@ def _package(ctx: Context) -> StageResult:
         raise StageFailed(NAME, "no source_info from the source stage: the package's time and origin are not known")
     source = SourceInfo.read(source_artifact.path)
     vc_spec = vc_runtime_spec(plan, report)
-    with zipfile.ZipFile(wheel.path) as archive:
+    with archives.open_zip(wheel.path) as archive:
         left_out = dll_providers.provided_members(archive.namelist(), plan.conda.provided_dlls)
         unpacked_size = sum(info.file_size for info in archive.infolist())
     rendered = recipe.render(

@@ -6,13 +6,13 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from torchbuild.errors import StageFailed
+from torchbuild.host import archives
 from torchbuild.host.proc import run_tool
 from torchbuild.platforms.linux import auditwheel_api, elf
 
@@ -37,7 +37,7 @@ def auditwheel_excludes(wheel: Path, declared: Mapping[str, str] | None = None) 
     excludes = dict(elf.DRIVER_LIBRARIES)
     for name, who in (declared or {}).items():
         excludes.setdefault(name, f"installed by the declared requirement {who}")
-    with zipfile.ZipFile(wheel) as archive:
+    with archives.open_zip(wheel) as archive:
         for name in archive.namelist():
             if elf.SHARED_OBJECT.search(name):
                 excludes.setdefault(Path(name).name, f"shipped in the wheel as {name}")

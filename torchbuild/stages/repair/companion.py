@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
@@ -29,6 +28,7 @@ from torchbuild.config import dll_providers
 from torchbuild.config.companions import WHERE
 from torchbuild.config.pairing import Companion
 from torchbuild.errors import StageFailed
+from torchbuild.host import archives
 from torchbuild.host.proc import run_tool
 from torchbuild.plan import Plan
 from torchbuild.platforms.windows import pe, vc_runtime
@@ -47,7 +47,7 @@ TIMEOUT_S = 600
 def torch_dlls(repaired_torch: Path) -> dict[str, str]:
     """The DLL names torch's repaired wheel holds (lower case) -> where, less the VC runtime (each wheel brings its
     own, at its own floor)."""
-    with zipfile.ZipFile(repaired_torch) as archive:
+    with archives.open_zip(repaired_torch) as archive:
         names = [n for n in archive.namelist() if n.lower().endswith(".dll")]
     return {
         PurePosixPath(n).name.lower(): f"torch's {repaired_torch.name} ({n})"
@@ -83,7 +83,7 @@ def repair_all(ctx: Context, result: StageResult) -> StageResult:
 def _bundled(wheel: Path, companion: Companion) -> list[Vendored]:
     """The DLLs the companion's own wheel ships (not its extensions), as SBOM rows."""
     rows = []
-    with zipfile.ZipFile(wheel) as archive:
+    with archives.open_zip(wheel) as archive:
         for info in archive.infolist():
             if not info.filename.lower().endswith(".dll") or info.filename.split("/", 1)[0].endswith(".libs"):
                 continue

@@ -4,13 +4,13 @@ companion's repair (win-64: companion.py, linux-64: linux_companion.py) ends wit
 from __future__ import annotations
 
 import hashlib
-import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from torchbuild.config.cuda_wheels import RequirementWheel
 from torchbuild.config.pairing import Companion
 from torchbuild.errors import StageFailed
+from torchbuild.host import archives
 from torchbuild.results import Artifact, Check
 from torchbuild.stages import companion_artifact
 from torchbuild.wheel import sbom
@@ -31,7 +31,7 @@ def finish_wheel(
     ``renames`` names renamed (RECORD kept true), written in the deterministic form dated ``source``'s epoch."""
     name, version = target.name.split("-")[:2]
     subject = sbom.Subject(artifact=target.name, name=name, version=version.replace("_", "-"), source=source)
-    with zipfile.ZipFile(made) as archive:
+    with archives.open_zip(made) as archive:
         member = sbom.wheel_member(dist_info_of(archive))
     document = sbom.build(subject, vendored, source.epoch, requirements=requirements)
     moved = dict(renames or {})

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
@@ -26,6 +25,7 @@ from torchbuild.config import cuda_wheels
 from torchbuild.config.companions import WHERE
 from torchbuild.config.pairing import Companion
 from torchbuild.errors import StageFailed
+from torchbuild.host import archives
 from torchbuild.platforms.linux import elf
 from torchbuild.results import Artifact, Check
 from torchbuild.stages import Context
@@ -41,7 +41,7 @@ NAME = "repair"
 def torch_libraries(repaired_torch: Path) -> dict[str, str]:
     """Each shared library torch's repaired wheel holds (file name) -> where: what ``import torch`` puts in the
     process before a companion's extensions load."""
-    with zipfile.ZipFile(repaired_torch) as archive:
+    with archives.open_zip(repaired_torch) as archive:
         names = [n for n in archive.namelist() if elf.SHARED_OBJECT.search(n)]
     return {PurePosixPath(n).name: f"{n} in torch's {repaired_torch.name}" for n in names}
 
@@ -59,7 +59,7 @@ def loaded_first(repaired_torch: Path, declared: tuple[cuda_wheels.RequirementWh
 def _bundled(wheel: Path, companion: Companion) -> list[Vendored]:
     """The shared libraries the companion's own wheel ships in <name>.libs (auditwheel's grafts upstream)."""
     rows = []
-    with zipfile.ZipFile(wheel) as archive:
+    with archives.open_zip(wheel) as archive:
         for info in archive.infolist():
             if not info.filename.startswith(f"{companion.name}.libs/") or not elf.SHARED_OBJECT.search(info.filename):
                 continue
@@ -68,10 +68,10 @@ def _bundled(wheel: Path, companion: Companion) -> list[Vendored]:
 
 
 def _grafted(before: Path, after: Path, found_at: Mapping[str, str]) -> list[Vendored]:
-    with zipfile.ZipFile(before) as archive:
+    with archives.open_zip(before) as archive:
         had = set(archive.namelist())
     rows = []
-    with zipfile.ZipFile(after) as archive:
+    with archives.open_zip(after) as archive:
         for info in archive.infolist():
             if info.filename in had or not elf.SHARED_OBJECT.search(info.filename):
                 continue
@@ -105,7 +105,7 @@ def repair(
             f"torch build it pairs with, or leave {companion.name} out (--packages torch)",
         )
     excludes = {**elf.DRIVER_LIBRARIES, **{name: f"loaded first: {where}" for name, where in loaded.items()}}
-    with zipfile.ZipFile(wheel) as archive:
+    with archives.open_zip(wheel) as archive:
         for member in archive.namelist():
             if elf.SHARED_OBJECT.search(member):
                 excludes.setdefault(PurePosixPath(member).name, f"shipped in the wheel as {member}")

@@ -31,7 +31,6 @@ import hashlib
 import shutil
 import tempfile
 import time
-import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +40,7 @@ from packaging.utils import canonicalize_name
 
 from torchbuild.config import cuda_wheels
 from torchbuild.errors import StageFailed
+from torchbuild.host import archives
 from torchbuild.host.proc import run_tool
 from torchbuild.platforms.closure import ClosureReport, left_to_dependencies, with_hints
 from torchbuild.platforms.closure import F as B
@@ -93,7 +93,7 @@ def finish(
     epoch, so that the same inputs give the same bytes; a Windows wheel's license files that would not fit MAX_PATH
     under the roots pip installs into renamed shorter (path_budget.license_renames).
     Returns the Requires-Dist lines dropped, those added, and the license files renamed."""
-    with zipfile.ZipFile(made) as archive:
+    with archives.open_zip(made) as archive:
         member = f"{dist_info_of(archive)}/METADATA"
         metadata = archive.read(member)
         renames = path_budget.license_renames(made.name, archive.namelist(), ctx.plan.python)
@@ -247,10 +247,10 @@ def _auditwheel(
 
 def _grafted(wheel: Path, target: Path, analysis: Analysis) -> list[Vendored]:
     """The libraries auditwheel put into the repaired wheel (renamed libfoo-<hash>.so.1), and where they came from."""
-    with zipfile.ZipFile(wheel) as archive:
+    with archives.open_zip(wheel) as archive:
         before = set(archive.namelist())
     found = []
-    with zipfile.ZipFile(target) as archive:
+    with archives.open_zip(target) as archive:
         for info in archive.infolist():
             if info.filename in before or not elf.SHARED_OBJECT.search(info.filename):
                 continue

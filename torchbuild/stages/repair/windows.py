@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING
 from torchbuild.config import cuda_wheels, dll_providers
 from torchbuild.config.build_deps import DependencyError
 from torchbuild.errors import StageFailed
-from torchbuild.host import downloads, pip
+from torchbuild.host import archives, downloads, pip
 from torchbuild.platforms.closure import ClosureReport
 from torchbuild.platforms.windows import authenticode, pe, vc_runtime
 from torchbuild.platforms.windows import providers as provider_dlls
@@ -59,7 +58,7 @@ class Needs:
 
 
 def pe_members(wheel: Path) -> list[str]:
-    with zipfile.ZipFile(wheel) as archive:
+    with archives.open_zip(wheel) as archive:
         return [n for n in archive.namelist() if n.lower().endswith(pe.PE_SUFFIXES)]
 
 
@@ -227,7 +226,7 @@ def vendored(
     """What the repaired wheel holds of each located DLL (delvewheel copies them unchanged into ``libs_dir``)."""
     by_name = {hit.name.lower(): hit for hit in located}
     found: list[Vendored] = []
-    with zipfile.ZipFile(repaired) as archive:
+    with archives.open_zip(repaired) as archive:
         for info in archive.infolist():
             hit = by_name.get(PurePosixPath(info.filename).name.lower())
             if hit is None or info.filename.split("/", 1)[0] != libs_dir:
@@ -256,7 +255,7 @@ def vendored(
 def runtime_checks(repaired: Path, plan: Plan, loaded: Sequence[str], floor: Floor | None) -> list[Check]:
     """P103: each DLL loaded by name is in the repaired wheel; P104: every VC runtime DLL in it serves the floor."""
     checks: list[Check] = []
-    with zipfile.ZipFile(repaired) as archive:
+    with archives.open_zip(repaired) as archive:
         names = [n for n in archive.namelist() if n.lower().endswith(".dll")]
         for pattern in loaded:
             found = [n for n in names if dll_providers.matches(PurePosixPath(n).name, [pattern])]

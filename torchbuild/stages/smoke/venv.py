@@ -11,7 +11,6 @@ In each, smoke_checks.py runs (through run_checks.py) from an empty working dire
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -23,6 +22,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from torchbuild.conda import rattler_child
+from torchbuild.config import nesting
 from torchbuild.host import uv
 from torchbuild.host.proc import run_tool
 from torchbuild.results import Check, sha256_of
@@ -215,7 +215,7 @@ def conda_origin(env: Env, plan: Plan) -> str:
             f"{', '.join(found) or 'nothing'}): the package's name, version or build string "
             "differ from the Plan",
         )
-    record: dict[str, Any] = json.loads(record_path.read_text(encoding="utf-8"))
+    record: dict[str, Any] = nesting.loads(record_path.read_text(encoding="utf-8"))
     init = f"{conda.site_packages}/torch/__init__.py"
     entries = {p["_path"]: p for p in record.get("paths_data", {}).get("paths", [])}
     if init not in entries:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING
@@ -36,7 +35,7 @@ from torchbuild.config.build_deps import DependencyError
 from torchbuild.config.dll_providers import values_for
 from torchbuild.config.pypi_to_conda import conda_name
 from torchbuild.errors import UserError
-from torchbuild.host import downloads, pip
+from torchbuild.host import archives, downloads, pip
 from torchbuild.platforms.windows import environments, loadcheck, python_embed, wine
 from torchbuild.results import Check, define, result, skipped
 
@@ -57,7 +56,7 @@ def _pe_files(root: Path) -> list[str]:
 
 def _unpack_pe(wheel: Path, dest: Path) -> None:
     """Only the wheel's .dll and .pyd files, where pip puts them (all that a load needs)."""
-    with zipfile.ZipFile(wheel) as archive:
+    with archives.open_zip(wheel) as archive:
         for member in archive.infolist():
             parts = PurePosixPath(member.filename).parts
             inside = ".." not in parts and not member.filename.startswith("/")
