@@ -1,7 +1,7 @@
 """The lock of the development and CI environment (.ci/constraints.txt, which .ci/run installs from): made by the
-command docs/development.md gives, from the pyproject.toml it sits beside (every dependency of the package and of its test
-and bench extras pinned, each pin inside pyproject's range), with an upper bound on every range; and every module
-torchbuild imports is declared."""
+command docs/development.md gives, from the pyproject.toml it sits beside (every dependency of the package and of
+its test and bench extras pinned, each pin inside pyproject's range), with an upper bound on every range; and every
+module torchbuild imports is declared."""
 
 from __future__ import annotations
 
@@ -51,7 +51,9 @@ def _pins() -> dict[str, Version]:
 def test_the_lock_is_made_by_the_documented_command() -> None:
     command = LOCK.read_text(encoding="utf-8").splitlines()[1].removeprefix("#").strip()
     guide = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
-    assert command in guide.splitlines(), f"docs/development.md does not give the command that made {LOCK.name}: {command}"
+    assert command in guide.splitlines(), (
+        f"docs/development.md does not give the command that made {LOCK.name}: {command}"
+    )
 
 
 def test_every_dependency_is_pinned_inside_its_range() -> None:
