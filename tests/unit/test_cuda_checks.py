@@ -2,7 +2,7 @@
 assert surfacing), torch.compile's GPU part and torchvision's CUDA build. This host has no GPU and its torch is a CPU
 build: the real runs are the CPU torch here (skips said), the linux CUDA 12.8 cell's real wheel without a GPU
 (tests/integration/test_linux_cuda_cell.py: NCCL against nvidia-nccl-cu12) and bench/gpu_smoke.py on a lent H100
-(README.md, "Not done yet"). The decisions that only a GPU machine reaches are tested here against FAKES of torch's
+(docs/status.md, "Not done yet"). The decisions that only a GPU machine reaches are tested here against FAKES of torch's
 attributes (types.SimpleNamespace), named so in each test: no CUDA torch with a GPU runs here."""
 
 from __future__ import annotations

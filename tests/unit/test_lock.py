@@ -1,7 +1,7 @@
 """The lock of the development and CI environment (.ci/constraints.txt, which .ci/run installs from): made by the
-command README.md gives, from the pyproject.toml it sits beside (every dependency of the package and of its test
-and bench extras pinned, each pin inside pyproject's range), with an upper bound on every range; and every module
-torchbuild imports is declared."""
+command docs/development.md gives, from the pyproject.toml it sits beside (every dependency of the package and of
+its test and bench extras pinned, each pin inside pyproject's range), with an upper bound on every range; and every
+module torchbuild imports is declared."""
 
 from __future__ import annotations
 
@@ -48,10 +48,12 @@ def _pins() -> dict[str, Version]:
     return pins
 
 
-def test_the_lock_is_made_by_the_readme_command() -> None:
+def test_the_lock_is_made_by_the_documented_command() -> None:
     command = LOCK.read_text(encoding="utf-8").splitlines()[1].removeprefix("#").strip()
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"`{command}`" in readme, f"README.md does not give the command that made {LOCK.name}: {command}"
+    guide = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
+    assert command in guide.splitlines(), (
+        f"docs/development.md does not give the command that made {LOCK.name}: {command}"
+    )
 
 
 def test_every_dependency_is_pinned_inside_its_range() -> None:
@@ -61,7 +63,7 @@ def test_every_dependency_is_pinned_inside_its_range() -> None:
         if requirement.marker is not None and not requirement.marker.evaluate(ci):
             continue
         name = canonicalize_name(requirement.name)
-        assert name in pins, f"{name} is not in {LOCK}: refresh it with the command in README.md"
+        assert name in pins, f"{name} is not in {LOCK}: refresh it with the command in docs/development.md"
         assert requirement.specifier.contains(pins[name]), (
             f"{LOCK} pins {name}=={pins[name]}, outside pyproject.toml's {requirement.specifier}: refresh it"
         )

@@ -330,7 +330,7 @@ def parse(text: str, path: str = "matrix.yaml") -> Matrix:
         problem = getattr(exc, "problem", None) or str(exc)
         raise MatrixError(f"{path}{line}: invalid YAML: {problem}.") from None
     if root is None:
-        raise MatrixError(f"{path}: the file is empty; see the README for the keys a matrix takes.")
+        raise MatrixError(f"{path}: the file is empty; see docs/matrix.md for the keys a matrix takes.")
     values: dict[str, object] = {"path": path}
     for key_node, value_node in _pairs(path, "the matrix", root):
         key = key_node.value

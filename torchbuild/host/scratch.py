@@ -3,7 +3,7 @@ conda prefix smoke-conda makes): in memory where the host has a RAM-backed ``/de
 beside the stage's output otherwise.
 
 Why: creating thousands of small files costs a disk file system far more kernel time than memory does, and a torch
-wheel unpacks to more than ten thousand (the README's benchmark section has the measured difference).
+wheel unpacks to more than ten thousand (docs/status.md has the measured difference).
 ``TORCHBUILD_SCRATCH=disk`` keeps scratch on disk.
 
 Memory is shared by every process on the host and outlives a killed one, so each directory in memory is locked by
