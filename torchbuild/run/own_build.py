@@ -26,7 +26,7 @@ from torchbuild.config.environment import source_date_epoch
 from torchbuild.config.matrix import LATEST, Cell
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
-from torchbuild.host import checkout
+from torchbuild.host import archives, checkout
 
 _ACCELERATOR_LABEL = re.compile(r"(cpu|cu\d+)")
 _VERSION_PY = re.compile(r"^(__version__|cuda|git_version)(?:\s*:\s*[\w\[\]]+)?\s*=\s*'([^']*)'", re.MULTILINE)
@@ -126,7 +126,7 @@ def _same(text: str, version: Version) -> bool | None:
 def _version_py(path: Path) -> dict[str, str]:
     """``__version__``, ``cuda`` and ``git_version`` of a torch wheel's torch/version.py (those it has)."""
     try:
-        with zipfile.ZipFile(path) as archive:
+        with archives.open_zip(path) as archive:
             text = archive.read("torch/version.py").decode("utf-8", "replace")
     except (KeyError, OSError, zipfile.BadZipFile):
         return {}  # the source stage names an unreadable wheel
