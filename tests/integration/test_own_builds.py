@@ -49,6 +49,8 @@ def passes_every_stage(workspace: Path, wheel: Path, platform: str, python: str)
         assert f"✓ {stage}" in said, stage
     assert "all cells passed" in said
     channel = workspace / "channel"
+    # pip takes a pre-release only when asked for it: the run's install line pins it, with --pre
+    assert f"pip install --pre --index-url {channel.as_uri()}/whl/simple torch=={version}" in said
     assert (channel / "whl" / "simple" / "torch" / wheel.name).is_file()
     assert list(channel.glob(f"{platform}/pytorch-{release}a0-py{python}_cpu_git1eba9b3_0.conda"))
     return said

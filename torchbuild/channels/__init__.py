@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
 
 from torchbuild.errors import UserError
 from torchbuild.results import Artifact
@@ -48,10 +49,21 @@ def project_of(wheel_name: str) -> str:
 
 
 def install_lines(url: str, conda_names: Iterable[str], wheel_projects: Iterable[str]) -> list[str]:
-    """How users install these packages from the channel at ``url``: a conda line and a pip line."""
+    """How users install these packages from the channel at ``url``: a conda line and a pip line. A wheel project may
+    be given pinned (``torch==2.13.0a0+git1eba9b3``): a pre-release (an own build, a nightly) is one pip takes only
+    with ``--pre``, so the line has it."""
     conda, wheels = sorted(set(conda_names)), sorted(set(wheel_projects))
     lines = [f"conda install -c {url} {' '.join(conda)}"] if conda else []
-    return lines + ([f"pip install --index-url {url}/whl/simple {' '.join(wheels)}"] if wheels else [])
+    pre = " --pre" if any(Version(w.partition("==")[2]).is_prerelease for w in wheels if "==" in w) else ""
+    return lines + ([f"pip install{pre} --index-url {url}/whl/simple {' '.join(wheels)}"] if wheels else [])
+
+
+def requirement_of(wheel_name: str) -> str:
+    """What ``pip install`` is given for a published wheel: its project, pinned where its version is a pre-release
+    (pip would take no such version unasked)."""
+    _name, version, _build, _tags = parse_wheel_filename(wheel_name)
+    project = project_of(wheel_name)
+    return f"{project}=={version}" if version.is_prerelease else project
 
 
 def conda_name_of(file_name: str) -> str:

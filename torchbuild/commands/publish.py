@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Literal
 
-from torchbuild.channels import Channel, Upload, install_lines, project_of
+from torchbuild.channels import Channel, Upload, install_lines, requirement_of
 from torchbuild.channels import repodata as rd
 from torchbuild.channels.admission import validate
 from torchbuild.channels.backends import open_channel
@@ -149,7 +149,7 @@ def _entry(entry: Any, report: Path, cell_id: str, name: str) -> tuple[str, str,
 def _found(artifact: Artifact, kind: Kind, source: str, cell: str = "") -> Found:
     validate(artifact.path, kind)
     if kind == "wheel":
-        return Found(artifact, kind, "whl", source, project_of(artifact.path.name), cell)
+        return Found(artifact, kind, "whl", source, requirement_of(artifact.path.name), cell)
     record = rd.record_of(artifact.path, artifact.sha256)
     return Found(artifact, kind, record.subdir, source, str(record.fields["name"]), cell)
 

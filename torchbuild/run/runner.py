@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from torchbuild.channels import conda_name_of, project_of
+from torchbuild.channels import conda_name_of, requirement_of
 from torchbuild.channels import install_lines as install_lines_of
 from torchbuild.channels.backends import open_channel
 from torchbuild.config import environment
@@ -365,7 +365,7 @@ def install_lines(cells: Sequence[CellRun], root: Path) -> list[str]:
             if name.startswith("conda_package") and not name.startswith(era_artifacts("conda_package")):
                 conda.add(conda_name_of(artifact.path.name))
             elif name.startswith("repaired_wheel"):
-                wheels.add(project_of(artifact.path.name))
+                wheels.add(requirement_of(artifact.path.name))
     lines = []
     for spec, (conda, wheels) in names.items():
         url = open_channel(spec, root).url
