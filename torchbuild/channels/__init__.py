@@ -16,6 +16,7 @@ from typing import Literal, Protocol
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from torchbuild.channels import nightly
 from torchbuild.errors import UserError
 from torchbuild.results import Artifact
 
@@ -34,12 +35,19 @@ class Upload:
     def channel_path(self) -> str:
         """Where installers find the file, relative to the channel URL."""
         name = self.artifact.path.name
-        return wheel_path(name) if self.kind == "wheel" else f"{self.subdir}/{name}"
+        return wheel_path(name) if self.kind == "wheel" else conda_path(self.subdir, name)
 
 
 def wheel_path(wheel_name: str) -> str:
-    """A wheel's place in a channel: below its project's PEP 503 page, whl/simple/<project>/<file>."""
-    return f"whl/simple/{project_of(wheel_name)}/{wheel_name}"
+    """A wheel's place in a channel: below its project's PEP 503 page, whl/simple/<project>/<file> (a nightly's:
+    whl/nightly/simple/...; channels/nightly.py)."""
+    return f"{nightly.simple_root(wheel_name)}/{project_of(wheel_name)}/{wheel_name}"
+
+
+def conda_path(subdir: str, package_name: str) -> str:
+    """A conda package's place in a channel: its subdir's folder, in the channel or (a nightly) in label/nightly."""
+    root = nightly.conda_root(package_name)
+    return f"{root}/{subdir}/{package_name}" if root else f"{subdir}/{package_name}"
 
 
 def project_of(wheel_name: str) -> str:
@@ -65,8 +73,10 @@ class Channel(Protocol):
         """Put the new files in place, then rewrite the indexes; returns the published files."""
         ...
 
-    def index(self) -> str:
-        """Rebuild the indexes from the files that are there; returns a one-line summary."""
+    def index(self, keep_nightlies: int | None = None) -> str:
+        """Rebuild the indexes from the files that are there; with ``keep_nightlies``, without the nightlies older
+        than the newest that many nights of their package and platform (deleted in the same commit; channels/
+        nightly.py). Returns a summary: its first line, then one line per removed file."""
         ...
 
 
