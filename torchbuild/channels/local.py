@@ -188,14 +188,14 @@ class LocalChannel:
         if kind == "wheel":
             record = destination.with_name(destination.name + ".sha256")
             try:
-                recorded = record.read_text(encoding="utf-8").strip()
+                sha256 = record.read_text(encoding="utf-8").strip()
             except (OSError, UnicodeDecodeError):
                 return False
         else:
             record = destination.parent / "repodata.json"
             entry = recorded(record).get(destination.name) or {}
-            recorded = str(entry.get("sha256", "")) if entry.get("size") == artifact.size else ""
-        if recorded != artifact.sha256 or destination.stat().st_size != artifact.size:
+            sha256 = str(entry.get("sha256", "")) if entry.get("size") == artifact.size else ""
+        if sha256 != artifact.sha256 or destination.stat().st_size != artifact.size:
             return False
         return changed_at(destination) <= record.stat().st_mtime_ns
 
@@ -312,7 +312,7 @@ class LocalChannel:
                 subdirs = {folder.name for folder in folders if folder.parent == root}
                 records += self._stage_index(staged, root, subdirs, new_packages, removed, stagings[-1])
             self._stage_pages(staged, new_wheels, verify, removed)
-            self._commit(staged, records)
+            self._commit(staged, records, stagings)
         finally:
             for folder in stagings:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -347,14 +347,16 @@ class LocalChannel:
                     staged.adopt(made, current)
         return [root / subdir / "repodata.json" for subdir in indexed]
 
-    def _commit(self, staged: Staged, records: Sequence[Path]) -> None:
+    def _commit(self, staged: Staged, records: Sequence[Path], stagings: Sequence[Path] = ()) -> None:
         """Rename every staged file into place; then the records (repodata.json, sidecars) are made newer than the
-        files they describe (a rename, and the staging folder's hard links, change a file's change time), so that a
-        later publish trusts them without hashing."""
+        files they describe (a rename, and removing the ``stagings`` folders' hard links, change a file's change
+        time), so that a later publish trusts them without hashing."""
         if not (self.path / MARKER).is_file():  # what says this folder is a channel (local_layout.py)
             staged.write_text(self.path / MARKER, MARKER_TEXT)
         sidecars = [p for p in staged.destinations if p.name.endswith(".sha256")]
         staged.commit()
+        for folder in stagings:
+            shutil.rmtree(folder, ignore_errors=True)
         for record in [*records, *sidecars]:
             with contextlib.suppress(OSError):
                 os.utime(record)
