@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -123,7 +124,8 @@ def problems(channel: Path) -> list[str]:
                     got = files.get(f"{subdir}/{name}")
                     if got is None or sha256(got) != record["sha256"]:
                         found.append(f"{subdir}/{name}: {'missing' if got is None else 'bytes differ from repodata'}")
-        elif path.startswith("whl/simple/") and path.endswith("/index.html") and path.count("/") == 3:
+        elif re.fullmatch(r"whl/(nightly/)?simple/[^/]+/index\.html", path):  # a project page, releases' or nightlies'
+
             folder = path.rsplit("/", 1)[0]
             for name, digest in pep503.wheel_links(data.decode()).items():
                 named.add(f"{folder}/{name}")

@@ -105,3 +105,14 @@ def test_failures_are_clear_and_redacted(conda_file: Path, tmp_path: Path) -> No
 def _dirs(tmp_path: Path) -> None:
     for name in ("a", "b", "c"):
         (tmp_path / name).mkdir()
+
+
+def test_a_nightly_goes_up_under_the_nightly_label_whatever_label_the_channel_names(tmp_path: Path) -> None:
+    # Before: it went up under the channel's label (main), beside the releases.
+    nightly = assemble_small(tmp_path / "pkgs", {"lib/a.txt": b"a"}, name="pytorch", version="2.10.0.dev20251105",
+                             build="py3.11_cpu_0")  # fmt: skip
+    result, record = publish(tmp_path, nightly, "--channel", "anaconda://my-org")
+    assert result.returncode == 0, result.stderr
+    assert record is not None
+    assert record["argv"][2:] == ["upload", "--user", "my-org", "--label", "nightly", "--skip-existing", str(nightly)]
+    assert "conda install -c https://conda.anaconda.org/my-org/label/nightly pytorch" in result.stderr

@@ -98,3 +98,25 @@ def test_a_commit_that_fails_half_way_puts_every_file_back(tmp_path: Path) -> No
     assert sorted(p.name for p in tmp_path.iterdir()) == ["index.json", "page.html"]
     assert (tmp_path / "index.json").read_text() == "old index"
     assert [p.name for p in blocked.iterdir()] == ["inside"]
+
+
+def test_a_commit_removes_its_removed_files_after_the_renames_and_puts_them_back_when_it_fails(tmp_path: Path) -> None:
+    (tmp_path / "index.json").write_text("old index")
+    (tmp_path / "old.whl").write_text("old wheel")
+    with files.Staged() as staged:
+        staged.write_text(tmp_path / "index.json", "new index")
+        staged.remove(tmp_path / "old.whl")
+        staged.commit()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index.json"]
+    assert (tmp_path / "index.json").read_text() == "new index"
+    # A removal that fails (its file gone meanwhile) puts back what the commit had already removed and replaced.
+    (tmp_path / "a.whl").write_text("a")
+    with files.Staged() as staged:
+        staged.write_text(tmp_path / "index.json", "newer index")
+        staged.remove(tmp_path / "a.whl")
+        staged.remove(tmp_path / "missing.whl")
+        with pytest.raises(OSError):
+            staged.commit()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.whl", "index.json"]
+    assert (tmp_path / "a.whl").read_text() == "a"
+    assert (tmp_path / "index.json").read_text() == "new index"

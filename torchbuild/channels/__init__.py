@@ -17,6 +17,7 @@ from typing import Literal, Protocol
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from torchbuild.channels import nightly
 from torchbuild.errors import UserError
 from torchbuild.results import Artifact
 
@@ -35,12 +36,19 @@ class Upload:
     def channel_path(self) -> str:
         """Where installers find the file, relative to the channel URL."""
         name = self.artifact.path.name
-        return wheel_path(name) if self.kind == "wheel" else f"{self.subdir}/{name}"
+        return wheel_path(name) if self.kind == "wheel" else conda_path(self.subdir, name)
 
 
 def wheel_path(wheel_name: str) -> str:
-    """A wheel's place in a channel: below its project's PEP 503 page, whl/simple/<project>/<file>."""
-    return f"whl/simple/{project_of(wheel_name)}/{wheel_name}"
+    """A wheel's place in a channel: below its project's PEP 503 page, whl/simple/<project>/<file> (a nightly's:
+    whl/nightly/simple/...; channels/nightly.py)."""
+    return f"{nightly.simple_root(wheel_name)}/{project_of(wheel_name)}/{wheel_name}"
+
+
+def conda_path(subdir: str, package_name: str) -> str:
+    """A conda package's place in a channel: its subdir's folder, in the channel or (a nightly) in label/nightly."""
+    root = nightly.conda_root(package_name)
+    return f"{root}/{subdir}/{package_name}" if root else f"{subdir}/{package_name}"
 
 
 def project_of(wheel_name: str) -> str:
@@ -48,14 +56,21 @@ def project_of(wheel_name: str) -> str:
     return str(canonicalize_name(parse_wheel_filename(wheel_name)[0]))
 
 
-def install_lines(url: str, conda_names: Iterable[str], wheel_projects: Iterable[str]) -> list[str]:
+def install_lines(
+    url: str, conda_names: Iterable[str], wheel_projects: Iterable[str], night: bool = False
+) -> list[str]:
     """How users install these packages from the channel at ``url``: a conda line and a pip line. A wheel project may
-    be given pinned (``torch==2.13.0a0+git1eba9b3``): a pre-release (an own build, a nightly) is one pip takes only
-    with ``--pre``, so the line has it."""
+    be given pinned (``torch==2.13.0a0+git1eba9b3``): a pre-release (an own build) is one pip takes only with
+    ``--pre``, so the line has it. ``night``: nightlies, from the nightly label and index (``--pre``), newest first."""
     conda, wheels = sorted(set(conda_names)), sorted(set(wheel_projects))
-    lines = [f"conda install -c {url} {' '.join(conda)}"] if conda else []
-    pre = " --pre" if any(Version(w.partition("==")[2]).is_prerelease for w in wheels if "==" in w) else ""
-    return lines + ([f"pip install{pre} --index-url {url}/whl/simple {' '.join(wheels)}"] if wheels else [])
+    if night:
+        wheels = sorted({w.partition("==")[0] for w in wheels})
+    conda_url = f"{url}/{nightly.CONDA_ROOT}" if night else url
+    simple = nightly.NIGHTLY_SIMPLE if night else nightly.RELEASE_SIMPLE
+    lines = [f"conda install -c {conda_url} {' '.join(conda)}"] if conda else []
+    pre = night or any(Version(w.partition("==")[2]).is_prerelease for w in wheels if "==" in w)
+    flag = " --pre" if pre else ""
+    return lines + ([f"pip install{flag} --index-url {url}/{simple} {' '.join(wheels)}"] if wheels else [])
 
 
 def requirement_of(wheel_name: str) -> str:
@@ -89,8 +104,10 @@ class Channel(Protocol):
         """Put the new files in place, then rewrite the indexes; returns the published files."""
         ...
 
-    def index(self) -> str:
-        """Rebuild the indexes from the files that are there; returns a one-line summary."""
+    def index(self, keep_nightlies: int | None = None) -> str:
+        """Rebuild the indexes from the files that are there; with ``keep_nightlies``, without the nightlies older
+        than the newest that many nights of their package and platform (deleted in the same commit; channels/
+        nightly.py). Returns a summary: its first line, then one line per removed file."""
         ...
 
 

@@ -11,7 +11,7 @@ from typing import Literal
 
 from packaging.utils import InvalidWheelFilename
 
-from torchbuild.channels import project_of
+from torchbuild.channels import nightly, project_of
 from torchbuild.conda.archive import PackageUnreadable, read_package
 from torchbuild.conda.checks.package import check_package
 from torchbuild.errors import UserError, one_of
@@ -50,11 +50,15 @@ def package_subdir(path: Path) -> str:
 
 def check_place(path: Path, channel: Path) -> None:
     """``path`` (a package or wheel file inside ``channel``) lies where the channel's layout puts it: a package in
-    the folder of the subdir its index.json names, a wheel in whl/simple/<its project>/. UserError naming the file
-    and where it belongs."""
+    the folder of the subdir its index.json names, a wheel in whl/simple/<its project>/ (a nightly's in
+    label/nightly/<subdir>/, whl/nightly/simple/<its project>/). UserError naming the file and where it belongs."""
     relative = path.relative_to(channel)
-    if path.name.endswith(".whl") and relative.parts[:2] != ("whl", "simple"):
-        raise UserError(f"{path}: a wheel belongs in {channel / 'whl' / 'simple'}/<its project>/")
+    wheel = path.name.endswith(".whl")
+    root = nightly.simple_root(path.name) if wheel else nightly.conda_root(path.name)
+    if relative.parts[:-2] != tuple(part for part in root.split("/") if part):
+        what = ("a nightly " if nightly.is_nightly(path.name) else "a release ") + ("wheel" if wheel else "package")
+        belongs = f"{channel / root}/<its project>/" if wheel else f"{channel / root if root else channel}/<subdir>/"
+        raise UserError(f"{path}: {what} belongs in {belongs}")
     check_folder(path, relative.parts[-2], str(path))
 
 
@@ -67,8 +71,8 @@ def check_folder(path: Path, folder: str, where: str) -> None:
         except InvalidWheelFilename as exc:
             raise UserError(f"{where}: not a wheel's file name ({exc})") from None
         if project != folder:
-            raise UserError(f"{where}: a wheel of the project '{project}' belongs on the page whl/simple/{project}/, "
-                            f"not on {folder}'s")  # fmt: skip
+            raise UserError(f"{where}: a wheel of the project '{project}' belongs on the page "
+                            f"{nightly.simple_root(path.name)}/{project}/, not on {folder}'s")  # fmt: skip
         return
     if folder not in conda_subdirs():
         raise UserError(f"{where}: '{folder}' is not a conda subdir, so no installer looks there. Subdirs: "

@@ -8,15 +8,18 @@ channel/
   whl/simple/index.html              PEP 503 root
   whl/simple/torch/index.html        links carry #sha256=
   whl/simple/torch/torch-*.whl (+ .sha256 sidecar, so pages need not rehash)
+  label/nightly/<subdir>/...         nightlies (a .devN version, channels/nightly.py): a conda channel of their own
+  whl/nightly/simple/torch/...       and a PEP 503 root of their own, so that no release index ever lists one
 
 Writes: a publish or an index holds the channel's lock from its first look at the channel to its last write, so two
 publishers never interleave (the second waits, then sees what the first wrote and is refused a different file under
 the same name). Every file is written in full under a temporary name first (host/files.Staged), the index in a
 staging folder below the channel (hard links of the subdir's packages and the new ones, py-rattler's index there);
-then everything is renamed into place, the packages before the indexes that name them, all or nothing (a rename
-that fails puts back the ones done: host/files.Staged). So a publish that fails or is interrupted leaves the channel
-as it was; what a killed one left under temporary names is removed by the next publish or index (under the lock
-nothing else can be using it; only the names local_layout.py owns). py-rattler's child dies with its parent
+then everything is renamed into place, the packages before the indexes that name them, and the files an index drops
+(``index --keep-nightlies``: the nightlies older than the newest N nights) are removed last, all or nothing (a
+rename that fails puts back the ones done: host/files.Staged). So a publish that fails or is interrupted leaves the
+channel as it was; what a killed one left under temporary names is removed by the next publish or index (under the
+lock nothing else can be using it; only the names local_layout.py owns). py-rattler's child dies with its parent
 (host/orphans.py), so it never writes after the lock is free.
 
 A file already in the channel is the same as an artifact when its recorded sha256 (the subdir's repodata.json, the
@@ -31,46 +34,31 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from torchbuild.channels import Upload, action_for, pep503, refuse, wheel_path
+from torchbuild.channels import Upload, action_for, conda_path, nightly, pep503, refuse, wheel_path
 from torchbuild.channels.admission import check_place, validate
 from torchbuild.channels.local_layout import LOCK, MARKER, MARKER_TEXT, STAGING, check_channel, remove_leftovers
+from torchbuild.channels.local_records import (
+    index_whole,
+    page_link,
+    read_sidecar,
+    recorded,
+    same_index,
+    stage_if_changed,
+)
 from torchbuild.channels.repodata import PACKAGE_SUFFIXES
 from torchbuild.conda import rattler_child
 from torchbuild.conda.archive import PackageUnreadable, read_package
-from torchbuild.config import nesting
 from torchbuild.errors import UserError
 from torchbuild.host import locks
 from torchbuild.host.files import Staged, changed_at, link
 from torchbuild.results import Artifact, sha256_of
 
-if sys.version_info >= (3, 14):
-    from compression import zstd
-else:
-    from backports import zstd
-
 WAIT_S = 1800.0  # how long a publisher waits for another one of the same channel
 INDEX_FILES = ("repodata.json", "repodata.json.zst")
-
-
-def _recorded(repodata: Path) -> dict[str, dict[str, object]]:
-    """The records of a subdir's repodata.json by file name; empty when it is missing or unreadable."""
-    try:
-        raw = nesting.loads(repodata.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(raw, dict):
-        return {}
-    records: dict[str, dict[str, object]] = {}
-    for key in ("packages", "packages.conda"):
-        section = raw.get(key)
-        if isinstance(section, dict):
-            records.update({str(n): r for n, r in section.items() if isinstance(r, dict)})
-    return records
 
 
 def check_directory(path: Path) -> None:
@@ -115,11 +103,17 @@ class LocalChannel:
 
     # --- reading ----------------------------------------------------------------------------------------
 
+    def _conda_roots(self) -> tuple[Path, Path]:
+        """The channel, and the conda channel of its nightlies below it."""
+        return self.path, self.path / nightly.CONDA_ROOT
+
     def _packages(self) -> list[Path]:
-        return sorted(p for p in self.path.glob("*/*") if p.name.endswith(PACKAGE_SUFFIXES) and p.is_file())
+        found = (p for root in self._conda_roots() for p in root.glob("*/*"))
+        return sorted(p for p in found if p.name.endswith(PACKAGE_SUFFIXES) and p.is_file())
 
     def _wheels(self) -> list[Path]:
-        return sorted(p for p in self.path.glob("whl/simple/*/*.whl") if p.is_file())
+        found = (p for root in (nightly.RELEASE_SIMPLE, nightly.NIGHTLY_SIMPLE) for p in self.path.glob(f"{root}/*/*"))
+        return sorted(p for p in found if p.name.endswith(".whl") and p.is_file())
 
     def _check_indexable(self) -> None:
         """Every package in the channel can be indexed. py-rattler's index, given one it cannot open, panics without
@@ -151,10 +145,10 @@ class LocalChannel:
         hashed (index hashes every wheel for its page anyway): a sidecar is a text file anyone may have edited."""
         if kind == "wheel":
             record = path.with_name(path.name + ".sha256")
-            matches = _read_sidecar(record) == self._digest(path)
+            matches = read_sidecar(record) == self._digest(path)
         else:
             record = path.parent / "repodata.json"
-            entry = _recorded(record).get(path.name) or {}
+            entry = recorded(record).get(path.name) or {}
             matches = entry.get("size") == path.stat().st_size
         return matches and changed_at(path) <= record.stat().st_mtime_ns
 
@@ -167,12 +161,10 @@ class LocalChannel:
             self._check_indexable()  # before the first file is copied: a publish must not stop half done
             return self._plan(conda, wheels, replace)
 
-    def _plan(
-        self, conda: Sequence[tuple[Artifact, str]], wheels: Sequence[Artifact], replace: bool
-    ) -> list[Upload]:
+    def _plan(self, conda: Sequence[tuple[Artifact, str]], wheels: Sequence[Artifact], replace: bool) -> list[Upload]:
         uploads: list[Upload] = []
         conflicts: list[str] = []
-        wanted = [(a, "conda", subdir, self.path / subdir / a.path.name) for a, subdir in conda]
+        wanted = [(a, "conda", subdir, self.path / conda_path(subdir, a.path.name)) for a, subdir in conda]
         wanted += [(a, "wheel", "whl", self.path / wheel_path(a.path.name)) for a in wheels]
         for artifact, kind, subdir, destination in wanted:
 
@@ -196,25 +188,26 @@ class LocalChannel:
         if kind == "wheel":
             record = destination.with_name(destination.name + ".sha256")
             try:
-                recorded = record.read_text(encoding="utf-8").strip()
+                sha256 = record.read_text(encoding="utf-8").strip()
             except (OSError, UnicodeDecodeError):
                 return False
         else:
             record = destination.parent / "repodata.json"
-            entry = _recorded(record).get(destination.name) or {}
-            recorded = str(entry.get("sha256", "")) if entry.get("size") == artifact.size else ""
-        if recorded != artifact.sha256 or destination.stat().st_size != artifact.size:
+            entry = recorded(record).get(destination.name) or {}
+            sha256 = str(entry.get("sha256", "")) if entry.get("size") == artifact.size else ""
+        if sha256 != artifact.sha256 or destination.stat().st_size != artifact.size:
             return False
         return changed_at(destination) <= record.stat().st_mtime_ns
 
-    def _index_current(self, subdir: str) -> bool:
-        """The subdir's repodata.json lists exactly its package files, none changed since it was written."""
-        repodata = self.path / subdir / "repodata.json"
-        if not _index_whole(self.path / subdir) or not _index_whole(self.path / "noarch"):
+    def _index_current(self, folder: Path) -> bool:
+        """The subdir's repodata.json (``folder``: the subdir's) lists exactly its package files, none changed since
+        it was written."""
+        repodata = folder / "repodata.json"
+        if not index_whole(folder) or not index_whole(folder.parent / "noarch"):
             return False
         written = repodata.stat().st_mtime_ns
-        files = [p for p in self._packages() if p.parent.name == subdir]
-        listed = _recorded(repodata)
+        files = [p for p in self._packages() if p.parent == folder]
+        listed = recorded(repodata)
         if sorted(listed) != sorted(p.name for p in files):
             return False
         return all(changed_at(p) <= written for p in files)
@@ -237,45 +230,58 @@ class LocalChannel:
                         new_packages[destination] = staged.temporary_of(destination)
                 if upload.kind == "wheel":
                     new_wheels[destination] = upload.artifact.sha256
-                    _stage_if_changed(staged, destination.with_name(destination.name + ".sha256"),
+                    stage_if_changed(staged, destination.with_name(destination.name + ".sha256"),
                                       upload.artifact.sha256 + "\n")  # fmt: skip
                 published.append(Artifact(path=destination, sha256=upload.artifact.sha256, size=upload.artifact.size))
             # The index last: every package it names is renamed into place before it.
-            subdirs = {u.subdir for u in uploads if u.kind == "conda"}
+            folders = {Path(u.destination).parent for u in uploads if u.kind == "conda"}
             if any(u.action != "unchanged" for u in uploads if u.kind == "conda") or not all(
-                map(self._index_current, subdirs)
+                map(self._index_current, folders)
             ):
-                self._commit_with_index(staged, subdirs, new_packages, new_wheels)
+                self._commit_with_index(staged, folders, new_packages, new_wheels)
             else:
                 self._stage_pages(staged, new_wheels)
                 self._commit(staged, [])
         return published
 
-    def index(self) -> str:
+    def index(self, keep_nightlies: int | None = None) -> str:
         if not self.path.is_dir():
             what = "is not a directory" if self.path.exists() else "does not exist"
             raise UserError(f"channel {self.path} {what}: give the directory a publish wrote (e.g. --channel channel).")
         with self.locked(), Staged() as staged:
             self._check_indexable()
             self._admit_all()
-            packages = self._packages()
-            subdirs = {p.parent.name for p in packages}
-            subdirs |= {p.parent.name for p in self.path.glob("*/repodata.json")}
-            if subdirs:
-                self._commit_with_index(staged, subdirs, {}, {}, verify=True)
+            old = self._expired(keep_nightlies) if keep_nightlies else []
+            for path in old:
+                staged.remove(path)
+                if path.with_name(path.name + ".sha256").is_file():
+                    staged.remove(path.with_name(path.name + ".sha256"))
+            packages = [p for p in self._packages() if p not in old]
+            folders = {p.parent for p in self._packages()}
+            folders |= {p.parent for root in self._conda_roots() for p in root.glob("*/repodata.json")}
+            if folders:
+                self._commit_with_index(staged, folders, {}, {}, verify=True, removed=set(old))
             else:
-                self._stage_pages(staged, {}, verify=True)
+                self._stage_pages(staged, {}, verify=True, removed=set(old))
                 self._commit(staged, [])
-        return f"{len(packages)} conda packages, {len(self._wheels())} wheels"
+        summary = f"{len(packages)} conda packages, {len(self._wheels())} wheels"
+        if keep_nightlies:
+            summary += f"; kept the newest {keep_nightlies} nights, removed {len(old)} older nightly files"
+        return "\n".join([summary, *(f"removed {p.relative_to(self.path).as_posix()}" for p in old)])
+
+    def _expired(self, keep: int) -> list[Path]:
+        """The nightly packages and wheels older than the newest ``keep`` nights of their package and platform."""
+        nightlies = [p.relative_to(self.path).as_posix() for p in [*self._packages(), *self._wheels()]]
+        return [self.path / path for path in nightly.expired(nightlies, keep)]
 
     def _wheel_sha256(self, wheel: Path, verify: bool) -> str:
         """A wheel's sha256: hashed where ``verify``, or where its sidecar and its page disagree or it changed since
         its sidecar was written; else what both record."""
         if not verify:
             sidecar = wheel.with_name(wheel.name + ".sha256")
-            recorded = _read_sidecar(sidecar)
-            if recorded and recorded == _page_link(wheel) and changed_at(wheel) <= sidecar.stat().st_mtime_ns:
-                return recorded
+            sha256 = read_sidecar(sidecar)
+            if sha256 and sha256 == page_link(wheel) and changed_at(wheel) <= sidecar.stat().st_mtime_ns:
+                return sha256
         return self._digest(wheel)
 
     def _digest(self, path: Path) -> str:
@@ -289,110 +295,96 @@ class LocalChannel:
     def _commit_with_index(
         self,
         staged: Staged,
-        subdirs: set[str],
+        folders: set[Path],
         new_packages: Mapping[Path, Path],
         new_wheels: Mapping[Path, str],
         verify: bool = False,
+        removed: set[Path] | frozenset[Path] = frozenset(),
     ) -> None:
-        """py-rattler's index of ``subdirs`` (and noarch) as they will be, made in a staging folder; staged with the
-        pages, then everything committed."""
-        folder = Path(tempfile.mkdtemp(prefix=STAGING, dir=self.path))
+        """py-rattler's index of the subdirs at ``folders`` (and their channel's noarch) as they will be (with
+        ``new_packages``, without ``removed``), made in a staging folder per conda channel (the channel, its
+        nightlies'); staged with the pages, then everything committed."""
+        stagings: list[Path] = []
         try:
-            indexed = sorted(subdirs | {"noarch"})
-            for subdir in indexed:
-                (folder / subdir).mkdir()
-                for package in self._packages():
-                    if package.parent.name == subdir and package not in new_packages:
-                        link(package, folder / subdir / package.name)
-            for destination, temporary in new_packages.items():
-                link(temporary, folder / destination.parent.name / destination.name)
-            rattler_child.call("index", directory=str(folder), write_zst=True)
-            for subdir in indexed:
-                noarch_as_is = subdir == "noarch" and subdir not in subdirs and (self.path / subdir).is_dir()
-                for name in INDEX_FILES:
-                    made, current = folder / subdir / name, self.path / subdir / name
-                    if made.is_file() and not (noarch_as_is and _same_bytes(made, current)):
-                        staged.adopt(made, current)
-            self._stage_pages(staged, new_wheels, verify)
-            self._commit(staged, [self.path / subdir / "repodata.json" for subdir in indexed], folder)
+            records: list[Path] = []
+            for root in sorted({folder.parent for folder in folders}):
+                stagings.append(Path(tempfile.mkdtemp(prefix=STAGING, dir=self.path)))
+                subdirs = {folder.name for folder in folders if folder.parent == root}
+                records += self._stage_index(staged, root, subdirs, new_packages, removed, stagings[-1])
+            self._stage_pages(staged, new_wheels, verify, removed)
+            self._commit(staged, records, stagings)
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            for folder in stagings:
+                shutil.rmtree(folder, ignore_errors=True)
 
-    def _commit(self, staged: Staged, records: Sequence[Path], staging: Path | None = None) -> None:
+    def _stage_index(
+        self,
+        staged: Staged,
+        root: Path,
+        subdirs: set[str],
+        new_packages: Mapping[Path, Path],
+        removed: set[Path] | frozenset[Path],
+        folder: Path,
+    ) -> list[Path]:
+        """The index of the conda channel at ``root`` made in ``folder`` and staged; returns its repodata.json
+        paths."""
+        indexed = sorted(subdirs | {"noarch"})
+        for subdir in indexed:
+            (folder / subdir).mkdir()
+            for package in self._packages():
+                if package.parent == root / subdir and package not in new_packages and package not in removed:
+                    link(package, folder / subdir / package.name)
+        for destination, temporary in new_packages.items():
+            if destination.parent.parent == root:
+                link(temporary, folder / destination.parent.name / destination.name)
+        rattler_child.call("index", directory=str(folder), write_zst=True)
+        for subdir in indexed:
+            if same_index(folder / subdir / "repodata.json", root / subdir / "repodata.json"):
+                continue  # what it says has not changed: its bytes stay (a release's, while nightlies are pruned)
+            for name in INDEX_FILES:
+                made, current = folder / subdir / name, root / subdir / name
+                if made.is_file():
+                    staged.adopt(made, current)
+        return [root / subdir / "repodata.json" for subdir in indexed]
+
+    def _commit(self, staged: Staged, records: Sequence[Path], stagings: Sequence[Path] = ()) -> None:
         """Rename every staged file into place; then the records (repodata.json, sidecars) are made newer than the
-        files they describe (a rename, and the staging folder's hard links, change a file's change time), so that a
-        later publish trusts them without hashing."""
+        files they describe (a rename, and removing the ``stagings`` folders' hard links, change a file's change
+        time), so that a later publish trusts them without hashing."""
         if not (self.path / MARKER).is_file():  # what says this folder is a channel (local_layout.py)
             staged.write_text(self.path / MARKER, MARKER_TEXT)
         sidecars = [p for p in staged.destinations if p.name.endswith(".sha256")]
         staged.commit()
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
+        for folder in stagings:
+            shutil.rmtree(folder, ignore_errors=True)
         for record in [*records, *sidecars]:
             with contextlib.suppress(OSError):
                 os.utime(record)
 
-    def _stage_pages(self, staged: Staged, new_wheels: Mapping[Path, str], verify: bool = False) -> None:
-        """The PEP 503 pages of the wheels there and the ones being published, where they differ from the pages
-        there; and the sidecar of a wheel there where it does not hold the wheel's sha256. ``verify`` (index):
-        every wheel there is hashed."""
-        simple = self.path / "whl" / "simple"
-        wheels = {wheel: "" for wheel in self._wheels()} | dict(new_wheels)
-        if not wheels and not simple.is_dir():
-            return
-        projects: dict[str, dict[str, str]] = {}
-        for wheel, sha256 in sorted(wheels.items()):
-            if not sha256:
-                sha256 = self._wheel_sha256(wheel, verify)
-                _stage_if_changed(staged, wheel.with_name(wheel.name + ".sha256"), sha256 + "\n")
-            projects.setdefault(wheel.parent.name, {})[wheel.name] = sha256
-        for project in sorted(p.name for p in simple.iterdir() if p.is_dir()) if simple.is_dir() else []:
-            projects.setdefault(project, {})
-        for project, links in sorted(projects.items()):
-            _stage_if_changed(staged, simple / project / "index.html", pep503.project_page(project, links))
-        _stage_if_changed(staged, simple / "index.html", pep503.root_page(sorted(projects)))
-
-
-def _page_link(wheel: Path) -> str:
-    """The sha256 the wheel's project page links it with; "" when it does not."""
-    try:
-        page = (wheel.parent / "index.html").read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return ""
-    return pep503.wheel_links(page).get(wheel.name, "")
-
-
-def _read_sidecar(sidecar: Path) -> str:
-    """The sha256 a wheel's sidecar records; "" when it is missing or holds anything but one."""
-    try:
-        text = sidecar.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return ""
-    return text if pep503.is_sha256(text) else ""
-
-
-def _index_whole(subdir: Path) -> bool:
-    """The subdir's repodata.json is a JSON object and its repodata.json.zst (what conda clients fetch first) holds
-    the same bytes."""
-    try:
-        plain = (subdir / "repodata.json").read_bytes()
-        packed = zstd.decompress((subdir / "repodata.json.zst").read_bytes())
-        return packed == plain and isinstance(nesting.loads(plain), dict)
-    except (OSError, ValueError, zstd.ZstdError):
-        return False
-
-
-def _same_bytes(a: Path, b: Path) -> bool:
-    try:
-        return a.read_bytes() == b.read_bytes()
-    except OSError:
-        return False
-
-
-def _stage_if_changed(staged: Staged, path: Path, text: str) -> None:
-    try:
-        if path.read_text(encoding="utf-8") == text:
-            return
-    except (OSError, UnicodeDecodeError):
-        pass
-    staged.write_text(path, text)
+    def _stage_pages(
+        self,
+        staged: Staged,
+        new_wheels: Mapping[Path, str],
+        verify: bool = False,
+        removed: set[Path] | frozenset[Path] = frozenset(),
+    ) -> None:
+        """The PEP 503 pages of the wheels there (less ``removed``) and the ones being published, under each root
+        (releases', nightlies'), where they differ from the pages there; and the sidecar of a wheel there where it
+        does not hold the wheel's sha256. ``verify`` (index): every wheel there is hashed."""
+        there = {wheel: "" for wheel in self._wheels() if wheel not in removed}
+        for root in (nightly.RELEASE_SIMPLE, nightly.NIGHTLY_SIMPLE):
+            simple = self.path / root
+            wheels = {w: d for w, d in [*there.items(), *new_wheels.items()] if w.parent.parent == simple}
+            if not wheels and not simple.is_dir():
+                continue
+            projects: dict[str, dict[str, str]] = {}
+            for wheel, sha256 in sorted(wheels.items()):
+                if not sha256:
+                    sha256 = self._wheel_sha256(wheel, verify)
+                    stage_if_changed(staged, wheel.with_name(wheel.name + ".sha256"), sha256 + "\n")
+                projects.setdefault(wheel.parent.name, {})[wheel.name] = sha256
+            for project in sorted(p.name for p in simple.iterdir() if p.is_dir()) if simple.is_dir() else []:
+                projects.setdefault(project, {})
+            for project, links in sorted(projects.items()):
+                stage_if_changed(staged, simple / project / "index.html", pep503.project_page(project, links))
+            stage_if_changed(staged, simple / "index.html", pep503.root_page(sorted(projects)))

@@ -2,13 +2,14 @@
 
 A directory is a channel when it holds the marker a publish or an index writes (``.torchbuild-channel``), or the
 layout every torchbuild channel has had (``noarch/repodata.json``, ``whl/simple/index.html``), or nothing but names a
-channel owns (conda subdirs, ``whl``, the lock, staging folders: a channel whose first publish was killed). A
+channel owns (conda subdirs, ``whl``, ``label`` (nightlies), the lock, staging folders: a channel whose first publish
+was killed). A
 missing or empty directory is a new channel. Anything else (a home folder typed by mistake) is refused before
 anything is written into it, so that cleanup never runs where the pipeline did not write.
 
 Cleanup removes only names this pipeline makes: staging folders at the channel's top, and files of host/files.py's
 temporary form (``.<name>.<12 hex digits>.part``) in the folders a channel has (its top, its conda subdirs, its PEP
-503 pages).
+503 pages; the nightlies' as well).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import re
 import shutil
 from pathlib import Path
 
+from torchbuild.channels import nightly
 from torchbuild.channels.admission import conda_subdirs
 from torchbuild.errors import UserError
 
@@ -38,7 +40,7 @@ def _owned_name(entry: Path) -> bool:
     """A name a channel's top folder may hold before its first publish finished."""
     if entry.name in (LOCK, MARKER) or is_owned_temporary(entry):
         return True
-    return entry.is_dir() and (entry.name.startswith(STAGING) or entry.name in ("whl", *conda_subdirs()))
+    return entry.is_dir() and (entry.name.startswith(STAGING) or entry.name in ("whl", "label", *conda_subdirs()))
 
 
 def check_channel(path: Path) -> None:
@@ -65,10 +67,12 @@ def remove_leftovers(channel: Path) -> None:
     for entry in channel.iterdir():
         if entry.name.startswith(STAGING) and entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
-    simple = channel / "whl" / "simple"
-    pages = [simple, *(p for p in simple.iterdir() if p.is_dir())] if simple.is_dir() else []
-    subdirs = [channel / name for name in conda_subdirs() if (channel / name).is_dir()]
-    for folder in [channel, *subdirs, *pages]:
+    folders: list[Path] = [channel]
+    for simple in (channel / nightly.RELEASE_SIMPLE, channel / nightly.NIGHTLY_SIMPLE):
+        folders += [simple, *(p for p in simple.iterdir() if p.is_dir())] if simple.is_dir() else []
+    for root in (channel, channel / nightly.CONDA_ROOT):
+        folders += [root / name for name in conda_subdirs() if (root / name).is_dir()]
+    for folder in folders:
         with contextlib.suppress(OSError):
             for entry in folder.iterdir():
                 if is_owned_temporary(entry):

@@ -32,7 +32,7 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-from torchbuild.channels import Upload, action_for, pep503, project_of, refuse, wheel_path
+from torchbuild.channels import Upload, action_for, nightly, pep503, project_of, refuse, wheel_path
 from torchbuild.channels import repodata as rd
 from torchbuild.channels.admission import admit, check_folder
 from torchbuild.channels.s3_client import (
@@ -125,6 +125,7 @@ class S3Channel:
     def plan(
         self, conda: Sequence[tuple[Artifact, str]], wheels: Sequence[Artifact], replace: bool = False
     ) -> list[Upload]:
+        refuse_nightlies([a for a, _ in conda] + list(wheels))
         self.check_bucket()
         self.replace = replace
         wanted = [(a, "conda", subdir, self.location.key(subdir, a.path.name)) for a, subdir in conda]
@@ -314,8 +315,11 @@ class S3Channel:
         under = root + "".join(f"{part}/" for part in parts)
         return {str(obj["Key"])[len(root) :]: str(obj["ETag"]) for obj in self._list(under)}
 
-    def index(self) -> str:
+    def index(self, keep_nightlies: int | None = None) -> str:
         """Rebuild every index from the objects that are there (records of missing files go, new files come in)."""
+        if keep_nightlies is not None:
+            raise UserError(f"index: --keep-nightlies is not supported for S3 channels yet ({self.s3_url}); "
+                            "it prunes a local channel directory.")  # fmt: skip
         self.check_bucket()
         keys = [key.split("/") for key in self._listing()]
         subdirs = {"noarch"} | {k[0] for k in keys if len(k) == 2 and (rd.is_package(k[1]) or k[1] == "repodata.json")}
@@ -394,6 +398,14 @@ class S3Channel:
     def _root_page(self) -> bytes:
         projects = {k.split("/")[2] for k in self._listing("whl", "simple") if _is_wheel(k.split("/"))}
         return pep503.root_page(projects).encode()
+
+
+def refuse_nightlies(artifacts: Sequence[Artifact]) -> None:
+    """Nightlies (channels/nightly.py) go to a local channel only, for now: an S3 channel lists releases only."""
+    found = [a.path.name for a in artifacts if nightly.is_nightly(a.path.name)]
+    if found:
+        raise UserError(f"publish: {', '.join(found)} are nightlies (a .devN version), which are published to a local "
+                        "channel directory only for now, not to S3; nothing was published.")  # fmt: skip
 
 
 def _is_wheel(parts: Sequence[str]) -> bool:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Literal
 
-from torchbuild.channels import Channel, Upload, install_lines, requirement_of
+from torchbuild.channels import Channel, Upload, install_lines, nightly, requirement_of
 from torchbuild.channels import repodata as rd
 from torchbuild.channels.admission import validate
 from torchbuild.channels.backends import open_channel
@@ -59,6 +59,8 @@ def add_parsers(sub: Any) -> None:
     publish.add_argument("--replace", action="store_true", help="replace a different file under a published name")
     index = sub.add_parser("index", help="rebuild a channel's indexes from the files that are in it")
     index.add_argument("--channel", required=True, help="a directory or s3://bucket/prefix")
+    index.add_argument("--keep-nightlies", metavar="N", help="delete the nightlies (.devN versions) older than the "
+                       "newest N nights of each package and platform; releases are never deleted")  # fmt: skip
 
 
 def kind_of(path: Path) -> Kind:
@@ -211,21 +213,39 @@ def publish(paths: Sequence[Path], spec: str, root: Path, replace: bool = False)
 
 
 def say_install(channel: Channel, uploads: Sequence[Upload], names: dict[Path, str]) -> None:
-    """How to install what was published from this channel: the names and index URLs users need (on stdout: they
-    are the command's result)."""
-    conda = [names[u.artifact.path] for u in uploads if u.kind == "conda"]
-    wheels = [names[u.artifact.path] for u in uploads if u.kind == "wheel"]
+    """How to install what was published from this channel: the names and index URLs users need, releases and
+    nightlies each from their own (on stdout: they are the command's result)."""
     out.print(f"published to {channel.url}; install with:", markup=False)
-    for line in install_lines(channel.url, conda, wheels):
-        out.print(f"  {line}", markup=False)
+    for night in (False, True):
+        conda = [names[u.artifact.path] for u in uploads if u.kind == "conda" and _nightly(u) == night]
+        wheels = [names[u.artifact.path] for u in uploads if u.kind == "wheel" and _nightly(u) == night]
+        for line in install_lines(channel.url, conda, wheels, night=night):
+            out.print(f"  {line}", markup=False)
 
 
-def index(spec: str, root: Path) -> int:
+def _nightly(upload: Upload) -> bool:
+    return nightly.is_nightly(upload.artifact.path.name)
+
+
+def keep_count(text: str | None) -> int | None:
+    """--keep-nightlies N: a whole number of nights, at least 1."""
+    if text is None:
+        return None
+    if not text.strip().isdigit() or int(text) < 1:
+        raise UserError(f"index: --keep-nightlies takes a number of nights, at least 1 (e.g. --keep-nightlies 30), "
+                        f"not {text!r}; leave it out to keep every nightly.")  # fmt: skip
+    return int(text)
+
+
+def index(spec: str, root: Path, keep_nightlies: int | None = None) -> int:
     if check_spec(spec) == "anaconda":
         raise UserError(f"index: {spec} is an anaconda.org channel, which indexes what it receives; index rebuilds "
                         "the indexes of a directory or s3://bucket/prefix channel.")  # fmt: skip
     channel = open_channel(spec, root)
-    out.print(f"{channel.url}: {channel.index()}")
+    summary, *removed = channel.index(keep_nightlies).splitlines()
+    out.print(f"{channel.url}: {summary}", markup=False)
+    for line in removed:
+        out.print(line, markup=False)
     return 0
 
 
@@ -234,4 +254,4 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    return index(args.channel, Path.cwd())
+    return index(args.channel, Path.cwd(), keep_count(args.keep_nightlies))

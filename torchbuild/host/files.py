@@ -121,6 +121,7 @@ class Staged:
     def __init__(self) -> None:
         self._pending: list[tuple[Path, Path]] = []  # (temporary, destination)
         self._made: list[Path] = []  # folders made for destinations, removed again by abort
+        self._removals: list[Path] = []  # files the commit removes after the renames
 
     def __enter__(self) -> Staged:
         return self
@@ -169,28 +170,46 @@ class Staged:
                 size += len(block)
         return Artifact(path=dest, sha256=digest.hexdigest(), size=size)
 
+    def remove(self, dest: Path) -> None:
+        """``dest`` is removed by ``commit``, after every staged file is in place (an index that no longer names it
+        comes before it goes), and is put back where the commit fails."""
+        self._removals.append(dest)
+
     def commit(self) -> None:
-        """Rename every staged file into place, all or nothing: where one rename fails (a file or folder that cannot
-        be replaced, an interrupt), the ones done are undone (the files they replaced put back, the new ones
-        removed) before the error goes on; the ``with`` block's end then removes the rest."""
+        """Rename every staged file into place, then take the removed ones away, all or nothing: where one rename
+        fails (a file or folder that cannot be replaced, an interrupt), the ones done are undone (the files they
+        replaced or removed put back, the new ones removed) before the error goes on; the ``with`` block's end then
+        removes the rest."""
         done: list[tuple[Path, Path, Path | None]] = []  # (temporary, destination, the file it replaces, kept)
+        removed: list[tuple[Path, Path]] = []  # (destination, the temporary name it was renamed to)
         try:
             for tmp, dest in self._pending:
                 done.append((tmp, dest, _keep(dest)))
                 os.replace(tmp, dest)
+            for dest in self._removals:
+                kept = temporary_name(dest)
+                os.replace(dest, kept)
+                removed.append((dest, kept))
         except BaseException:
+            for dest, kept in reversed(removed):
+                with contextlib.suppress(OSError):
+                    os.replace(kept, dest)
             _undo(done)
             raise
         for _, _, replaced in done:
             if replaced is not None:
                 replaced.unlink(missing_ok=True)
+        for _, kept in removed:
+            kept.unlink(missing_ok=True)
         self._pending.clear()
         self._made.clear()
+        self._removals.clear()
 
     def abort(self) -> None:
         for tmp, _ in self._pending:
             tmp.unlink(missing_ok=True)
         self._pending.clear()
+        self._removals.clear()
         for folder in reversed(self._made):
             with contextlib.suppress(OSError):  # not empty: something else is in it now
                 folder.rmdir()

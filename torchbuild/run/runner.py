@@ -37,6 +37,7 @@ from pathlib import Path
 from torchbuild.channels import conda_name_of, requirement_of
 from torchbuild.channels import install_lines as install_lines_of
 from torchbuild.channels.backends import open_channel
+from torchbuild.channels.nightly import is_nightly
 from torchbuild.config import environment
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed, UserError, os_error
@@ -354,22 +355,25 @@ def _append_step_summary(markdown: str, code: int, report_path: Path) -> None:
 
 def install_lines(cells: Sequence[CellRun], root: Path) -> list[str]:
     """How to install what the cells' publish stages published, per channel (a line naming it, then conda's and
-    pip's install lines)."""
-    names: dict[str, tuple[set[str], set[str]]] = {}
+    pip's install lines; nightlies from their own label and index)."""
+    names: dict[tuple[str, bool], tuple[set[str], set[str]]] = {}
     for cell in cells:
         publish_record = next((r for r in cell.records if r.stage == publish.NAME), None)
         if publish_record is None or publish_record.status != "passed":
             continue
-        conda, wheels = names.setdefault(cell.plan.channel, (set(), set()))
         for name, artifact in cell.artifacts.items():
+            conda, wheels = names.setdefault((cell.plan.channel, is_nightly(artifact.path.name)), (set(), set()))
             if name.startswith("conda_package") and not name.startswith(era_artifacts("conda_package")):
                 conda.add(conda_name_of(artifact.path.name))
             elif name.startswith("repaired_wheel"):
                 wheels.add(requirement_of(artifact.path.name))
     lines = []
-    for spec, (conda, wheels) in names.items():
+    for spec in dict.fromkeys(spec for spec, _night in names):
         url = open_channel(spec, root).url
-        lines += [f"published to {url}; install with:", *(f"  {line}" for line in install_lines_of(url, conda, wheels))]
+        lines.append(f"published to {url}; install with:")
+        for night in (False, True):
+            conda, wheels = names.get((spec, night), (set(), set()))
+            lines += [f"  {line}" for line in install_lines_of(url, conda, wheels, night=night)]
     return lines
 
 
