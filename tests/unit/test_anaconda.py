@@ -77,7 +77,7 @@ def test_upload_command_and_token_handling(conda_file: Path, tmp_path: Path) -> 
     assert "Using token *** for my-org" in output
     assert f"$ {tmp_path / 'bin' / 'anaconda'} --token {token_file} upload --user my-org --label nightly" in output
     assert "not sent: " + wheel.name in output  # wheels do not go to anaconda.org
-    assert "conda install -c https://conda.anaconda.org/my-org/label/nightly pytorch" in result.stderr
+    assert "conda install -c https://conda.anaconda.org/my-org/label/nightly pytorch" in result.stdout + result.stderr
 
 
 def test_replace_forces_and_main_label(conda_file: Path, tmp_path: Path) -> None:
@@ -86,7 +86,7 @@ def test_replace_forces_and_main_label(conda_file: Path, tmp_path: Path) -> None
     assert record is not None and record["argv"][2:] == [
         "upload", "--user", "my-org", "--label", "main", "--force", str(conda_file)
     ]  # fmt: skip
-    assert "conda install -c https://conda.anaconda.org/my-org pytorch" in result.stderr
+    assert "conda install -c https://conda.anaconda.org/my-org pytorch" in result.stdout + result.stderr
 
 
 def test_failures_are_clear_and_redacted(conda_file: Path, tmp_path: Path) -> None:
@@ -115,4 +115,4 @@ def test_a_nightly_goes_up_under_the_nightly_label_whatever_label_the_channel_na
     assert result.returncode == 0, result.stderr
     assert record is not None
     assert record["argv"][2:] == ["upload", "--user", "my-org", "--label", "nightly", "--skip-existing", str(nightly)]
-    assert "conda install -c https://conda.anaconda.org/my-org/label/nightly pytorch" in result.stderr
+    assert "conda install -c https://conda.anaconda.org/my-org/label/nightly pytorch" in result.stdout + result.stderr
