@@ -96,7 +96,7 @@ def test_a_release_wheel_keeps_the_releases_road(tmp_path: Path) -> None:
          "give --torch 2.6.0 (or leave --torch out), or a source of torch 2.5.1."),
         ("2.6.0a0+git1eba9b3", "12.6", "latest", None,
          "--wheel torch-2.6.0a0+git1eba9b3-cp311-cp311-manylinux_2_28_x86_64.whl is a CPU build (its torch/version.py "
-         "says cuda = 'None'), but the cell is linux-64-cuda12.6-py3.11: select its cell with --cuda cpu."),
+         "says cuda = None), but the cell is linux-64-cuda12.6-py3.11: select its cell with --cuda cpu."),
         ("2.6.0a0+git1eba9b3", "cpu", "latest", "2.5.0",
          "--wheel torch-2.6.0a0+git1eba9b3-cp311-cp311-manylinux_2_28_x86_64.whl: its file name says version "
          "2.6.0a0+git1eba9b3, its torch/version.py says '2.5.0': the file was renamed, or is not the wheel it says. "

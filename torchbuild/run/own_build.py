@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,10 +25,11 @@ from torchbuild.config.environment import source_date_epoch
 from torchbuild.config.matrix import LATEST, Cell
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
-from torchbuild.host import archives, checkout
+from torchbuild.host import checkout
+from torchbuild.wheel import version_py
+from torchbuild.wheel.wheelfile import WheelError
 
 _ACCELERATOR_LABEL = re.compile(r"(cpu|cu\d+)")
-_VERSION_PY = re.compile(r"^(__version__|cuda|git_version)(?:\s*:\s*[\w\[\]]+)?\s*=\s*'([^']*)'", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -98,16 +98,19 @@ def _wheel_version(path: Path, cell: Cell) -> tuple[Version, str] | None:
     if name != "torch":
         return None
     origin = f"--wheel {path.name}"
-    said = _version_py(path)
-    built = said.get("__version__")
+    try:
+        said = version_py.read(path)
+    except WheelError:
+        return version, origin  # the source stage names an unreadable wheel
+    built = said.version
     if built is not None and _same(built, version) is False:
         raise UserError(
             f"{origin}: its file name says version {version}, its torch/version.py says {built!r}: the file was "
             "renamed, or is not the wheel it says. Give the wheel as the build wrote it."
         )
-    cuda = said.get("cuda", "None")
-    built_for = CPU if cuda in ("None", "") else ".".join(cuda.split(".")[:2])
-    if "cuda" in said and built_for != cell.cuda:
+    cuda = said.cuda
+    built_for = CPU if not cuda else ".".join(cuda.split(".")[:2])
+    if said.says_cuda and built_for != cell.cuda:
         what = "a CPU build" if built_for == CPU else f"a CUDA {built_for} build"
         raise UserError(
             f"{origin} is {what} (its torch/version.py says cuda = {cuda!r}), but the cell is "
@@ -121,19 +124,6 @@ def _same(text: str, version: Version) -> bool | None:
         return Version(text) == version
     except InvalidVersion:
         return None
-
-
-def _version_py(path: Path) -> dict[str, str]:
-    """``__version__``, ``cuda`` and ``git_version`` of a torch wheel's torch/version.py (those it has)."""
-    try:
-        with archives.open_zip(path) as archive:
-            text = archive.read("torch/version.py").decode("utf-8", "replace")
-    except (KeyError, OSError, zipfile.BadZipFile):
-        return {}  # the source stage names an unreadable wheel
-    found = {key: value for key, value in _VERSION_PY.findall(text)}
-    if re.search(r"^cuda(?:\s*:\s*[\w\[\]]+)?\s*=\s*None", text, re.MULTILINE):
-        found["cuda"] = "None"
-    return found
 
 
 def _checkout_version(path: Path, origin: str, compat: Compat) -> tuple[Version, str] | None:

@@ -46,13 +46,13 @@ from packaging.version import Version
 from torchbuild.config.build_deps import DependencyError
 from torchbuild.config.companions import WHERE
 from torchbuild.errors import StageFailed, as_stage_failure
-from torchbuild.host import archives, checkout, downloads, pip
+from torchbuild.host import checkout, downloads, pip
 from torchbuild.host.console import console
 from torchbuild.host.files import copy_atomic, link, link_atomic
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, StageResult, sha256_of
 from torchbuild.stages import Context, Stage, companion_artifact, companion_artifacts
-from torchbuild.wheel import provenance, wheelfile
+from torchbuild.wheel import provenance, version_py, wheelfile
 from torchbuild.wheel import version as wheel_version
 
 NAME = "source"
@@ -98,19 +98,11 @@ def _with_companions(ctx: Context, result: StageResult) -> StageResult:
     return dataclasses.replace(result, outputs=outputs, message=f"{result.message}; beside it {', '.join(said)}")
 
 
-_VERSION_PY_VERSION = re.compile(r"^__version__\s*=\s*'([^']*)'", re.MULTILINE)
-
-
 def _relabel_companion(path: Path, name: str, plan: Plan, out_dir: Path) -> tuple[Artifact, str]:
     """PyPI's unlabelled companion wheel of a CUDA cell, given the cell's label as torch's is (0.25.0 ->
     0.25.0+cu128), once its own <name>/version.py proves it is that build (``__version__ = '0.25.0+cu128'``)."""
-    try:
-        with archives.open_zip(path) as archive:
-            text = archive.read(f"{name}/version.py").decode("utf-8", "replace")
-    except (KeyError, OSError, zipfile.BadZipFile) as exc:
-        raise StageFailed(NAME, f"cannot read {name}/version.py of {path.name}: {exc}") from None
-    found = _VERSION_PY_VERSION.search(text)
-    declared = found[1] if found else None
+    with as_stage_failure(NAME, wheelfile.WheelError):
+        declared = version_py.read(path, name).version
     version = f"{wheelfile.parse_name(path).version}+{plan.local_version}"
     if declared != version:
         raise StageFailed(
@@ -185,23 +177,18 @@ def _validate(path: Path, want: wheelfile.Expected) -> None:
         wheelfile.validate(path, want)
 
 
-_VERSION_PY_CUDA = re.compile(r"^cuda(?:\s*:\s*[\w\[\]]+)?\s*=\s*'([^']*)'", re.MULTILINE)
 _CUDA_SUFFIX = re.compile(r"^nvidia-[a-z0-9-]+-cu(\d+)$")
 
 
 def cuda_build_of(path: Path, markers: Mapping[str, str]) -> tuple[str | None, list[str]]:
     """What a torch wheel says about its CUDA: torch/version.py's ``cuda`` (None: a CPU build), and the CUDA majors
     of its nvidia-*-cuXX requirements (cu12, cu13) that apply to the target (``markers``: its PEP 508 values)."""
-    try:
-        with archives.open_zip(path) as archive:
-            text = archive.read("torch/version.py").decode("utf-8", "replace")
-    except (KeyError, OSError, zipfile.BadZipFile) as exc:
-        raise StageFailed(NAME, f"cannot read torch/version.py of {path}: {exc}") from None
-    found = _VERSION_PY_CUDA.search(text)
+    with as_stage_failure(NAME, wheelfile.WheelError):
+        cuda = version_py.read(path).cuda
     requires = wheelfile.read_metadata(path).get_all("Requires-Dist") or []
     applying = [r for r in map(Requirement, map(str, requires)) if r.marker is None or r.marker.evaluate(dict(markers))]
     names = [canonicalize_name(r.name) for r in applying]
-    return (found[1] if found else None), sorted({m[1] for n in names if (m := _CUDA_SUFFIX.match(n))})
+    return cuda, sorted({m[1] for n in names if (m := _CUDA_SUFFIX.match(n))})
 
 
 def _prove_cuda(path: Path, plan: Plan) -> str:
