@@ -109,7 +109,7 @@ def prepare(python: str, cache_dir: Path, source: Path = ROOT, *, log: Path | No
     return host
 
 
-def run(host: Host, args: list[str], cache_dir: Path, *, cwd: Path = ROOT) -> wine.Ran:
+def run(host: Host, args: list[str], cache_dir: Path, *, cwd: Path = ROOT, source: Path = ROOT) -> wine.Ran:
     """``python.exe pipeline.py *args`` under Wine in a fresh prefix."""
     found = wine.find()
     if found is None:
@@ -118,7 +118,7 @@ def run(host: Host, args: list[str], cache_dir: Path, *, cwd: Path = ROOT) -> wi
         prefix = wine.fresh_prefix(found, cache_dir, Path(tmp) / "prefix")
         # PYTHONUTF8: the output is read as UTF-8 on this side; Wine's console code page would be 437.
         with wine.Session(found, prefix, {"PYTHONIOENCODING": "utf-8"}) as session:
-            argv = [host.python, wine.windows_path(cwd / "pipeline.py"), *args]
+            argv = [host.python, wine.windows_path(source / "pipeline.py"), *args]
             return session.run(argv, timeout=RUN_TIMEOUT_S, cwd=cwd)
 
 
@@ -129,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("prepare", help="make the host (cached) and print its folder")
     runner = sub.add_parser("run", help="python.exe pipeline.py ARGS under Wine")
+    runner.add_argument("--workdir", type=Path, default=ROOT, help="its working folder (default: the source tree)")
     runner.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
     try:
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{host.root} (CPython {host.cpython} embeddable, {len(host.wheels)} win_amd64 wheels)")
             return 0
         args = options.args[1:] if options.args[:1] == ["--"] else options.args
-        ran = run(host, args, options.cache_dir)
+        ran = run(host, args, options.cache_dir, cwd=options.workdir)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
