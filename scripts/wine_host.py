@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import shutil
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -48,6 +49,8 @@ from torchbuild.platforms.windows.environments import SITE_PACKAGES
 
 DONE = ".complete"
 RUN_TIMEOUT_S = 1800.0
+SHIM = ROOT / "scripts" / "wine_bcryptprimitives.c"
+MINGW = "x86_64-w64-mingw32-gcc"
 EXTRA = ("pip",)  # pip itself: torchbuild runs `python -m pip` (host/pip.py)
 
 
@@ -73,6 +76,21 @@ def _pth(tag: str, source: Path) -> bytes:
     return ("\r\n".join(lines) + "\r\n").encode("utf-8")
 
 
+def shim(dest: Path) -> None:
+    """Wine 8.0 has no bcryptprimitives.dll (see SHIM): one built with mingw-w64, next to python.exe (the
+    extension modules) and in Scripts (uv.exe). The application's folder is searched first, as on Windows."""
+    compiler = shutil.which(MINGW)
+    if compiler is None:
+        raise UserError(f"{MINGW} not found: the Windows host under Wine needs it (apt-get install gcc-mingw-w64-x86-64)")
+    out = dest / "bcryptprimitives.dll"
+    proc = subprocess.run([compiler, "-O2", "-shared", "-s", "-o", str(out), str(SHIM), "-ladvapi32"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    if proc.returncode != 0:
+        raise UserError(f"{MINGW} could not build {SHIM.name}: {proc.stderr.strip()}")
+    (dest / "Scripts").mkdir(exist_ok=True)
+    shutil.copyfile(out, dest / "Scripts" / out.name)
+
+
 def prepare(python: str, cache_dir: Path, source: Path = ROOT, *, log: Path | None = None) -> Host:
     """The Windows host for ``python`` (3.11) in the cache, made when it is not there. Raises UserError."""
     row = pinned_for(python)
@@ -86,7 +104,8 @@ def prepare(python: str, cache_dir: Path, source: Path = ROOT, *, log: Path | No
         dest=cache_dir / "win-wheels" / f"py{python}", log=log,
     )  # fmt: skip
     wheels = tuple(f"{r.name} {r.version}" for r in resolved)
-    key_text = "\n".join([row.sha256, str(source.resolve()), *sorted(r.wheel.name for r in resolved)])
+    shim_sha = hashlib.sha256(SHIM.read_bytes()).hexdigest()
+    key_text = "\n".join([row.sha256, str(source.resolve()), shim_sha, *sorted(r.wheel.name for r in resolved)])
     root = base / hashlib.sha256(key_text.encode()).hexdigest()[:16]
     host = Host(root=root, cpython=row.cpython, wheels=wheels)
     if (root / DONE).is_file():
@@ -100,6 +119,7 @@ def prepare(python: str, cache_dir: Path, source: Path = ROOT, *, log: Path | No
         scheme = install_scheme("win-64", SITE_PACKAGES, python)
         for dep in resolved:
             dependencies.install(dep.wheel, staging, scheme)
+        shim(staging)
         (staging / DONE).write_text("\n".join(wheels) + "\n", encoding="utf-8")
         if root.exists():
             shutil.rmtree(root)
