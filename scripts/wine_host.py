@@ -32,13 +32,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from torchbuild.config.options import RunOptions
 from torchbuild.config.pypi_to_conda import install_scheme
@@ -47,6 +41,12 @@ from torchbuild.errors import UserError
 from torchbuild.platforms.windows import dependencies, python_embed, wine
 from torchbuild.platforms.windows.environments import SITE_PACKAGES
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
 DONE = ".complete"
 RUN_TIMEOUT_S = 1800.0
 SHIM = ROOT / "scripts" / "wine_bcryptprimitives.c"
@@ -81,7 +81,7 @@ def shim(dest: Path) -> None:
     extension modules) and in Scripts (uv.exe). The application's folder is searched first, as on Windows."""
     compiler = shutil.which(MINGW)
     if compiler is None:
-        raise UserError(f"{MINGW} not found: the Windows host under Wine needs it (apt-get install gcc-mingw-w64-x86-64)")
+        raise UserError(f"{MINGW} not found: the Windows host under Wine needs it (apt-get install gcc-mingw-w64)")
     out = dest / "bcryptprimitives.dll"
     proc = subprocess.run([compiler, "-O2", "-shared", "-s", "-o", str(out), str(SHIM), "-ladvapi32"],
                           capture_output=True, text=True, check=False)  # fmt: skip
@@ -138,7 +138,7 @@ def run(host: Host, args: list[str], cache_dir: Path, *, cwd: Path = ROOT, sourc
         prefix = wine.fresh_prefix(found, cache_dir, Path(tmp) / "prefix")
         # PYTHONUTF8: the output is read as UTF-8 on this side; Wine's console code page would be 437.
         with wine.Session(found, prefix, {"PYTHONIOENCODING": "utf-8"}) as session:
-            argv = [host.python, wine.windows_path(source / "pipeline.py"), *args]
+            argv: list[str | Path] = [host.python, wine.windows_path(source / "pipeline.py"), *args]
             return session.run(argv, timeout=RUN_TIMEOUT_S, cwd=cwd)
 
 
