@@ -175,3 +175,18 @@ def test_bad_declarations() -> None:
         build_deps.parse(
             {"dependencies": [{"name": "mkl", "url": "https://x/mkl.7z", "sha256": "abc"}]}, "build_deps.yaml"
         )
+
+
+@pytest.mark.parametrize("url2pathname", ["this host's", "nturl2path's (what urllib.request uses on Windows)"])
+def test_filename_is_the_last_part_of_the_urls_path_on_every_host(
+    url2pathname: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found under Wine: `plan` on Windows named mkl-include's file 'S:\\files.pythonhosted.org\\packages\\...'."""
+    if url2pathname.startswith("nturl2path"):
+        import nturl2path
+        import urllib.request
+
+        monkeypatch.setattr(urllib.request, "url2pathname", nturl2path.url2pathname)
+    url = "https://files.pythonhosted.org/packages/5b/f9/abc/mkl_include-2024.2.0%2Bx-py2.py3-none-win_amd64.whl?x=1#h"
+    dep = Dependency(name="mkl-include", url=url, sha256="0" * 64)
+    assert dep.filename == "mkl_include-2024.2.0+x-py2.py3-none-win_amd64.whl"

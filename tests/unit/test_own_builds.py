@@ -233,3 +233,16 @@ def test_a_matrix_can_name_a_branch_to_compile_nightly(tmp_path: Path, monkeypat
     plan = pin.pin_all([cell], m, options, pin.check_all([cell], m))[0]
     assert plan.version == "2.16.0.dev20261128+cpu"
     assert any(note.startswith("--git-ref master (--build-version nightly") for note in plan.notes)
+
+
+def test_pypis_win_wheel_named_without_its_label_is_the_release_its_version_py_says(tmp_path: Path) -> None:
+    """PyPI's torch-2.13.0-cp311-cp311-win_amd64.whl says '2.13.0+cpu' in torch/version.py (found running the
+    win-64 cell under Wine with --wheel of it): the same release, not a renamed file."""
+    wheel = torch_wheel(tmp_path, "2.13.0", tag="cp311-cp311-win_amd64", said="2.13.0+cpu")
+    plan = plan_of(wheel, platform="win-64")
+    assert (plan.torch, plan.version, plan.own_build) == ("2.13.0", "2.13.0+cpu", None)
+
+
+def test_a_label_that_is_no_accelerators_still_contradicts_an_unlabelled_name(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"its torch/version.py says '2.13.0\+myfork': the file was renamed"):
+        plan_of(torch_wheel(tmp_path, "2.13.0", said="2.13.0+myfork"))

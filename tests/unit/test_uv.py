@@ -165,3 +165,19 @@ def test_the_expected_failure_of_the_first_probe_is_shown_only_with_verbose(
     assert pin.newest_available(plan, ["2.15.0", "2.14.1"], verbose=True) == "2.14.1"
     said = capsys.readouterr().err
     assert "pin: torch==2.14.1+cpu (x86_64-pc-windows-msvc, Python 3.11): No solution found" in said
+
+
+def test_lock_needs_no_python_on_path(only: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found under Wine: on a Windows host whose only Python is python.org's embeddable (on no PATH, in no
+    registry), `uv pip compile` said 'No interpreter found for Python 3.11.99'. Here: no Python on PATH, none
+    managed by uv; the lock still resolves, for the target."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    uv.binary()  # found before PATH is emptied
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(empty))
+    monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    (windows,) = uv.lock(["torch===2.14.1"], WINDOWS, log=tmp_path / "uv.log", deps=False)
+    assert windows.filename == "torch-2.14.1-cp311-cp311-win_amd64.whl"

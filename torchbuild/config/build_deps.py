@@ -5,7 +5,7 @@ for (torchbuild/host/downloads.py fetches them)."""
 from __future__ import annotations
 
 import re
-import urllib.request
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -33,7 +33,8 @@ class Dependency:
 
     @property
     def filename(self) -> str:
-        return PurePosixPath(urllib.request.url2pathname(self.url.split("?")[0].split("#")[0])).name
+        # The URL's path unquoted, not url2pathname: on Windows that makes "https://host/a/b.whl" a drive path.
+        return PurePosixPath(urllib.parse.unquote(urllib.parse.urlsplit(self.url).path)).name
 
 
 def _parse_table(raw: Mapping[str, Any]) -> tuple[Dependency, ...]:

@@ -285,7 +285,10 @@ def lock(requirements: Sequence[str], target: Target, *, log: Path, deps: bool =
         wanted = Path(tmp) / "requirements.in"
         wanted.write_text("\n".join(requirements) + "\n", encoding="utf-8")
         out = Path(tmp) / "pylock.toml"
+        # --python: this interpreter, not one uv searches for (a Windows host whose only Python is python.org's
+        # embeddable has none on PATH or in the registry; uv then finds nothing and stops). The target is the flags'.
         argv = ["pip", "compile", str(wanted), "--quiet", "--format", "pylock.toml", "-o", str(out),
-                "--no-header", *target.args(), *flags, *([] if deps else ["--no-deps"])]  # fmt: skip
+                "--no-header", "--python", sys.executable, *target.args(), *flags,
+                *([] if deps else ["--no-deps"])]  # fmt: skip
         _run(argv, log, f"uv pip compile {' '.join(requirements)} for {target.platform}, Python {target.python}", env)
         return _locked(out.read_text(encoding="utf-8"), out)

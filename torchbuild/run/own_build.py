@@ -120,10 +120,16 @@ def _wheel_version(path: Path, cell: Cell) -> tuple[Version, str] | None:
 
 
 def _same(text: str, version: Version) -> bool | None:
+    """Whether torch/version.py's ``text`` is the file name's ``version``. A name without a label and a version.py
+    with an accelerator's are the same: PyPI's win_amd64 CPU wheels are named 2.13.0 and say 2.13.0+cpu."""
     try:
-        return Version(text) == version
+        said = Version(text)
     except InvalidVersion:
         return None
+    if said == version:
+        return True
+    labelled = _ACCELERATOR_LABEL.fullmatch(said.local or "") is not None
+    return version.local is None and said.public == version.public and labelled
 
 
 def _checkout_version(path: Path, origin: str, compat: Compat) -> tuple[Version, str] | None:

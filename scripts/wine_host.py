@@ -1,0 +1,174 @@
+"""A Windows host under Wine for torchbuild itself: python.org's embeddable CPython for Windows (pinned in
+torchbuild/data/python_embed.yaml) with pip and torchbuild's dependencies as win_amd64 wheels, so that
+``pipeline.py`` runs on the Windows side as a Windows host would run it (issue 43). What it proves is said
+"under Wine", never "on Windows".
+
+    python scripts/wine_host.py prepare                      # prints the host's folder
+    python scripts/wine_host.py run -- plan --platform win-64 --cuda cpu --py 3.11
+    python scripts/wine_host.py run -- doctor --platform win-64 --cuda cpu --py 3.11
+
+The host is made once per (pinned CPython, resolved wheels, source tree) in ``<cache>/wine-host/<key>/``:
+
+- the embeddable CPython copied there; its ``._pth`` lists ``Lib\\site-packages``, the source tree (so
+  ``pipeline.py`` and ``torchbuild`` are the worktree's, as they are now) and ``import site`` (which also turns on
+  pip: ``python -m pip`` works);
+- pip and pyproject.toml's ``[project] dependencies`` resolved by uv for ``x86_64-pc-windows-msvc`` and the exact
+  CPython release (markers such as ``sys_platform == 'linux'`` evaluated for Windows), fetched by pip with
+  ``--only-binary=:all: --platform win_amd64`` and installed by unpacking them on this side (installer: the nt
+  scheme, ``.exe`` launchers in ``Scripts``), as torchbuild's smoke environments are made.
+
+``run`` starts ``python.exe pipeline.py ...`` in a fresh copy of the cached Wine prefix (one wineserver, killed at
+the end) and exits with its exit code; its stdout and stderr are passed through, Wine's noise left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from torchbuild.config.options import RunOptions
+from torchbuild.config.pypi_to_conda import install_scheme
+from torchbuild.config.python_embed import pinned_for
+from torchbuild.errors import UserError
+from torchbuild.platforms.windows import dependencies, python_embed, wine
+from torchbuild.platforms.windows.environments import SITE_PACKAGES
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+DONE = ".complete"
+RUN_TIMEOUT_S = 1800.0
+SHIM = ROOT / "scripts" / "wine_bcryptprimitives.c"
+MINGW = "x86_64-w64-mingw32-gcc"
+EXTRA = ("pip",)  # pip itself: torchbuild runs `python -m pip` (host/pip.py)
+
+
+@dataclass(frozen=True)
+class Host:
+    root: Path  # python.exe, Lib\site-packages, Scripts
+    cpython: str  # 3.11.9
+    wheels: tuple[str, ...]  # "name version" of each installed wheel
+
+    @property
+    def python(self) -> Path:
+        return self.root / "python.exe"
+
+
+def requirements(pyproject: Path) -> list[str]:
+    """pyproject.toml's ``[project] dependencies`` and pip."""
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+    return [*EXTRA, *(str(line) for line in project["dependencies"])]
+
+
+def _pth(tag: str, source: Path) -> bytes:
+    lines = [f"python{tag}.zip", ".", SITE_PACKAGES.replace("/", "\\"), wine.windows_path(source), "import site"]
+    return ("\r\n".join(lines) + "\r\n").encode("utf-8")
+
+
+def shim(dest: Path) -> None:
+    """Wine 8.0 has no bcryptprimitives.dll (see SHIM): one built with mingw-w64, next to python.exe (the
+    extension modules) and in Scripts (uv.exe). The application's folder is searched first, as on Windows."""
+    compiler = shutil.which(MINGW)
+    if compiler is None:
+        raise UserError(f"{MINGW} not found: the Windows host under Wine needs it (apt-get install gcc-mingw-w64)")
+    out = dest / "bcryptprimitives.dll"
+    proc = subprocess.run([compiler, "-O2", "-shared", "-s", "-o", str(out), str(SHIM), "-ladvapi32"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    if proc.returncode != 0:
+        raise UserError(f"{MINGW} could not build {SHIM.name}: {proc.stderr.strip()}")
+    (dest / "Scripts").mkdir(exist_ok=True)
+    shutil.copyfile(out, dest / "Scripts" / out.name)
+
+
+def prepare(python: str, cache_dir: Path, source: Path = ROOT, *, log: Path | None = None) -> Host:
+    """The Windows host for ``python`` (3.11) in the cache, made when it is not there. Raises UserError."""
+    row = pinned_for(python)
+    embedded = python_embed.provision(row, cache_dir, show_progress=False)
+    base = cache_dir / "wine-host"
+    base.mkdir(parents=True, exist_ok=True)
+    log = log or base / f"prepare-py{python}.log"
+    wanted = requirements(source / "pyproject.toml")
+    resolved = dependencies.resolve(
+        [(line, "pyproject.toml") for line in wanted], python=row.cpython,
+        dest=cache_dir / "win-wheels" / f"py{python}", log=log,
+    )  # fmt: skip
+    wheels = tuple(f"{r.name} {r.version}" for r in resolved)
+    shim_sha = hashlib.sha256(SHIM.read_bytes()).hexdigest()
+    key_text = "\n".join([row.sha256, str(source.resolve()), shim_sha, *sorted(r.wheel.name for r in resolved)])
+    root = base / hashlib.sha256(key_text.encode()).hexdigest()[:16]
+    host = Host(root=root, cpython=row.cpython, wheels=wheels)
+    if (root / DONE).is_file():
+        return host
+    staging = Path(tempfile.mkdtemp(prefix=".host-", dir=base))
+    try:
+        shutil.rmtree(staging)
+        shutil.copytree(embedded.root, staging)
+        (staging / SITE_PACKAGES).mkdir(parents=True)
+        (staging / f"python{embedded.tag}._pth").write_bytes(_pth(embedded.tag, source))
+        scheme = install_scheme("win-64", SITE_PACKAGES, python)
+        for dep in resolved:
+            dependencies.install(dep.wheel, staging, scheme)
+        shim(staging)
+        (staging / DONE).write_text("\n".join(wheels) + "\n", encoding="utf-8")
+        if root.exists():
+            shutil.rmtree(root)
+        staging.replace(root)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return host
+
+
+def run(host: Host, args: list[str], cache_dir: Path, *, cwd: Path = ROOT, source: Path = ROOT) -> wine.Ran:
+    """``python.exe pipeline.py *args`` under Wine in a fresh prefix."""
+    found = wine.find()
+    if found is None:
+        raise UserError(f"Wine is not installed ({wine.INSTALL_HINT})")
+    with tempfile.TemporaryDirectory(prefix="wine-host-") as tmp:
+        prefix = wine.fresh_prefix(found, cache_dir, Path(tmp) / "prefix")
+        # PYTHONUTF8: the output is read as UTF-8 on this side; Wine's console code page would be 437.
+        with wine.Session(found, prefix, {"PYTHONIOENCODING": "utf-8"}) as session:
+            argv: list[str | Path] = [host.python, wine.windows_path(source / "pipeline.py"), *args]
+            return session.run(argv, timeout=RUN_TIMEOUT_S, cwd=cwd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--py", default="3.11", help="the embeddable CPython's minor (default 3.11)")
+    parser.add_argument("--cache-dir", type=Path, default=RunOptions().cache_dir)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("prepare", help="make the host (cached) and print its folder")
+    runner = sub.add_parser("run", help="python.exe pipeline.py ARGS under Wine")
+    runner.add_argument("--workdir", type=Path, default=ROOT, help="its working folder (default: the source tree)")
+    runner.add_argument("args", nargs=argparse.REMAINDER)
+    options = parser.parse_args(argv)
+    try:
+        host = prepare(options.py, options.cache_dir)
+        if options.command == "prepare":
+            print(f"{host.root} (CPython {host.cpython} embeddable, {len(host.wheels)} win_amd64 wheels)")
+            return 0
+        args = options.args[1:] if options.args[:1] == ["--"] else options.args
+        ran = run(host, args, options.cache_dir, cwd=options.workdir)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(ran.stdout)
+    sys.stderr.write(wine.without_noise(ran.stderr) + "\n")
+    if ran.returncode is None:
+        print(f"timed out after {RUN_TIMEOUT_S:.0f} s under {wine.find() or 'Wine'}", file=sys.stderr)
+        return 124
+    return ran.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
