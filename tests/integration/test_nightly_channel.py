@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -214,19 +212,3 @@ def test_a_nightly_put_among_the_releases_is_refused_by_index_naming_where_it_be
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"a nightly wheel belongs in {channel / 'whl/nightly/simple'}/<its project>/" in result.stderr
     assert snapshot(channel) == before
-
-
-def test_s3_refuses_a_nightly_before_it_asks_the_bucket(tmp_path: Path) -> None:
-    """S3 channels take releases only for now: a nightly is refused naming it, before any request (the client is a
-    stand-in that fails any call)."""
-    from torchbuild.channels.s3 import S3Channel
-    from torchbuild.errors import UserError
-    from torchbuild.results import Artifact
-
-    wheel = make_wheel(tmp_path, nightly_wheel(NIGHTS[0]), {"torch/__init__.py": b""})
-    fake_client = SimpleNamespace(meta=SimpleNamespace(endpoint_url="http://127.0.0.1:9"))  # a fake: no S3 methods
-    channel = S3Channel("s3://bucket/prefix", client=fake_client)
-    with pytest.raises(UserError, match=rf"{re.escape(wheel.name)} are nightlies .* not to S3; nothing was published"):
-        channel.plan([], [Artifact.of(wheel)])
-    with pytest.raises(UserError, match="--keep-nightlies is not supported for S3 channels yet"):
-        channel.index(keep_nightlies=2)
