@@ -188,3 +188,25 @@ def test_a_nightly_among_the_releases_is_refused_by_index_naming_where_it_belong
         assert published.objects() == before
     finally:
         published.client.delete_object(Bucket=published.bucket, Key=stray)
+
+
+def test_index_takes_the_matrix_keep_nightlies_where_the_flag_is_not_given(
+    published: Published, pruned: subprocess.CompletedProcess[str]
+) -> None:
+    # Before: 'index' had no --matrix (argparse: unrecognized arguments, exit 2), and no matrix had keep_nightlies.
+    assert pruned.returncode == 0, pruned.stdout + pruned.stderr
+    bad = published.workspace / "bad.yaml"
+    bad.write_text("keep_nightlies: 0\n")
+    before = published.objects()
+    refused = published.run("index", "--channel", published.channel, "--matrix", bad)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"{bad}:1: 'keep_nightlies' must be from 1 to 2147483647, not 0" in refused.stderr
+    assert published.objects() == before
+    matrix = published.workspace / "matrix.yaml"
+    matrix.write_text("keep_nightlies: 1\n")
+    kept = published.run("index", "--channel", published.channel, "--matrix", matrix)
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert "kept the newest 1 nights, removed 2 older nightly files" in kept.stdout
+    assert published.listed("label/nightly/linux-64/repodata.json") == [nightly_package(NIGHTS[-1])]
+    assert published.links("whl/nightly/simple/torch/") == [nightly_wheel(NIGHTS[-1])]
+    assert published.releases() == published.release
