@@ -59,8 +59,9 @@ def add_parsers(sub: Any) -> None:
     publish.add_argument("--replace", action="store_true", help="replace a different file under a published name")
     index = sub.add_parser("index", help="rebuild a channel's indexes from the files that are in it")
     index.add_argument("--channel", required=True, help="a directory or s3://bucket/prefix")
-    index.add_argument("--keep-nightlies", metavar="N", help="delete the nightlies (.devN versions) older than the "
-                       "newest N nights of each package and platform; releases are never deleted")  # fmt: skip
+    index.add_argument("--keep-nightlies", metavar="N", type=values.text, help="delete the nightlies (.devN "
+                       "versions) older than the newest N nights of each package and platform; releases are never "
+                       "deleted")  # fmt: skip
     index.add_argument("--matrix", type=values.path, metavar="PATH", help="take N from this matrix file's "
                        "keep_nightlies where --keep-nightlies is not given")  # fmt: skip
 
