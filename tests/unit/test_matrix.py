@@ -75,6 +75,9 @@ def test_cell_id_is_stable_across_latest() -> None:
         ("exclude:\n  - {platform: linux64}\n", "matrix.yaml:2: unknown platform 'linux64'"),
         ("build_number: -1\n", "'build_number' must be from 0 to 2147483647, not -1"),
         ("build_number: 99999999999999999999999\n", "'build_number' must be from 0 to 2147483647"),
+        ("keep_nightlies: 0\n", "matrix.yaml:1: 'keep_nightlies' must be from 1 to 2147483647, not 0, e.g. "
+         "keep_nightlies: 7"),
+        ("keep_nightlies: weekly\n", "'keep_nightlies' must be an integer, not 'weekly'"),
         ("build:\n  timeout_hours: 0\n", "matrix.yaml:2: 'timeout_hours' must be more than 0 and at most 744, not 0"),
         ("build:\n  timeout_hours: -3\n", "'timeout_hours' must be more than 0"),
         ("build:\n  timeout_hours: .inf\n", "'timeout_hours' must be"),

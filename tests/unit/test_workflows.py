@@ -164,7 +164,7 @@ def test_smoke_job_runs_the_smoke_command_on_a_configurable_gpu_runner(nightly: 
 def test_publish_runs_once_after_every_cell_and_never_twice_at_once(nightly: dict[str, Any]) -> None:
     jobs = nightly["jobs"]
     publishing = [n for n, j in jobs.items() for s in j["steps"] if "pipeline.py publish" in s.get("run", "")]
-    assert publishing == ["publish"]
+    assert publishing == ["publish", "branch-nightly-publish"]
     job = jobs["publish"]
     assert set(job["needs"]) == {"matrix", "build", "smoke"}
     assert "needs.build.result == 'success'" in job["if"]
@@ -174,6 +174,26 @@ def test_publish_runs_once_after_every_cell_and_never_twice_at_once(nightly: dic
     assert step["env"]["ANACONDA_API_TOKEN"] == "${{ secrets.ANACONDA_API_TOKEN }}"
     aws = next(s for s in job["steps"] if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@"))
     assert aws["with"]["role-to-assume"] == "${{ vars.TORCHBUILD_AWS_ROLE_ARN }}"  # OIDC: no stored AWS keys
+
+
+def test_the_nightly_of_main_is_built_published_and_pruned_to_seven_nights(nightly: dict[str, Any]) -> None:
+    build = nightly["jobs"]["branch-nightly"]
+    assert steps_running(build, "python pipeline.py --git-ref main --build-version nightly --cuda cpu --py 3.12 "
+                         "--platform linux-64")  # fmt: skip
+    assert any(s.get("uses", "").startswith("mozilla-actions/sccache-action@") for s in build["steps"])
+    assert "id-token" not in build["permissions"]  # the compile holds no credential
+    (upload,) = [s for s in build["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert upload["with"]["name"] == "branch-nightly" and "build/*/conda/*.conda" in upload["with"]["path"]
+    job = nightly["jobs"]["branch-nightly-publish"]
+    assert job["needs"] == "branch-nightly" and "needs.branch-nightly.result == 'success'" in job["if"]
+    assert job["concurrency"] == {"group": "torchbuild-publish", "cancel-in-progress": False}
+    download = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/download-artifact@"))
+    assert download["with"] == {"name": "branch-nightly", "path": "artifacts/branch-nightly/build"}
+    names = [s.get("name") for s in job["steps"]]
+    (publish,) = steps_running(job, 'python pipeline.py publish artifacts --channel "$CHANNEL"')
+    (index,) = steps_running(job, 'python pipeline.py index --channel "$CHANNEL" --keep-nightlies 7')
+    assert names.index(publish["name"]) < names.index(index["name"])  # retention after the night is in
+    assert index["if"] == "${{ !startsWith(vars.TORCHBUILD_CHANNEL, 'anaconda://') }}"
 
 
 def test_triggers_and_dispatch_inputs(nightly: dict[str, Any]) -> None:
@@ -197,7 +217,7 @@ def test_permissions_pins_timeouts_and_secrets(path: Path) -> None:
         assert "timeout-minutes" in job, name
         assert job["permissions"].get("contents") == "read", name
         if job["permissions"].get("id-token") == "write":
-            assert name == "publish"
+            assert name in ("publish", "branch-nightly-publish")
         assert "secrets." not in yaml.safe_dump({k: v for k, v in job.items() if k != "steps"}), name
         for step in job["steps"]:
             if "uses" in step:

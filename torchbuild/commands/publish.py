@@ -27,7 +27,7 @@ from torchbuild.channels import repodata as rd
 from torchbuild.channels.admission import validate
 from torchbuild.channels.backends import open_channel
 from torchbuild.commands import values
-from torchbuild.config import nesting
+from torchbuild.config import matrix, nesting
 from torchbuild.config.channel_spec import check_spec
 from torchbuild.errors import UserError
 from torchbuild.host.console import console, out
@@ -59,8 +59,11 @@ def add_parsers(sub: Any) -> None:
     publish.add_argument("--replace", action="store_true", help="replace a different file under a published name")
     index = sub.add_parser("index", help="rebuild a channel's indexes from the files that are in it")
     index.add_argument("--channel", required=True, help="a directory or s3://bucket/prefix")
-    index.add_argument("--keep-nightlies", metavar="N", help="delete the nightlies (.devN versions) older than the "
-                       "newest N nights of each package and platform; releases are never deleted")  # fmt: skip
+    index.add_argument("--keep-nightlies", metavar="N", type=values.text, help="delete the nightlies (.devN "
+                       "versions) older than the newest N nights of each package and platform; releases are never "
+                       "deleted")  # fmt: skip
+    index.add_argument("--matrix", type=values.path, metavar="PATH", help="take N from this matrix file's "
+                       "keep_nightlies where --keep-nightlies is not given")  # fmt: skip
 
 
 def kind_of(path: Path) -> Kind:
@@ -254,4 +257,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    return index(args.channel, Path.cwd(), keep_count(args.keep_nightlies))
+    keep = keep_count(args.keep_nightlies)
+    if keep is None and args.matrix is not None:
+        keep = matrix.load(args.matrix).keep_nightlies  # checked as every matrix is: at least 1
+    return index(args.channel, Path.cwd(), keep)

@@ -26,6 +26,7 @@ from torchbuild.config.matrix_schema import (
     INCLUDE_REQUIRED,
     MAX_INT,
     MAX_JOBS,
+    MIN_INT,
     RULE_KEYS,
     TOP_LEVEL,
     TORCH_SOURCE_KEYS,
@@ -102,6 +103,7 @@ class Matrix:
     # None: torch and each companion whose release pairs with the cell's torch (config/pairing.py)
     packages: tuple[str, ...] | None = None
     declared_libraries: str | None = None  # keep | vendor for every cell; None: upstream's choice per cell
+    keep_nightlies: int | None = None  # what ``index --matrix`` keeps of the nightlies; None: every one
     path: str = "<defaults>"
 
     def cells(self) -> list[Cell]:
@@ -215,8 +217,10 @@ def _int(path: str, key: str, node: yaml.Node) -> int:
         value = int(text)
     except ValueError:
         raise MatrixError(f"{_where(path, node)}: '{key}' must be an integer, not '{text}'{_example(key)}.") from None
-    if not 0 <= value <= MAX_INT:
-        raise MatrixError(f"{_where(path, node)}: '{key}' must be from 0 to {MAX_INT}, not {text}{_example(key)}.")
+    least = MIN_INT.get(key, 0)
+    if not least <= value <= MAX_INT:
+        raise MatrixError(f"{_where(path, node)}: '{key}' must be from {least} to {MAX_INT}, not {text}"
+                          f"{_example(key)}.")  # fmt: skip
     return value
 
 

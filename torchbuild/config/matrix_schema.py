@@ -14,6 +14,7 @@ TOP_LEVEL = {
     "build": "build",
     "packages": "packages",
     "declared_libraries": "choice",
+    "keep_nightlies": "int",  # at least 1 (config/matrix.py MIN_INT)
 }
 RULE_KEYS = ("platform", "cuda", "python", "torch")
 INCLUDE_KEYS = (*RULE_KEYS, "declared_libraries")
@@ -56,7 +57,9 @@ EXAMPLES = {
     "conda_builder": "conda_builder: rattler-build",
     "packages": "packages: [torch, torchvision, torchaudio]",
     "declared_libraries": "declared_libraries: keep",
+    "keep_nightlies": "keep_nightlies: 7",
 }
+MIN_INT = {"keep_nightlies": 1}  # the integers whose least value is not 0
 
 
 # Ranges: build_number stays within a signed 32-bit integer (what every tool reading a package's index can hold);
