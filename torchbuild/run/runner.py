@@ -238,6 +238,7 @@ class _CellRun:
         function = self.functions.get(stage.name) or stage.run
         ctx = Context(plan=self.plan, root=self.root, options=self.options, inputs=inputs)
         same = previous if previous is not None and previous.key == key and previous.status == "passed" else None
+        same = None if stage.copies_inputs else same
         archives = {n: a for n, a in same.outputs.items() if a.path.name.endswith(ARCHIVES)} if same else {}
         before = {name: repro.fingerprint(artifact.path) for name, artifact in archives.items()}
         return _Job(stage, function, ctx, key, same, before)
