@@ -41,7 +41,7 @@ from torchbuild.config import environment
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed, UserError, os_error
 from torchbuild.host import locks, scratch, signals
-from torchbuild.host.console import console, step_done, step_start
+from torchbuild.host.console import check_times, console, step_done, step_start
 from torchbuild.plan import STAGES, Plan
 from torchbuild.results import Artifact, StageResult, sha256_of
 from torchbuild.run import report, repro, state
@@ -254,6 +254,8 @@ class _CellRun:
             self.state.stages[job.stage.name] = record
         self.state.save(self.plan)
         step_done(job.stage.name, record.status, record.duration, record.message, record.outputs, end_group=end_group)
+        if self.options.verbose:
+            check_times(record.checks)
 
 
 def run_cell(
