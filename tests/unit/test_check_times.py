@@ -23,7 +23,8 @@ SITE = "lib/python3.11/site-packages"
 
 
 def test_every_package_check_has_its_own_seconds(tmp_path: Path) -> None:
-    package = assemble_small(tmp_path, {f"{SITE}/tinypkg/__init__.py": b"", f"{SITE}/tinypkg/data.txt": b"0123456789\n"})
+    files = {f"{SITE}/tinypkg/__init__.py": b"", f"{SITE}/tinypkg/data.txt": b"0123456789\n"}
+    package = assemble_small(tmp_path, files)
     checks = check_package(package)[1:]  # TB100 is the reading itself
     assert len(checks) > 10
     assert all(c.duration is not None and c.duration >= 0 and c.timed_with == "" for c in checks)
