@@ -77,3 +77,6 @@ def test_verbose_shows_each_check_slowest_first_and_a_group_once(
     verified = next(s for s in cell["stages"] if s["stage"] == "verify")
     assert [c["duration"] for c in verified["checks"]] == [7.25, 2.5, 2.5, 0.5]
     assert [c["timed_with"] for c in verified["checks"]] == ["", "the wheel read once", "the wheel read once", ""]
+    junit = (tmp_path / "build" / "junit.xml").read_text()
+    assert 'name="the solve picks this build" time="7.250"' in junit
+    assert 'name="RECORD matches" time=' not in junit  # a group's seconds are no one check's
