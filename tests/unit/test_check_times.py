@@ -80,3 +80,5 @@ def test_verbose_shows_each_check_slowest_first_and_a_group_once(
     junit = (tmp_path / "build" / "junit.xml").read_text()
     assert 'name="the solve picks this build" time="7.250"' in junit
     assert 'name="RECORD matches" time=' not in junit  # a group's seconds are no one check's
+    html = (tmp_path / "build" / "report.html").read_text()
+    assert "<td>7.2s</td>" in html and "<td>2.5s (all of: the wheel read once)</td>" in html
