@@ -116,3 +116,24 @@ def test_local_directories_are_the_file_urls_and_paths_with_the_project_folder()
         "/opt/pypi/simple", "/opt/pypi/simple/torch", "/opt/wheels", "/opt/wheels/torch", "/with space",
         "/with space/torch",
     ]  # fmt: skip
+
+
+def _remember_many(record: str, writer: int, count: int) -> None:
+    for n in range(count):
+        index_memo.remember(Path(record), [f"writer-{writer}", str(n)], [Version("2.13.0")], [])
+
+
+def test_runs_recording_at_once_keep_every_answer(tmp_path: Path) -> None:
+    """Several runs on one machine share the record (the user's cache): each one's answer survives the others'
+    writes, so that none of their reruns asks the indexes again."""
+    import multiprocessing
+
+    record = tmp_path / "index-answers.json"
+    writers = [multiprocessing.get_context("spawn").Process(target=_remember_many, args=(str(record), w, 30))
+               for w in range(4)]  # fmt: skip
+    for process in writers:
+        process.start()
+    for process in writers:
+        process.join(120)
+    assert [p.exitcode for p in writers] == [0, 0, 0, 0]
+    assert all(index_memo.recall(record, [f"writer-{w}", str(n)]) for w in range(4) for n in range(30))

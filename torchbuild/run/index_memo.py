@@ -10,6 +10,7 @@ there changes the directory). ``--force`` always asks, and records the answer.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -21,6 +22,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from torchbuild.config import nesting
+from torchbuild.host import locks
 from torchbuild.host.files import changed_at, write_atomic
 
 MAX_AGE_S = 600.0
@@ -75,19 +77,20 @@ def recall(record: Path, target: Sequence[str]) -> list[Version] | None:
 
 
 def remember(record: Path, target: Sequence[str], versions: Sequence[Version], paths: Sequence[str]) -> None:
-    try:
-        raw = nesting.loads(record.read_text(encoding="utf-8"))
-        if not isinstance(raw, dict):
-            raw = {}
-    except (OSError, ValueError):
-        raw = {}
-    raw[json.dumps(list(target))] = {
-        "at": time.time(),
-        "versions": [str(v) for v in versions],
-        "depends_on": _depends_on(target, paths),
-    }
+    """Add the answer for ``target`` to the record. Runs on one machine share it (the user's cache): the read and the
+    write are one step under its lock, so that no run's answer is lost to another's write. Where the lock stays
+    held, the answer is not recorded (the next run asks again)."""
+    entry = {"at": time.time(), "versions": [str(v) for v in versions], "depends_on": _depends_on(target, paths)}
     record.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(record, json.dumps(raw, indent=1) + "\n")
+    with contextlib.suppress(locks.Busy), locks.held(record.with_name(record.name + ".lock"), busy="", wait_s=30):
+        try:
+            raw = nesting.loads(record.read_text(encoding="utf-8"))
+            if not isinstance(raw, dict):
+                raw = {}
+        except (OSError, ValueError):
+            raw = {}
+        raw[json.dumps(list(target))] = entry
+        write_atomic(record, json.dumps(raw, indent=1) + "\n")
 
 
 def offered(
