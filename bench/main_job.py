@@ -4,6 +4,8 @@ For each cell (linux-64 and win-64 CPU, Python 3.11, the release `latest` pins t
   - the pipeline: `python pipeline.py --platform P --cuda cpu --py 3.11 --force` in a fresh working directory with a
     local channel (the wheel cache stays warm), each stage's time from its report.json, and the total wall time;
   - the rerun with nothing changed (no --force): its wall time;
+  - the heaviest checks, each stage's from report.json (a group of checks made in one go once, see
+    results.timings): their seconds side by side;
   - the yardstick: linux-64, a fresh `python -m venv` plus `pip install` of the same wheel (with its dependencies,
     from the same indexes and pip cache); win-64, `delvewheel repair --ignore-existing` alone on the same wheel with
     the same DLL providers.
@@ -27,6 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -34,10 +37,12 @@ sys.path.insert(0, str(ROOT))
 from torchbuild.config.options import RunOptions  # noqa: E402
 from torchbuild.host.platform import host_platform  # noqa: E402
 from torchbuild.plan import STAGES  # noqa: E402
+from torchbuild.results import Check, timings  # noqa: E402
 from torchbuild.run.runner import pipeline  # noqa: E402
 from torchbuild.stages.repair import windows  # noqa: E402
 
 PLATFORMS = ("linux-64", "win-64")
+HEAVIEST = 8  # checks shown per cell
 
 
 @dataclass
@@ -51,6 +56,7 @@ class Measured:
     yardstick_s: float = 0.0
     wheel: Path | None = None
     conda: str = ""  # the conda stage's own split (unpack, assemble) and the package's sha256
+    checks: dict[str, float] = field(default_factory=dict)  # "stage: check" -> seconds, its heaviest
 
 
 def _pipeline(work: Path, platform: str, *extra: str) -> float:
@@ -98,6 +104,7 @@ def measure(platform: str) -> Measured:
         (cell,) = json.loads((work / "build" / "report.json").read_text())["cells"]
         measured.torch = cell["torch"]
         measured.stages = {s["stage"]: (s["status"], float(s["duration"])) for s in cell["stages"]}
+        measured.checks = heaviest(cell["stages"])
         conda = next(s for s in cell["stages"] if s["stage"] == "conda")
         split = re.search(r"\((unpack [^)]*)\)", conda["message"])
         package = conda["outputs"]["conda_package"]
@@ -115,6 +122,15 @@ def measure(platform: str) -> Measured:
     return measured
 
 
+def heaviest(stages: list[dict[str, Any]]) -> dict[str, float]:
+    """The HEAVIEST timed checks of a cell's stages (report.json's), as "stage: check" -> seconds."""
+    rows = []
+    for stage in stages:
+        checks = [Check(**c) for c in stage.get("checks") or []]
+        rows += [(seconds, f"{stage['stage']}: {what}") for seconds, what in timings(checks)]
+    return {what: seconds for seconds, what in sorted(rows, reverse=True)[:HEAVIEST]}
+
+
 def show(results: list[Measured]) -> None:
     header = f"{'':28}" + "".join(f"{m.platform + ' ' + m.torch:>26}" for m in results)
     print(header)
@@ -128,6 +144,12 @@ def show(results: list[Measured]) -> None:
     print(f"{'rerun, nothing changed':28}" + "".join(f"{m.rerun_s:>24.1f} s" for m in results))
     print(f"{'yardstick':28}" + "".join(f"{m.yardstick_s:>24.1f} s" for m in results))
     print(f"{'ratio total / yardstick':28}" + "".join(f"{m.total_s / m.yardstick_s:>26.2f}" for m in results))
+    names = list(dict.fromkeys(name for m in results for name in m.checks))
+    if names:
+        print("heaviest checks (seconds; a group made in one go counts once):")
+        width = max(len(name) for name in names)
+        for name in names:
+            print(f"  {name:{width}}" + "".join(f"{_seconds(m.checks.get(name)):>14}" for m in results))
     for m in results:
         print(f"yardstick of {m.platform}: {m.yardstick}")
         print(f"conda stage of {m.platform}: {m.conda}")
@@ -137,6 +159,10 @@ def show(results: list[Measured]) -> None:
         if together:
             print(f"{declared.name} ran beside {' and '.join(declared.beside)} on {', '.join(together)} (this host's "
                   "platform): their times overlap; the total is wall time")  # fmt: skip
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
 
 
 def main() -> int:

@@ -3,8 +3,10 @@ from torchbuild, so every other module can use these types."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -47,12 +49,51 @@ class Check:
     message: str = ""
     code: str = ""  # e.g. conda-verify's C1146
     file: str = ""
-    duration: float | None = None  # seconds, where the check was timed on its own (the smoke checks)
+    duration: float | None = None  # seconds: the check's own, or (``timed_with``) those of its group
+    timed_with: str = ""  # the group of checks made in one go whose time ``duration`` is; "" where it is its own
 
     def to_dict(self) -> dict[str, object]:
         duration = None if self.duration is None else round(self.duration, 3)
         return {"name": self.name, "status": self.status, "message": self.message, "code": self.code,
-                "file": self.file, "duration": duration}  # fmt: skip
+                "file": self.file, "duration": duration, "timed_with": self.timed_with}  # fmt: skip
+
+
+def timed(make: Callable[[], Check]) -> Check:
+    """The check ``make`` makes, with the seconds it took."""
+    started = time.perf_counter()
+    check = make()
+    return dataclasses.replace(check, duration=time.perf_counter() - started, timed_with="")
+
+
+def timed_together(group: str, make: Callable[[], Sequence[Check]]) -> list[Check]:
+    """The checks ``make`` makes in one go (one read of a file serves them all), each with the seconds they took
+    together and ``group`` naming them; a single check is timed as its own."""
+    started = time.perf_counter()
+    checks = make()
+    return with_time(checks, time.perf_counter() - started, group)
+
+
+def with_time(checks: Sequence[Check], seconds: float, group: str) -> list[Check]:
+    """``checks``, made together in ``seconds``, each with that time and ``group`` naming them (see timed_together)."""
+    return [dataclasses.replace(c, duration=seconds, timed_with=group if len(checks) > 1 else "") for c in checks]
+
+
+def timings(checks: Sequence[Check]) -> list[tuple[float, str]]:
+    """(seconds, what) of every timed check, and once of each group timed together, slowest first."""
+    rows: list[tuple[float, str]] = []
+    groups: dict[str, list[Check]] = {}
+    for check in checks:
+        if check.duration is None:
+            continue
+        if check.timed_with:
+            groups.setdefault(check.timed_with, []).append(check)
+        else:
+            rows.append((check.duration, f"{check.code} {check.name}".strip()))
+    for group, members in groups.items():
+        codes = ", ".join(dict.fromkeys(c.code or c.name for c in members))
+        seconds = max(c.duration or 0.0 for c in members)
+        rows.append((seconds, f"{group} ({codes}: {len(members)} checks timed together)"))
+    return sorted(rows, key=lambda row: -row[0])
 
 
 @dataclass(frozen=True)

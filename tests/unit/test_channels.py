@@ -15,7 +15,7 @@ import pytest
 
 from tests.builders import make_wheel, torch_plan
 from tests.integration.support_conda import assemble_small
-from torchbuild.channels import pep503
+from torchbuild.channels import local, pep503
 from torchbuild.channels import repodata as rd
 from torchbuild.channels.backends import open_channel
 from torchbuild.channels.local import LocalChannel
@@ -165,6 +165,36 @@ def test_a_channel_file_swapped_under_its_old_size_and_mtime_is_hashed_and_refus
     os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
     with pytest.raises(UserError, match=rf"refusing to overwrite.*{re.escape(target.name)}"):
         channel.plan(conda, wheel)
+
+
+def test_a_republish_reads_no_package_the_index_records_as_it_is(
+    packages: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check that every package can be indexed opens only those the index does not record as they are: a rerun
+    that publishes nothing new reads no package of the channel (each a file opened and its info unpacked)."""
+    channel = LocalChannel(tmp_path / "channel")
+    conda = [(Artifact.of(packages[0]), "linux-64")]
+    channel.apply(channel.plan(conda, []))
+    opened: list[str] = []
+    real = local.read_package
+    monkeypatch.setattr(local, "read_package", lambda path, **kw: opened.append(path.name) or real(path, **kw))
+    assert [u.action for u in channel.plan(conda, [])] == ["unchanged"]
+    assert opened == []
+
+
+def test_a_recorded_package_broken_under_its_old_size_and_mtime_is_read_and_refused(
+    packages: list[Path], tmp_path: Path
+) -> None:
+    channel = LocalChannel(tmp_path / "channel")
+    conda = [(Artifact.of(packages[0]), "linux-64")]
+    channel.apply(channel.plan(conda, []))
+    target = channel.path / "linux-64" / packages[0].name
+    info = target.stat()
+    target.write_bytes(bytes(info.st_size))  # same size, no zip any more; the old mtime put back
+    os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+    wheel = [Artifact.of(make_wheel(tmp_path / "a", WHEEL))]
+    with pytest.raises(UserError, match=rf"{re.escape(target.name)}: cannot be read.*index was left as it was"):
+        channel.plan([], wheel)
 
 
 def _ci_build(workspace: Path, packages: list[Path], ok: bool = True) -> Path:

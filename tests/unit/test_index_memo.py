@@ -116,3 +116,48 @@ def test_local_directories_are_the_file_urls_and_paths_with_the_project_folder()
         "/opt/pypi/simple", "/opt/pypi/simple/torch", "/opt/wheels", "/opt/wheels/torch", "/with space",
         "/with space/torch",
     ]  # fmt: skip
+
+
+def _remember_many(record: str, writer: int, count: int) -> None:
+    for n in range(count):
+        index_memo.remember(Path(record), [f"writer-{writer}", str(n)], [Version("2.13.0")], [])
+
+
+def test_runs_recording_at_once_keep_every_answer(tmp_path: Path) -> None:
+    """Several runs on one machine share the record (the user's cache): each one's answer survives the others'
+    writes, so that none of their reruns asks the indexes again."""
+    import multiprocessing
+
+    record = tmp_path / "index-answers.json"
+    writers = [multiprocessing.get_context("spawn").Process(target=_remember_many, args=(str(record), w, 30))
+               for w in range(4)]  # fmt: skip
+    for process in writers:
+        process.start()
+    for process in writers:
+        process.join(120)
+    assert [p.exitcode for p in writers] == [0, 0, 0, 0]
+    assert all(index_memo.recall(record, [f"writer-{w}", str(n)]) for w in range(4) for n in range(30))
+
+
+def test_runs_in_two_environments_keep_an_answer_each(
+    setup: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs of one cell with other pip settings (a CI job and a person's shell, tests beside a build) share the
+    record: each keeps its own answer, instead of each asking again after the other has run."""
+    record, config, wheels = setup
+    indexes = Indexes(["2.13.0+cpu"], [str(config), str(wheels)])
+    index_memo.offered(record, TARGET, indexes)
+    monkeypatch.setenv("PIP_INDEX_URL", "file:///elsewhere/simple")
+    index_memo.offered(record, TARGET, indexes)
+    assert indexes.asked == 2  # the other settings: their own question
+    monkeypatch.delenv("PIP_INDEX_URL")
+    index_memo.offered(record, TARGET, indexes)
+    assert indexes.asked == 2  # the first settings' answer is still there
+
+
+def test_recording_drops_the_answers_too_old_to_be_used(setup: tuple[Path, Path, Path]) -> None:
+    record, config, wheels = setup
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"old": {"at": time.time() - index_memo.MAX_AGE_S - 1, "versions": []}}))
+    index_memo.offered(record, TARGET, Indexes(["2.13.0+cpu"], [str(config), str(wheels)]))
+    assert "old" not in json.loads(record.read_text()) and len(json.loads(record.read_text())) == 1

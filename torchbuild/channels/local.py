@@ -117,8 +117,16 @@ class LocalChannel:
 
     def _check_indexable(self) -> None:
         """Every package in the channel can be indexed. py-rattler's index, given one it cannot open, panics without
-        naming it; so each is opened here first."""
+        naming it; so each is opened here first, but one its subdir's index records as it is (that index read it)."""
+        indexes: dict[Path, tuple[dict[str, dict[str, object]], int]] = {}  # repodata.json -> its records, written
         for package in self._packages():
+            repodata = package.parent / "repodata.json"
+            if repodata not in indexes:
+                indexes[repodata] = (_recorded(repodata), repodata.stat().st_mtime_ns if repodata.is_file() else -1)
+            records, written = indexes[repodata]
+            entry = records.get(package.name) or {}
+            if entry.get("size") == package.stat().st_size and changed_at(package) <= written:
+                continue
             try:
                 read_package(package, payload=False)
             except PackageUnreadable as exc:

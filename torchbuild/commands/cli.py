@@ -111,7 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--cache-dir", type=values.path, default=None, help=CACHE_HELP)
     run.add_argument(
-        "-v", "--verbose", action="store_true", help="also show what the probes that are expected to fail said"
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also show what the probes that are expected to fail said, and each check's time (slowest first)",
     )
     source = run.add_argument_group("compiling from source (instead of a prebuilt wheel)")
     source.add_argument("--source-dir", type=values.path, help="compile this PyTorch checkout (with its submodules)")

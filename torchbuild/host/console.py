@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from rich.console import Console
 from rich.markup import escape
 
-from torchbuild.results import Artifact
+from torchbuild.results import Artifact, Check, timings
 
 # A CI log is no terminal: rich would wrap at 80 columns there; paths and sha256s read better unwrapped.
 console = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 160)
@@ -49,3 +49,9 @@ def step_done(
     for name, artifact in (outputs or {}).items():
         size = f"{artifact.size / 1e6:.1f} MB"
         console.print(f"    {escape(name)}: {artifact.path} ({size}, sha256 {artifact.sha256[:16]}…)")
+
+
+def check_times(checks: Sequence[Check]) -> None:
+    """``-v``: the seconds of each timed check (a group made in one go once), slowest first."""
+    for seconds, what in timings(checks):
+        console.print(f"    {seconds:8.2f}s  {escape(what)}")

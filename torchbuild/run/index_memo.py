@@ -10,6 +10,7 @@ there changes the directory). ``--force`` always asks, and records the answer.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -21,6 +22,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from torchbuild.config import nesting
+from torchbuild.host import locks
 from torchbuild.host.files import changed_at, write_atomic
 
 MAX_AGE_S = 600.0
@@ -61,11 +63,17 @@ def _depends_on(target: Sequence[str], paths: Sequence[str]) -> dict[str, object
     }
 
 
+def _key(target: Sequence[str]) -> str:
+    """Where the answer for ``target`` asked from this interpreter with these settings is kept: runs with other
+    settings sharing the record (a CI job, a person's shell, tests beside a build) keep an answer each."""
+    return json.dumps({"target": list(target), "python": sys.executable, "environment": _environment()})
+
+
 def recall(record: Path, target: Sequence[str]) -> list[Version] | None:
     """The recorded answer for ``target``, if it is young enough and nothing it depends on has changed."""
     try:
         raw = nesting.loads(record.read_text(encoding="utf-8"))
-        entry = raw[json.dumps(list(target))]
+        entry = raw[_key(target)]
         fresh = 0 <= time.time() - float(entry["at"]) < MAX_AGE_S
         if not fresh or entry["depends_on"] != _depends_on(target, list(entry["depends_on"]["files"])):
             return None
@@ -74,20 +82,26 @@ def recall(record: Path, target: Sequence[str]) -> list[Version] | None:
         return None
 
 
+def _young(at: object, now: float) -> bool:
+    return isinstance(at, (int, float)) and now - at < MAX_AGE_S
+
+
 def remember(record: Path, target: Sequence[str], versions: Sequence[Version], paths: Sequence[str]) -> None:
-    try:
-        raw = nesting.loads(record.read_text(encoding="utf-8"))
-        if not isinstance(raw, dict):
-            raw = {}
-    except (OSError, ValueError):
-        raw = {}
-    raw[json.dumps(list(target))] = {
-        "at": time.time(),
-        "versions": [str(v) for v in versions],
-        "depends_on": _depends_on(target, paths),
-    }
+    """Add the answer for ``target`` to the record, and drop the answers too old to be used. Runs on one machine
+    share it (the user's cache): the read and the write are one step under its lock, so that no run's answer is
+    lost to another's write. Where the lock stays held, the answer is not recorded (the next run asks again)."""
+    entry = {"at": time.time(), "versions": [str(v) for v in versions], "depends_on": _depends_on(target, paths)}
     record.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(record, json.dumps(raw, indent=1) + "\n")
+    with contextlib.suppress(locks.Busy), locks.held(record.with_name(record.name + ".lock"), busy="", wait_s=30):
+        try:
+            raw = nesting.loads(record.read_text(encoding="utf-8"))
+            if not isinstance(raw, dict):
+                raw = {}
+        except (OSError, ValueError):
+            raw = {}
+        raw = {k: v for k, v in raw.items() if isinstance(v, dict) and _young(v.get("at"), time.time())}
+        raw[_key(target)] = entry
+        write_atomic(record, json.dumps(raw, indent=1) + "\n")
 
 
 def offered(

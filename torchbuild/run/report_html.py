@@ -119,7 +119,8 @@ def _cell(cell: Mapping[str, Any]) -> list[str]:
                   [(c["status"], c["line"]) for c in companions])]  # fmt: skip
     checks = [(s["stage"], c) for s in cell["stages"] for c in s.get("checks", [])]
     if checks:
-        timed = [(stage, c["name"], c["status"], _seconds(c.get("duration")), c["message"]) for stage, c in checks]
+        timed = [(stage, c["name"], c["status"], _seconds(c.get("duration"), c.get("timed_with")), c["message"])
+                 for stage, c in checks]  # fmt: skip
         parts += ["<h3>Checks</h3>", table(("stage", "check", "status", "time", "message"), timed, "checks")]
     logs = cell.get("logs", [])
     parts.append("<h3>Logs</h3>")
@@ -140,8 +141,11 @@ def files_of(
     return files
 
 
-def _seconds(duration: Any) -> str:
-    return "-" if duration is None else f"{float(duration):.1f}s"
+def _seconds(duration: Any, group: Any = None) -> str:
+    """A check's seconds; those of the group it was made in, named, where it was not timed alone."""
+    if duration is None:
+        return "-"
+    return f"{float(duration):.1f}s" + (f" (all of: {group})" if group else "")
 
 
 def page(data: Mapping[str, Any], title: str = "torchbuild") -> str:

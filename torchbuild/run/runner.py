@@ -42,7 +42,7 @@ from torchbuild.config import environment
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed, UserError, os_error
 from torchbuild.host import locks, scratch, signals
-from torchbuild.host.console import console, step_done, step_start
+from torchbuild.host.console import check_times, console, step_done, step_start
 from torchbuild.plan import STAGES, Plan
 from torchbuild.results import Artifact, StageResult, sha256_of
 from torchbuild.run import report, repro, state
@@ -239,6 +239,7 @@ class _CellRun:
         function = self.functions.get(stage.name) or stage.run
         ctx = Context(plan=self.plan, root=self.root, options=self.options, inputs=inputs)
         same = previous if previous is not None and previous.key == key and previous.status == "passed" else None
+        same = None if stage.copies_inputs else same
         archives = {n: a for n, a in same.outputs.items() if a.path.name.endswith(ARCHIVES)} if same else {}
         before = {name: repro.fingerprint(artifact.path) for name, artifact in archives.items()}
         return _Job(stage, function, ctx, key, same, before)
@@ -254,6 +255,8 @@ class _CellRun:
             self.state.stages[job.stage.name] = record
         self.state.save(self.plan)
         step_done(job.stage.name, record.status, record.duration, record.message, record.outputs, end_group=end_group)
+        if self.options.verbose:
+            check_times(record.checks)
 
 
 def run_cell(

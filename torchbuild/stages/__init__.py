@@ -57,6 +57,9 @@ class Stage:
     # other earlier stage is done and may run while these do. It must read nothing they write (the runner checks).
     beside: tuple[str, ...] = ()
     beside_when: Callable[[Plan], bool] = lambda plan: True
+    # Its outputs are byte copies of what it reads (publish): a rerun of the same inputs cannot make other bytes, so
+    # the runner does not fingerprint them first for the reproducibility note (reading a wheel's directory costs).
+    copies_inputs: bool = False
 
 
 def companion_artifact(kind: str, name: str) -> str:

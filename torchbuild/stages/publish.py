@@ -61,4 +61,5 @@ STAGE = Stage(
     writes=("published_conda", "published_wheel", *companion_artifacts("published_conda", "published_wheel"),
             *era_artifacts("published_conda")),
     always_runs=lambda options: True,  # cheap when nothing changed, and the channel may have changed since
+    copies_inputs=True,
 )

@@ -3,6 +3,8 @@ code order. The checks themselves are in metadata.py, content.py, sbom_match.py 
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from pathlib import Path
 
 from torchbuild.conda.archive import PACKAGE_CHECKS, TB100, CondaArchive, PackageUnreadable, read_package
@@ -16,12 +18,14 @@ MODULES = (metadata, content, sbom_match, scripts)
 def run_checks(pkg: CondaArchive) -> list[Check]:
     checks: list[Check] = []
     for check in sorted(PACKAGE_CHECKS, key=lambda c: c.code):
+        started = time.perf_counter()
         outcome = check.run(pkg)
         if isinstance(outcome, str):
-            checks.append(skipped(check.code, pkg.path, outcome))
+            made = skipped(check.code, pkg.path, outcome)
         else:
             note = check.note(pkg) if check.note is not None and not outcome else ""
-            checks.append(result(check.code, pkg.path, outcome, note))
+            made = result(check.code, pkg.path, outcome, note)
+        checks.append(dataclasses.replace(made, duration=time.perf_counter() - started))
     return checks
 
 

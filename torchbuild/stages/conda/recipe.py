@@ -16,11 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
 import yaml
-from jinja2.sandbox import SandboxedEnvironment
+
+if TYPE_CHECKING:  # jinja2 is imported where a recipe is rendered: a rerun that renders none does not load it
+    from jinja2.sandbox import SandboxedEnvironment
 
 from torchbuild.errors import UserError
 from torchbuild.plan import Plan
@@ -87,6 +88,9 @@ def apply_selectors(text: str, namespace: Mapping[str, object]) -> str:
 
 
 def _environment() -> SandboxedEnvironment:
+    import jinja2
+    from jinja2.sandbox import SandboxedEnvironment
+
     return SandboxedEnvironment(
         loader=jinja2.FileSystemLoader(str(RECIPE_DIR)),
         undefined=jinja2.StrictUndefined,
@@ -127,6 +131,8 @@ def render(
     the VC runtime dependency (win-64; its floor read from the binaries); ``left_out`` the wheel's DLLs (paths in
     site-packages) the package does not install because a run dependency provides them.
     """
+    import jinja2
+
     env = _environment()
     rule = plan.conda.vc_runtime
     if vc_runtime is None and rule is not None:  # no wheel read yet: the rule's minimum

@@ -16,14 +16,18 @@
   TB302: ``pytorch`` and the companions solved together against a channel of them all must pick every one of them.
 
 Every check goes into the StageResult and into ``checks.json`` in the stage directory; any failed check fails the
-stage with a message naming each failed check's code and file.
+stage with a message naming each failed check's code and file. Each check carries its seconds (report.json, ``-v``):
+its own where it is made alone, else those of the group made in one go (one read of the wheel, one Wine process),
+which ``timed_with`` names; the solve runs beside the reading of the package, so their times overlap.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import json
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from torchbuild.conda.archive import TB100, CondaArchive, PackageUnreadable, read_package
@@ -44,6 +48,9 @@ from torchbuild.results import (
     sha256_of,
     skipped,
     summary,
+    timed,
+    timed_together,
+    with_time,
 )
 from torchbuild.stages import Context, Stage, companion_artifact, companion_artifacts, requirement_libraries
 from torchbuild.stages.verify import companion
@@ -105,19 +112,25 @@ def conda_checks(
     solve against the live channel caches their repodata."""
     # The solve (rattler, in a process of its own) runs while this one reads the package back.
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        solved = pool.submit(solve_check, artifact.path, plan, repodata, work, None, cache_dir)
+        solved = pool.submit(timed, lambda: solve_check(artifact.path, plan, repodata, work, None, cache_dir))
+        started = time.perf_counter()
         try:
             pkg = read_package(artifact.path)
         except PackageUnreadable as exc:
             reason = "the package could not be read (TB100)"
             return [result(TB100, artifact.path, [str(exc)]), skipped(TB301, artifact.path, reason)], None
+        read = time.perf_counter() - started  # TB100's time: the package read back whole, its payload hashed
+        started = time.perf_counter()
         closure = environment_closure(pkg, plan) if pkg.is_windows else None
         closure = follow(closure) if closure is not None and follow is not None else closure
+        in_environment = with_time(environment_checks(pkg, plan, report, closure), time.perf_counter() - started,
+                                   "the package in its environment (its DLL closure read)")  # fmt: skip
+        as_planned = f"{plan.conda.filename} as planned"
         checks = [
-            result(TB100, pkg.path, [], f"{pkg.format}, {len(pkg.files()):,} payload files"),
+            replace(result(TB100, pkg.path, [], f"{pkg.format}, {len(pkg.files()):,} payload files"), duration=read),
             *run_checks(pkg),
-            result(TB104, pkg.path, plan_problems(pkg, plan, artifact), f"{plan.conda.filename} as planned"),
-            *environment_checks(pkg, plan, report, closure),
+            timed(lambda: result(TB104, pkg.path, plan_problems(pkg, plan, artifact), as_planned)),
+            *in_environment,
             solved.result(),
         ]
         return checks, closure.openmp_runtimes() if closure else None
@@ -153,25 +166,31 @@ def run(ctx: Context) -> StageResult:
     repair = ctx.inputs.get("repair_report")
     repaired = RepairReport.read(repair.path) if repair else None
     torch_openmp = None
+    options = ctx.options
     if conda is not None:
-        options = ctx.options
         follow = _follower(ctx)
         found, torch_openmp = conda_checks(conda, plan, options.repodata, work, repaired, follow, options.cache_dir)
         checks += found
     built = {c.name: a for c in plan.companions if (a := ctx.inputs.get(companion_artifact("conda_package", c.name)))}
     if built:
-        checks += companion.companion_checks(plan, built, conda, torch_openmp, _upstream(ctx))
+        upstream, openmp = _upstream(ctx), torch_openmp
+        checks += timed_together("the companions' packages",
+                                 lambda: companion.companion_checks(plan, built, conda, openmp, upstream))  # fmt: skip
         if conda is not None:
-            paths = {name: artifact.path for name, artifact in built.items()}
-            checks.append(solve_check(conda.path, plan, ctx.options.repodata, work, paths, ctx.options.cache_dir))
+            paths, torch = {name: artifact.path for name, artifact in built.items()}, conda.path
+            checks.append(timed(lambda: solve_check(torch, plan, options.repodata, work, paths, options.cache_dir)))
     if wheel is not None:
-        checks += check_wheel(wheel.path, plan.wheel, plan.conda.filename.removesuffix(".conda"))
-        checks.append(script_check(wheel.path, [rule.value for rule in plan.broken_scripts]))
+        dist = plan.conda.filename.removesuffix(".conda")
+        checks += timed_together("the wheel read once", lambda: check_wheel(wheel.path, plan.wheel, dist))
+        checks.append(timed(lambda: script_check(wheel.path, [rule.value for rule in plan.broken_scripts])))
     log = ctx.stage_dir("logs") / "verify-loadcheck.log"
-    checks += loader_checks(
-        plan, wheel.path if wheel else None, conda.path if conda else None, work, ctx.options.cache_dir, log,
-        {name: artifact.path for name, artifact in built.items()},
-    )  # fmt: skip
+    companions = {name: artifact.path for name, artifact in built.items()}
+    wheel_path, conda_path = (wheel.path if wheel else None), (conda.path if conda else None)
+
+    def loading() -> list[Check]:
+        return loader_checks(plan, wheel_path, conda_path, work, options.cache_dir, log, companions)
+
+    checks += timed_together("the loader check (one Wine process)", loading)
     report = work / "checks.json"
     _write(checks, report)
 
