@@ -122,7 +122,7 @@ class LocalChannel:
         for package in self._packages():
             repodata = package.parent / "repodata.json"
             if repodata not in indexes:
-                indexes[repodata] = (_recorded(repodata), repodata.stat().st_mtime_ns if repodata.is_file() else -1)
+                indexes[repodata] = (recorded(repodata), repodata.stat().st_mtime_ns if repodata.is_file() else -1)
             records, written = indexes[repodata]
             entry = records.get(package.name) or {}
             if entry.get("size") == package.stat().st_size and changed_at(package) <= written:
