@@ -14,9 +14,12 @@ TOP_LEVEL = {
     "build": "build",
     "packages": "packages",
     "declared_libraries": "choice",
+    "test_command": "test",  # the users' own tests (config/user_tests.py), run in both smoke environments
+    "test_requires": "test",
 }
 RULE_KEYS = ("platform", "cuda", "python", "torch")
-INCLUDE_KEYS = (*RULE_KEYS, "declared_libraries")
+TEST_KEYS = ("test_command", "test_requires")
+INCLUDE_KEYS = (*RULE_KEYS, "declared_libraries", *TEST_KEYS)
 INCLUDE_REQUIRED = ("platform", "cuda", "python")
 TORCH_SOURCE_KEYS = ("git_ref", "git_url", "build_version")  # torch: {git_ref: main, build_version: nightly}
 BUILD_KEYS = {
@@ -56,6 +59,8 @@ EXAMPLES = {
     "conda_builder": "conda_builder: rattler-build",
     "packages": "packages: [torch, torchvision, torchaudio]",
     "declared_libraries": "declared_libraries: keep",
+    "test_command": 'test_command: "pytest {project}/tests"',
+    "test_requires": "test_requires: [pytest]",
 }
 
 
