@@ -18,7 +18,7 @@ from pathlib import Path
 
 from torchbuild.config.user_tests import UserTest
 from torchbuild.results import Check, define
-from torchbuild.stages.smoke.env import Env, log_run
+from torchbuild.stages.smoke.env import Env
 
 TEST_COMMAND = define("TB401", "the matrix's test_command passes in the smoke environment")
 NAME = "test_command"
@@ -52,7 +52,8 @@ def check(env: Env, test: UserTest, run: Runner, project: str | None = None) -> 
     for argv in commands:
         ran = run(argv, cwd)
         line = shlex.join(argv)
-        log_run(env, argv, ran.output, ran.why)
+        with env.log.open("a", encoding="utf-8") as handle:
+            handle.write(f"$ (cd {cwd}; {line})\n{ran.output}\n{ran.why}\n")
         shown += [f"$ {line}", *ran.output.splitlines()]
         if ran.returncode != 0:
             said = ran.why or f"exit {ran.returncode}"
