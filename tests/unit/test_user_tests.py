@@ -4,14 +4,17 @@ and run in a real venv (uv) with a real wheel installed from test_requires."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.builders import make_wheel, torch_plan
+from torchbuild.commands.smoke import check_plan
 from torchbuild.config.matrix import MatrixError, parse
 from torchbuild.config.user_tests import UserTest
+from torchbuild.errors import UserError
 from torchbuild.host import uv
 from torchbuild.plan import user_test
 from torchbuild.stages.smoke import stage as smoke
@@ -133,3 +136,16 @@ def test_a_skipped_stage_lists_the_user_test_as_skipped_too() -> None:
     assert {c.name: c.status for c in result.checks}["wheel: test_command"] == "skipped"
     without = smoke._skipped(torch_plan(platform="win-64"), "wheel", "x")
     assert "wheel: test_command" not in {c.name for c in without.checks}
+
+
+def test_the_smoke_job_takes_a_plan_recorded_in_another_checkout_but_not_another_command() -> None:
+    plan = dataclasses.replace(torch_plan(), user_test=UserTest(command="pytest", requires=(), project="/here"))
+    recorded = json.loads(plan.to_json())
+    recorded["user_test"]["project"] = "D:\\a\\project"
+    check_plan(plan, recorded, Path("state.json"))  # another machine's checkout: the same plan
+    recorded["user_test"]["command"] = "pytest -x"
+    with pytest.raises(UserError) as caught:
+        check_plan(plan, recorded, Path("state.json"))
+    assert "state.json was recorded for another plan of linux-64-cpu-py3.11-torch2.13.0 (different: user_test)" in str(
+        caught.value
+    )
