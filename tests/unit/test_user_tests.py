@@ -13,10 +13,12 @@ import pytest
 from tests.builders import make_wheel, torch_plan
 from torchbuild.commands.smoke import check_plan
 from torchbuild.config.matrix import MatrixError, parse
+from torchbuild.config.options import RunOptions
 from torchbuild.config.user_tests import UserTest
 from torchbuild.errors import UserError
 from torchbuild.host import uv
-from torchbuild.plan import user_test
+from torchbuild.plan import SMOKE_STAGES, user_test
+from torchbuild.run import runner
 from torchbuild.stages.smoke import stage as smoke
 from torchbuild.stages.smoke.env import Env
 from torchbuild.stages.smoke.user_test import check
@@ -149,3 +151,12 @@ def test_the_smoke_job_takes_a_plan_recorded_in_another_checkout_but_not_another
     assert "state.json was recorded for another plan of linux-64-cpu-py3.11-torch2.13.0 (different: user_test)" in str(
         caught.value
     )
+
+
+def test_a_test_command_reruns_the_smoke_stages_but_not_the_build() -> None:
+    plan = torch_plan()
+    tested = dataclasses.replace(plan, user_test=UserTest(command="pytest", requires=(), project="/here"))
+    options = RunOptions()
+    for stage in runner.pipeline():
+        same = runner.input_key(stage, plan, options, {}) == runner.input_key(stage, tested, options, {})
+        assert same == (stage.name not in SMOKE_STAGES), stage.name
