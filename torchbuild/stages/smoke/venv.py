@@ -12,6 +12,7 @@ In each, smoke_checks.py runs (through run_checks.py) from an empty working dire
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -198,9 +199,12 @@ def run_command(env: Env, argv: list[str], cwd: Path) -> user_test.Ran:
     """One command of the user test, without a shell: the environment's bin folder first on PATH, ``python`` its
     interpreter."""
     bin_dir = python_of(env).parent
-    program = str(python_of(env)) if argv[0] == "python" else argv[0]
     environ = smoke_checks.clean_env()
     environ.update(PATH=os.pathsep.join([str(bin_dir), environ.get("PATH", os.defpath)]), VIRTUAL_ENV=str(prefix(env)))
+    # Looked up here: Windows' CreateProcess would search this process's PATH, not the one given to the child.
+    program = str(python_of(env)) if argv[0] == "python" else shutil.which(argv[0], path=environ["PATH"])
+    if program is None:
+        return user_test.Ran(None, "", f"'{argv[0]}' is not in the environment ({bin_dir}) nor on this host's PATH")
     try:
         proc = subprocess.run([program, *argv[1:]], cwd=cwd, env=environ, stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
