@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.builders import make_wheel, torch_plan
+from tests.conftest import ROOT
 from torchbuild.commands.smoke import check_plan
 from torchbuild.config.matrix import MatrixError, parse
 from torchbuild.config.options import RunOptions
@@ -160,3 +162,15 @@ def test_a_test_command_reruns_the_smoke_stages_but_not_the_build() -> None:
     for stage in runner.pipeline():
         same = runner.input_key(stage, plan, options, {}) == runner.input_key(stage, tested, options, {})
         assert same == (stage.name not in SMOKE_STAGES), stage.name
+
+
+def test_plan_shows_the_cells_test_command(tmp_path: Path) -> None:
+    (tmp_path / "m.yaml").write_text("platforms: [linux-64]\ntest_command: pytest {project}/tests\n"
+                                     "test_requires: [pytest]\n")  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "pipeline.py"), "plan", "--matrix", "m.yaml", "--torch", "2.13.0"],
+        cwd=tmp_path, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    said = f"test command pytest {{project}}/tests (after the smoke checks; needs pytest; {{project}} = {tmp_path})"
+    assert said in " ".join(result.stdout.split()), result.stdout
