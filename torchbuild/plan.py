@@ -9,6 +9,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
@@ -39,6 +40,7 @@ from torchbuild.config.pypi_to_conda import NameRule
 from torchbuild.config.python_embed import Pinned
 from torchbuild.config.smoke_envs import Wanted
 from torchbuild.config.support import check_cuda, check_python, resolve_release, supporting
+from torchbuild.config.user_tests import UserTest
 from torchbuild.errors import UserError
 from torchbuild.host.pip import target_args as pip_target_args
 from torchbuild.platforms.by_name import platform_module
@@ -155,6 +157,9 @@ class Plan:
     # A build of the users' own (a source build, nightly, pre-release, fork): its version as built, whose facts
     # ``torch`` names, and why (config/build_version.py); None for upstream's release builds
     own_build: OwnBuild | None = None
+    # matrix.yaml's test_command and test_requires of this cell (an include entry's over the top level's): run in
+    # both smoke environments after the built-in checks; None where the cell has no test_command
+    user_test: UserTest | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -223,6 +228,15 @@ def unlabelled_build(compat: Compat, platform: str, release: str, cuda: str, loc
     return any(r.applies(platform, release, cuda) and r.value == local for r in rules) or cuda_wheels.unlabelled_cuda(
         platform, release, cuda
     )
+
+
+def user_test(cell: Cell, matrix: Matrix) -> UserTest | None:
+    """The cell's own test; ``{project}`` is the folder of matrix.yaml."""
+    keys = matrix.user_tests(cell)
+    if keys.command is None:
+        return None
+    project = Path(matrix.path).parent.resolve()
+    return UserTest(command=keys.command, requires=keys.requires or (), project=str(project))
 
 
 def work_dir_of(cell: Cell) -> str:
@@ -429,6 +443,7 @@ def resolve(
         added_requirements=pkg.undeclared_for(*applies_to, cell.python),
         broken_scripts=pkg.broken_scripts_for(*applies_to),
         own_build=own,
+        user_test=user_test(cell, matrix),
         **dll_providers.windows_facts(cell.platform, cell.cuda, cell.python),
     )
 

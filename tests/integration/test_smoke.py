@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import csv
+import dataclasses
 import datetime
 import io
 import platform
@@ -18,6 +19,7 @@ from packaging.requirements import Requirement
 from tests.builders import real_torch_wheel, record_hash, torch_plan
 from tests.conftest import Scratch
 from torchbuild.config.options import RunOptions
+from torchbuild.config.user_tests import UserTest
 from torchbuild.errors import StageFailed
 from torchbuild.host import scratch
 from torchbuild.plan import Plan
@@ -229,3 +231,35 @@ def test_missing_inputs_name_the_valid_ones(linux_plan: Plan, torch_wheel: Path,
     assert str(caught.value) == (
         "smoke-conda: needs the inputs conda_package and repaired_wheel; missing: conda_package; given: repaired_wheel"
     )
+
+
+FAILING_TEST = 'python -c "import sys, torch; print(\'the users test saw torch\', torch.__version__); sys.exit(5)"'
+
+
+@pytest.mark.slow
+def test_a_failing_test_command_fails_both_stages_with_its_output(
+    linux_plan: Plan, torch_wheel: Path, torch_conda: Path, tmp_path: Path
+) -> None:
+    test = UserTest(command=FAILING_TEST, requires=(), project=str(tmp_path))
+    ctx = context(dataclasses.replace(linux_plan, user_test=test), tmp_path, torch_wheel, torch_conda)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        runs = {"wheel": pool.submit(smoke_wheel.run, ctx), "conda": pool.submit(smoke_conda.run, ctx)}
+        for env, future in runs.items():
+            with pytest.raises(StageFailed) as caught:
+                future.result()
+            message = str(caught.value)
+            assert message.startswith(f"smoke-{env}: {env}: test_command failed in "), message
+            assert "failed (exit 5); the output (its last 40 lines):" in message
+            assert "the users test saw torch 2.13.0+cpu" in message
+            statuses = {c.name: c.status for c in caught.value.checks}
+            assert statuses[f"{env}: test_command"] == "failed"
+            assert [n for n, s in statuses.items() if s == "failed"] == [f"{env}: test_command"]
+
+
+@pytest.mark.slow
+def test_a_passing_test_command_is_listed(linux_plan: Plan, torch_wheel: Path, tmp_path: Path) -> None:
+    test = UserTest(command='python -c "import torch; torch.ones(2)"', requires=(), project=str(tmp_path))
+    result = smoke_wheel.run(context(dataclasses.replace(linux_plan, user_test=test), tmp_path, torch_wheel, None))
+    listed = {c.name: c for c in result.checks}["wheel: test_command"]
+    assert listed.status == "passed" and listed.code == "TB401" and listed.duration is not None
+    assert listed.message.startswith('python -c "import torch; torch.ones(2)": 1 command passed in ')

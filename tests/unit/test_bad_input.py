@@ -239,6 +239,9 @@ def test_run(c: Case, artifacts: dict[str, Path], tmp_path: Path) -> None:
              id="packages-empty-string"),
         case("plan", "--matrix", "m.yaml", files={"m.yaml": DEEP_YAML},
              message="m.yaml:1: invalid YAML: nested deeper than 64 levels.", id="matrix-nested-too-deep"),
+        case("plan", "--matrix", "m.yaml", files={"m.yaml": "test_command: pytest | tee log\n"},
+             message="m.yaml:1: test_command 'pytest | tee log' uses '|', a shell feature: torchbuild runs each "
+                     "'&&'-separated command without a shell", id="test-command-pipe"),
         case("plan", *LINUX_CPU, env={"SOURCE_DATE_EPOCH": "\uff11\uff17" + "\uff10" * 8},  # fullwidth 1700000000
              message="SOURCE_DATE_EPOCH='\uff11\uff17\uff10\uff10\uff10\uff10\uff10\uff10\uff10\uff10' is not a "
                      "number of seconds since 1970-01-01", id="source-date-epoch-fullwidth-digits"),

@@ -39,6 +39,7 @@ def print_plan(plan: Plan) -> None:
         ("vc runtime", _vc_runtime_line(plan)),
         ("constrains", ", ".join(plan.conda.constrains) or "-"),
         *((("2018 names", _era_line(plan)),) if not plan.conda.era.empty else ()),
+        *((("test command", _test_line(plan)),) if plan.user_test else ()),
         ("channel", plan.channel),
         ("work dir", plan.work_dir),
         *((f"env {k}", v) for k, v in plan.env.items()),
@@ -50,6 +51,13 @@ def print_plan(plan: Plan) -> None:
     for key, value in rows:
         out.print(f"  {key:<{width}}  {escape(value)}")  # values are text, never Rich markup
     out.print()
+
+
+def _test_line(plan: Plan) -> str:
+    test = plan.user_test
+    assert test is not None
+    needs = ", ".join(test.requires) or "nothing"
+    return f"{test.command} (after the smoke checks; needs {needs}; {{project}} = {test.project})"
 
 
 def _era_line(plan: Plan) -> str:

@@ -45,10 +45,19 @@ def relocate(recorded: str, work_dir: str, root: Path) -> Path | None:
     return None
 
 
+def _comparable(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """A Plan's fields that must be the same on both machines: not the channel, nor where the checkout of
+    matrix.yaml is (the user test's ``{project}``)."""
+    out = {k: v for k, v in plan.items() if k != "channel"}
+    if isinstance(test := out.get("user_test"), dict):
+        out["user_test"] = {k: v for k, v in test.items() if k != "project"}
+    return out
+
+
 def check_plan(plan: Plan, recorded: Mapping[str, Any], path: Path) -> None:
     """The Plan this machine resolves must be the one the build recorded (same matrix.yaml, same torchbuild)."""
-    ours = {k: v for k, v in json.loads(json.dumps(plan.to_dict())).items() if k != "channel"}
-    theirs = {k: v for k, v in recorded.items() if k != "channel"}
+    ours = _comparable(json.loads(json.dumps(plan.to_dict())))
+    theirs = _comparable(recorded)
     differ = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
     if differ:
         raise UserError(

@@ -28,10 +28,12 @@ from torchbuild.config.matrix_schema import (
     MAX_JOBS,
     MIN_INT,
     RULE_KEYS,
+    TEST_KEYS,
     TOP_LEVEL,
     TORCH_SOURCE_KEYS,
 )
 from torchbuild.config.nesting import DepthLimitedLoader
+from torchbuild.config.user_tests import UserTestKeys, check_requires, split
 from torchbuild.errors import UserError, one_of
 
 LATEST = "latest"
@@ -104,6 +106,8 @@ class Matrix:
     packages: tuple[str, ...] | None = None
     declared_libraries: str | None = None  # keep | vendor for every cell; None: upstream's choice per cell
     keep_nightlies: int | None = None  # what ``index --matrix`` keeps of the nightlies; None: every one
+    tests: UserTestKeys = field(default_factory=UserTestKeys)  # test_command, test_requires of the top level
+    include_tests: tuple[UserTestKeys, ...] = ()  # those of each include entry, in the order of ``include``
     path: str = "<defaults>"
 
     def cells(self) -> list[Cell]:
@@ -129,6 +133,17 @@ class Matrix:
             elif "declared_libraries" in rule:  # an include entry that sets the setting of a matrix cell
                 cells[same] = cell
         return cells
+
+    def user_tests(self, cell: Cell) -> UserTestKeys:
+        """The test keys of ``cell``: those of the include entries of its matrix point (the last one wins) over the
+        top level's."""
+        keys = self.tests
+        for rule, over in zip(self.include, self.include_tests, strict=False):
+            point = Cell(platform=rule["platform"], cuda=rule["cuda"], python=rule["python"],
+                         torch=rule.get("torch", self.torch))  # fmt: skip
+            if point.point_id == cell.point_id:
+                keys = over.over(keys)
+        return keys
 
     def cell(self, *, platform: str, cuda: str, python: str, torch: str) -> Cell:
         """A cell of this matrix's settings (its declared_libraries), in the matrix or outside it (--cuda --py)."""
@@ -273,31 +288,54 @@ def _packages(path: str, node: yaml.Node) -> tuple[str, ...]:
         raise MatrixError(f"{_where(path, node)}: packages: {exc}") from None
 
 
-def _rules(path: str, key: str, node: yaml.Node) -> tuple[dict[str, str], ...]:
+def _test_key(path: str, key: str, node: yaml.Node, keys: UserTestKeys) -> UserTestKeys:
+    """``keys`` with ``key`` (test_command or test_requires) read from ``node``."""
+    try:
+        if key == "test_command":
+            command = _scalar(path, key, node)
+            split(command)  # refused now, not after the build
+            return replace(keys, command=command)
+        return replace(keys, requires=check_requires(_list(path, key, node)))
+    except MatrixError:
+        raise
+    except UserError as exc:
+        raise MatrixError(f"{_where(path, node)}: {exc}") from None
+
+
+def _rules(
+    path: str, key: str, node: yaml.Node
+) -> tuple[tuple[dict[str, str], ...], tuple[UserTestKeys, ...]]:
+    """The entries of ``exclude`` or ``include``, and the test keys of each (include only)."""
     if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
-        return ()
+        return (), ()
     if not isinstance(node, yaml.SequenceNode):
         raise MatrixError(f"{_where(path, node)}: '{key}' must be a list of mappings like {{cuda: '9.0'}}.")
     rules = []
+    tests = []
     for item in node.value:
         rule: dict[str, str] = {}
+        keys = UserTestKeys()
         valid = INCLUDE_KEYS if key == "include" else RULE_KEYS
         for key_node, value_node in _pairs(path, f"{key} entry", item):
             if key_node.value not in valid:
                 raise _unknown_key(path, key_node, key_node.value, valid)
+            if key_node.value in TEST_KEYS:
+                keys = _test_key(path, key_node.value, value_node, keys)
+                continue
             rule[key_node.value] = _scalar(path, key, value_node, f"'{key_node.value}' in an {key} entry")
             if key_node.value == "platform":
                 _platform(path, value_node, rule["platform"])
             if key_node.value == "declared_libraries":
                 _declared(path, value_node, rule["declared_libraries"])
-        if not rule:
+        if not rule and keys == UserTestKeys():
             raise MatrixError(f"{_where(path, item)}: an empty '{key}' entry would match every cell.")
         if key == "include":
             missing = [k for k in INCLUDE_REQUIRED if k not in rule]
             if missing:
                 raise MatrixError(f"{_where(path, item)}: an include entry needs {one_of(missing)}.")
         rules.append(rule)
-    return tuple(rules)
+        tests.append(keys)
+    return tuple(rules), tuple(tests)
 
 
 def _build(path: str, node: yaml.Node) -> BuildOptions:
@@ -336,6 +374,7 @@ def parse(text: str, path: str = "matrix.yaml") -> Matrix:
     if root is None:
         raise MatrixError(f"{path}: the file is empty; see docs/matrix.md for the keys a matrix takes.")
     values: dict[str, object] = {"path": path}
+    tests = UserTestKeys()
     for key_node, value_node in _pairs(path, "the matrix", root):
         key = key_node.value
         kind = TOP_LEVEL.get(key)
@@ -356,10 +395,14 @@ def parse(text: str, path: str = "matrix.yaml") -> Matrix:
         elif kind == "choice":
             values[key] = _declared(path, value_node, _scalar(path, key, value_node))
         elif kind == "rules":
-            values[key] = _rules(path, key, value_node)
+            values[key], included = _rules(path, key, value_node)
+            if key == "include":
+                values["include_tests"] = included
+        elif kind == "test":
+            tests = _test_key(path, key, value_node, tests)
         else:
             values[key] = _build(path, value_node)
-    return Matrix(**values)  # type: ignore[arg-type]
+    return Matrix(**values, tests=tests)  # type: ignore[arg-type]
 
 
 def _torch_source(path: str, node: yaml.Node) -> TorchSource:

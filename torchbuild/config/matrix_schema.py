@@ -15,9 +15,12 @@ TOP_LEVEL = {
     "packages": "packages",
     "declared_libraries": "choice",
     "keep_nightlies": "int",  # at least 1 (config/matrix.py MIN_INT)
+    "test_command": "test",  # the users' own tests (config/user_tests.py), run in both smoke environments
+    "test_requires": "test",
 }
 RULE_KEYS = ("platform", "cuda", "python", "torch")
-INCLUDE_KEYS = (*RULE_KEYS, "declared_libraries")
+TEST_KEYS = ("test_command", "test_requires")
+INCLUDE_KEYS = (*RULE_KEYS, "declared_libraries", *TEST_KEYS)
 INCLUDE_REQUIRED = ("platform", "cuda", "python")
 TORCH_SOURCE_KEYS = ("git_ref", "git_url", "build_version")  # torch: {git_ref: main, build_version: nightly}
 BUILD_KEYS = {
@@ -58,6 +61,8 @@ EXAMPLES = {
     "packages": "packages: [torch, torchvision, torchaudio]",
     "declared_libraries": "declared_libraries: keep",
     "keep_nightlies": "keep_nightlies: 7",
+    "test_command": 'test_command: "pytest {project}/tests"',
+    "test_requires": "test_requires: [pytest]",
 }
 MIN_INT = {"keep_nightlies": 1}  # the integers whose least value is not 0
 

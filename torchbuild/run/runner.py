@@ -43,7 +43,7 @@ from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed, UserError, os_error
 from torchbuild.host import locks, scratch, signals
 from torchbuild.host.console import check_times, console, step_done, step_start
-from torchbuild.plan import STAGES, Plan
+from torchbuild.plan import SMOKE_STAGES, STAGES, Plan
 from torchbuild.results import Artifact, StageResult, sha256_of
 from torchbuild.run import report, repro, state
 from torchbuild.run.records import EXIT_UNVERIFIED, CellRun, StageRecord
@@ -122,11 +122,21 @@ def input_key(stage: Stage, plan: Plan, options: RunOptions, inputs: Mapping[str
     shaping = {name: str(getattr(options, name)) for name in stage.shaped_by}
     payload = {
         "stage": stage.name,
-        "plan": {k: v for k, v in plan.to_dict().items() if k != "channel"},
+        "plan": _keyed_plan(stage, plan),
         "options": shaping,
         "inputs": {name: a.sha256 for name, a in sorted(inputs.items())},
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _keyed_plan(stage: Stage, plan: Plan) -> dict[str, object]:
+    """The Plan's fields that decide whether ``stage``'s last result still holds: not the channel; the user test
+    only for the smoke stages (a changed test_command reruns them, not the build), and only where there is one."""
+    fields = {k: v for k, v in plan.to_dict().items() if k != "channel"}
+    test = fields.pop("user_test")
+    if test is not None and stage.name in SMOKE_STAGES:
+        fields["user_test"] = test
+    return fields
 
 
 def _mtimes(outputs: Mapping[str, Artifact]) -> dict[str, int]:

@@ -22,6 +22,7 @@ from torchbuild.results import Check, Status
 from torchbuild.stages.smoke.resources import smoke_checks
 
 if TYPE_CHECKING:
+    from torchbuild.config.user_tests import UserTest
     from torchbuild.plan import Plan
 
 STATUSES: dict[str, Status] = {"passed": "passed", "failed": "failed", "skipped": "skipped"}
@@ -81,6 +82,10 @@ class Backend(Protocol):
         ...
 
     def run_checks(self, env: Env) -> list[Check]:
+        ...
+
+    def run_user_test(self, env: Env, test: UserTest) -> Check:
+        """matrix.yaml's test_command in ``env`` (its test_requires were installed by ``setup``): user_test.py."""
         ...
 
     def close(self) -> None:

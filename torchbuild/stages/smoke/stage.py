@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from torchbuild.config.python_embed import not_pinned
+from torchbuild.config.user_tests import UserTest
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.host import scratch
 from torchbuild.host.files import write_atomic
@@ -36,6 +37,7 @@ from torchbuild.plan import Plan
 from torchbuild.platforms.windows import python_embed, wine
 from torchbuild.results import Check, StageResult, Status
 from torchbuild.stages import Context, Stage, companion_artifact
+from torchbuild.stages.smoke import user_test
 from torchbuild.stages.smoke.env import Backend, Env, parse_results
 from torchbuild.stages.smoke.resources import smoke_checks
 from torchbuild.stages.smoke.venv import VenvBackend, wheel_requirements
@@ -84,10 +86,8 @@ def _skipped(
     without a check a user relies on (its Python is missing here)."""
     built = [c.name for c in plan.companions if c.built]
     said = "skipped" if status == "skipped" else "not run"
-    checks = tuple(
-        Check(name=f"{kind}: {name}", status=status, message=f"{said}: {reason}")
-        for name in smoke_checks.check_names(built)
-    )
+    names = [*smoke_checks.check_names(built), *([user_test.NAME] if plan.user_test else [])]
+    checks = tuple(Check(name=f"{kind}: {name}", status=status, message=f"{said}: {reason}") for name in names)
     return StageResult(status=status, checks=checks, message=f"{said}: {short or reason.split(' (')[0]}")
 
 
@@ -181,8 +181,9 @@ def _kept(env: Env) -> str:
     return f"The environment is kept for debugging: {env.root}{where} (log: {env.log})"
 
 
-def _run_env(name: str, env: Env, backend: Backend) -> list[Check]:
-    """The environment made and checked: its checks. Raises the stage's failure, with the checks, if one failed."""
+def _run_env(name: str, env: Env, backend: Backend, test: UserTest | None) -> list[Check]:
+    """The environment made and checked, the user's ``test`` last: its checks. Raises the stage's failure, with the
+    checks, if one failed."""
     env.log.unlink(missing_ok=True)
     started = time.perf_counter()
     try:
@@ -196,6 +197,8 @@ def _run_env(name: str, env: Env, backend: Backend) -> list[Check]:
     message = f"{what}: {took:.1f} s"
     installed = Check(name=f"{env.kind}: install", status="passed", message=message, file=env.artifact.name)
     checks = [installed, *backend.run_checks(env)]
+    if test is not None:
+        checks.append(backend.run_user_test(env, test))
     if any(c.status == "failed" for c in checks):
         raise _failure(name, env, backend, checks)
     return checks
@@ -213,7 +216,7 @@ def run(ctx: Context, kind: str) -> StageResult:
     root = _environment_root(base, kind, backend, artifact)
     env = Env(kind, root, artifact, ctx.stage_dir("logs") / f"{name}.log", _companions(ctx, kind))
     try:
-        all_checks = _run_env(name, env, backend)
+        all_checks = _run_env(name, env, backend, ctx.plan.user_test)
     finally:
         backend.close()
     scratch.remove(env.root)

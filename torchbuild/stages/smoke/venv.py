@@ -12,6 +12,7 @@ In each, smoke_checks.py runs (through run_checks.py) from an empty working dire
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from torchbuild.config import nesting
 from torchbuild.host import uv
 from torchbuild.host.proc import run_tool
 from torchbuild.results import Check, sha256_of
+from torchbuild.stages.smoke import user_test
 from torchbuild.stages.smoke.env import (
     CHECKS_TIMEOUT_S,
     BackendError,
@@ -40,6 +42,7 @@ from torchbuild.stages.smoke.resources import smoke_checks
 from torchbuild.wheel import wheelfile
 
 if TYPE_CHECKING:
+    from torchbuild.config.user_tests import UserTest
     from torchbuild.plan import Plan
 
 INSTALL_TIMEOUT_S = 900.0
@@ -121,7 +124,9 @@ class VenvBackend:
         return KINDS[kind]
 
     def extras(self) -> list[str]:
-        return [w.requirement for w in self.plan.smoke_extras]
+        """What the environment gets besides the artifacts: smoke_envs.yaml's, and the matrix's test_requires."""
+        test = self.plan.user_test
+        return [w.requirement for w in self.plan.smoke_extras] + list(test.requires if test else ())
 
     def setup(self, env: Env) -> str:
         env.fresh()
@@ -183,8 +188,35 @@ class VenvBackend:
         log_run(env, argv, stdout, stderr)
         return parse_results(env.kind, stdout, env.artifact.name, list(env.companions)) + leftovers(env)
 
+    def run_user_test(self, env: Env, test: UserTest) -> Check:
+        return user_test.check(env, test, lambda argv, cwd: run_command(env, argv, cwd))
+
     def close(self) -> None:
         return None
+
+
+def run_command(env: Env, argv: list[str], cwd: Path) -> user_test.Ran:
+    """One command of the user test, without a shell: the environment's bin folder first on PATH, ``python`` its
+    interpreter."""
+    bin_dir = python_of(env).parent
+    environ = smoke_checks.clean_env()
+    environ.update(PATH=os.pathsep.join([str(bin_dir), environ.get("PATH", os.defpath)]), VIRTUAL_ENV=str(prefix(env)))
+    # Looked up here: Windows' CreateProcess would search this process's PATH, not the one given to the child.
+    program = str(python_of(env)) if argv[0] == "python" else shutil.which(argv[0], path=environ["PATH"])
+    if program is None:
+        return user_test.Ran(None, "", f"'{argv[0]}' is not in the environment ({bin_dir}) nor on this host's PATH")
+    try:
+        proc = subprocess.run([program, *argv[1:]], cwd=cwd, env=environ, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                              timeout=user_test.TIMEOUT_S, check=False)  # fmt: skip
+    except FileNotFoundError:
+        return user_test.Ran(None, "", f"'{argv[0]}' is not in the environment ({bin_dir}) nor on this host's PATH")
+    except PermissionError as exc:
+        return user_test.Ran(None, "", f"'{argv[0]}' cannot be run: {exc.strerror}")
+    except subprocess.TimeoutExpired as exc:
+        output = exc.output.decode(errors="replace") if isinstance(exc.output, bytes) else (exc.output or "")
+        return user_test.Ran(None, output, f"timed out after {user_test.TIMEOUT_S:.0f} s")
+    return user_test.Ran(proc.returncode, proc.stdout)
 
 
 def _pip_install(env: Env, args: list[str]) -> None:

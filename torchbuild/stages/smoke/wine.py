@@ -36,6 +36,7 @@ from torchbuild.platforms.windows import environments as win_env
 from torchbuild.platforms.windows import wine
 from torchbuild.platforms.windows.python_embed import Embedded
 from torchbuild.results import Check, Status
+from torchbuild.stages.smoke import user_test
 from torchbuild.stages.smoke.env import (
     CHECKS_TIMEOUT_S,
     Env,
@@ -48,6 +49,7 @@ from torchbuild.stages.smoke.env import (
 )
 
 if TYPE_CHECKING:
+    from torchbuild.config.user_tests import UserTest
     from torchbuild.plan import Plan
 
 KINDS = {"wheel": "a fresh embeddable CPython", "conda": "the conda layout"}
@@ -138,6 +140,8 @@ class WineBackend:
                        "implementation_version": self.embedded.pinned.cpython}  # fmt: skip
             roots = [(str(r), "torch") for r in win_deps.applicable(win_deps.metadata_requires(self.wheel), markers)]
             roots += [(w.requirement, "smoke_envs.yaml") for w in plan.smoke_extras_wine]
+            tested = plan.user_test.requires if plan.user_test else ()
+            roots += [(line, "matrix.yaml test_requires") for line in tested]
             for name, requires in (companions or {}).items():
                 roots += [(str(r), name) for r in win_deps.applicable(requires, markers) if r.name != "torch"]
             dest = self.cache_dir / "win-wheels" / f"py{plan.python}"
@@ -196,9 +200,39 @@ class WineBackend:
             checks.append(script_check(env, session, broken[0] if broken else ""))
         return checks + leftovers(env)
 
+    def run_user_test(self, env: Env, test: UserTest) -> Check:
+        session = self.session()
+        project = wine.windows_path(Path(test.project))
+        return user_test.check(env, test, lambda argv, cwd: wine_command(session, env, argv, cwd), project)
+
 
 def prefix(env: Env) -> Path:
     return env.root / "env"
+
+
+PYTHON_NAMES = ("python", "python.exe")
+
+
+def wine_command(session: wine.Session, env: Env, argv: list[str], cwd: Path) -> user_test.Ran:
+    """One command of the user test under Wine: ``python`` is the embeddable's python.exe, another name a console
+    script of the environment (``Scripts\\pytest.exe``); nothing else runs there (no shell, no host program)."""
+    root = prefix(env)
+    name = argv[0]
+    script = root / "Scripts" / (name if name.lower().endswith(".exe") else f"{name}.exe")
+    if name in PYTHON_NAMES:
+        program = root / "python.exe"
+    elif "/" not in name and "\\" not in name and script.is_file():
+        program = script
+    else:
+        why = (f"'{name}' cannot run under Wine: there a command is python (the embeddable's python.exe) or a console "
+               "script of the environment (Scripts\\*.exe, from test_requires), run without a shell")  # fmt: skip
+        return user_test.Ran(None, "", why)
+    search = {"WINEPATH": ";".join([wine.windows_path(root), wine.windows_path(root / "Scripts")])}
+    ran = session.run([program, *argv[1:]], timeout=user_test.TIMEOUT_S, cwd=cwd, env=search, merge_stderr=True)
+    output = wine.without_noise(ran.stdout)
+    if ran.returncode is None:
+        return user_test.Ran(None, output, f"timed out after {user_test.TIMEOUT_S:.0f} s")
+    return user_test.Ran(ran.returncode, output)
 
 
 def script_check(env: Env, session: wine.Session, recorded_broken: str = "") -> Check:
