@@ -183,7 +183,7 @@ def test_the_mkl_wheel_goes_through_the_same_finish(tmp_path: Path) -> None:
     compiled = make_wheel(tmp_path / "built", plan.wheel, requires=["filelock"])
     target = tmp_path / "out" / plan.wheel
     target.parent.mkdir()
-    dropped, added = repair.finish(_ctx(tmp_path, plan, compiled), compiled, target, [])
+    dropped, added, _renamed = repair.finish(_ctx(tmp_path, plan, compiled), compiled, target, [])
     assert (dropped, added) == ([], ['mkl <=2021.4.0,>=2021.1.1 ; platform_system == "Windows"'])
     assert wheelfile.read_wheel(target).requires == ("filelock", *added)
     assert _metadata_and_record(target)[1] == []

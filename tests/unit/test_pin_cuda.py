@@ -69,7 +69,7 @@ def test_source_proves_the_unlabelled_wheel_is_the_cells_cuda_build(links: Path,
     plan = resolve(CELL, MATRIX, pinned="2.10.0")
     assert plan.prebuilt_unlabelled and plan.version == "2.10.0+cu128"
     (tmp_path / "out").mkdir()
-    artifact, note = source._relabel(links / f"torch-2.10.0-{TAG}.whl", plan, tmp_path / "out")
+    artifact, note = source._relabel(links / f"torch-2.10.0-{TAG}.whl", plan, tmp_path / "out", plan.torch)
     assert artifact.path.name == f"torch-2.10.0+cu128-{TAG}.whl"
     assert "proven by torch/version.py cuda = '12.8', nvidia-*-cu12 requirements" in note
 
@@ -82,7 +82,7 @@ def test_relabelling_drops_pypis_build_number(links: Path, tmp_path: Path) -> No
     with zipfile.ZipFile(tagged) as archive:
         assert "Build: 3" in archive.read("torch-2.10.0.dist-info/WHEEL").decode()
     (tmp_path / "out").mkdir()
-    artifact, _note = source._relabel(tagged, plan, tmp_path / "out")
+    artifact, _note = source._relabel(tagged, plan, tmp_path / "out", plan.torch)
     assert artifact.path.name == plan.wheel == f"torch-2.10.0+cu128-{TAG}.whl"
     with zipfile.ZipFile(artifact.path) as archive:
         assert "Build:" not in archive.read("torch-2.10.0+cu128.dist-info/WHEEL").decode()
@@ -94,4 +94,4 @@ def test_source_refuses_an_unlabelled_wheel_of_another_cuda(links: Path, tmp_pat
                           requires=["nvidia-cuda-runtime-cu13==13.0.96"])  # fmt: skip
     with pytest.raises(StageFailed, match=r"is not a CUDA 12.8 build: its torch/version.py says cuda = '13.0' and its "
                        r"nvidia-\* requirements are for CUDA 13"):  # fmt: skip
-        source._relabel(impostor, plan, tmp_path / "out")
+        source._relabel(impostor, plan, tmp_path / "out", plan.torch)

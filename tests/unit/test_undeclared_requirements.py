@@ -67,7 +67,7 @@ def test_a_wheel_that_declares_it_is_left_as_it_is(tmp_path: Path) -> None:
     fixed = make_wheel(tmp_path / "built", plan.wheel, requires=["filelock", "importlib-metadata>=4"])
     target = tmp_path / "out" / plan.wheel
     target.parent.mkdir()
-    assert repair.finish(_ctx(tmp_path, plan, fixed), fixed, target, []) == ([], [])
+    assert repair.finish(_ctx(tmp_path, plan, fixed), fixed, target, []) == ([], [], {})
     assert wheelfile.read_wheel(target).requires == ("filelock", "importlib-metadata>=4")
     assert repair.said_added([], plan) == ""
 

@@ -28,7 +28,7 @@ def read(path: Path, package: str = "torch") -> VersionPy:
     """What ``<package>/version.py`` in the wheel at ``path`` says; WheelError naming the file when it cannot be
     read."""
     try:
-        with archives.open_zip(path) as archive:
+        with archives.open_zip(path, str(path)) as archive:
             text = archive.read(f"{package}/version.py").decode("utf-8", "replace")
     except (KeyError, OSError, zipfile.BadZipFile) as exc:
         raise WheelError(f"cannot read {package}/version.py of {path.name}: {exc}") from None
