@@ -7,8 +7,6 @@ that versions keep the text the user wrote (``12.10`` stays ``12.10``, not the f
 from __future__ import annotations
 
 import codecs
-import difflib
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -17,16 +15,23 @@ import yaml
 from torchbuild.config.channel_spec import check_spec
 from torchbuild.config.companions import check_packages
 from torchbuild.config.compat import CPU, PLATFORMS
+from torchbuild.config.matrix_nodes import (
+    MatrixError,
+    integer,
+    number,
+    pairs,
+    platform_value,
+    scalar,
+    sequence,
+    unknown_key,
+    where,
+)
 from torchbuild.config.matrix_schema import (
     BUILD_KEYS,
     CHOICES,
-    EXAMPLES,
-    FLOAT_RANGES,
     INCLUDE_KEYS,
     INCLUDE_REQUIRED,
-    MAX_INT,
     MAX_JOBS,
-    MIN_INT,
     RULE_KEYS,
     TEST_KEYS,
     TOP_LEVEL,
@@ -155,65 +160,11 @@ def _matches(cell: Cell, rule: dict[str, str]) -> bool:
     return all(getattr(cell, key) == value for key, value in rule.items())
 
 
-class MatrixError(UserError):
-    pass
-
-
-def _where(path: str, node: yaml.Node) -> str:
-    return f"{path}:{node.start_mark.line + 1}"
-
-
-def _unknown_key(path: str, node: yaml.Node, key: str, valid: list[str] | tuple[str, ...]) -> MatrixError:
-    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
-    return MatrixError(f"{_where(path, node)}: unknown key '{key}'.{hint} Valid keys: {one_of(valid)}.")
-
-
-def _example(key: str) -> str:
-    return f", e.g. {EXAMPLES[key]}" if key in EXAMPLES else ""
-
-
-def _scalar(path: str, key: str, node: yaml.Node, what: str | None = None) -> str:
-    what = what or f"'{key}'"
-    if not isinstance(node, yaml.ScalarNode):
-        kind = "a list" if isinstance(node, yaml.SequenceNode) else "a mapping"
-        raise MatrixError(f"{_where(path, node)}: {what} must be a single value, not {kind}{_example(key)}.")
-    if node.value == "" or node.tag == "tag:yaml.org,2002:null":
-        raise MatrixError(f"{_where(path, node)}: {what} is empty{_example(key)}.")
-    return str(node.value)
-
-
-def _list(path: str, key: str, node: yaml.Node) -> tuple[str, ...]:
-    if isinstance(node, yaml.ScalarNode) and node.value == "":
-        raise MatrixError(f"{_where(path, node)}: '{key}' is empty; give a list{_example(key)}.")
-    if isinstance(node, yaml.ScalarNode) and node.tag != "tag:yaml.org,2002:null":
-        raise MatrixError(f"{_where(path, node)}: '{key}' must be a list, e.g. {key}: [{node.value}].")
-    if not isinstance(node, yaml.SequenceNode) or not node.value:
-        raise MatrixError(f"{_where(path, node)}: '{key}' is an empty list; give at least one value{_example(key)}.")
-    values: dict[str, yaml.Node] = {}
-    for item in node.value:
-        value = _scalar(path, key, item, f"each '{key}' entry")
-        if key == "platforms":
-            _platform(path, item, value)
-        first = values.setdefault(value, item)
-        if first is not item:
-            raise MatrixError(
-                f"{_where(path, item)}: '{key}' lists '{value}' twice (lines {first.start_mark.line + 1} and "
-                f"{item.start_mark.line + 1}); keep one, or every cell with it is built twice."
-            )
-    return tuple(values)
-
-
-def _platform(path: str, node: yaml.Node, value: str) -> None:
-    if value not in PLATFORMS:
-        raise MatrixError(f"{_where(path, node)}: unknown platform '{value}'; valid platforms: {one_of(PLATFORMS)}.")
-
-
 def _declared(path: str, node: yaml.Node, value: str) -> str:
     try:
         return check_declared(value, "declared_libraries")
     except UserError as exc:
-        raise MatrixError(f"{_where(path, node)}: {exc}") from None
+        raise MatrixError(f"{where(path, node)}: {exc}") from None
 
 
 def check_declared(value: str, what: str) -> str:
@@ -226,80 +177,35 @@ def check_declared(value: str, what: str) -> str:
     return value
 
 
-def _int(path: str, key: str, node: yaml.Node) -> int:
-    text = _scalar(path, key, node)
-    try:
-        value = int(text)
-    except ValueError:
-        raise MatrixError(f"{_where(path, node)}: '{key}' must be an integer, not '{text}'{_example(key)}.") from None
-    least = MIN_INT.get(key, 0)
-    if not least <= value <= MAX_INT:
-        raise MatrixError(f"{_where(path, node)}: '{key}' must be from {least} to {MAX_INT}, not {text}"
-                          f"{_example(key)}.")  # fmt: skip
-    return value
-
-
-def _float(path: str, key: str, node: yaml.Node) -> float:
-    text = _scalar(path, key, node)
-    try:
-        value = float(text)
-    except ValueError:
-        raise MatrixError(f"{_where(path, node)}: '{key}' must be a number, not '{text}'{_example(key)}.") from None
-    low, high = FLOAT_RANGES[key]
-    if not low < value <= high:  # also refuses nan and inf
-        raise MatrixError(
-            f"{_where(path, node)}: '{key}' must be more than {low:g} and at most {high:g}, not {text}{_example(key)}."
-        )
-    return value
-
-
 def _channel(path: str, node: yaml.Node) -> str:
     """The channel, checked as --channel is (its form only: nothing is opened or asked at load time)."""
-    spec = _scalar(path, "channel", node)
+    spec = scalar(path, "channel", node)
     try:
         check_spec(spec)
     except UserError as exc:
-        raise MatrixError(f"{_where(path, node)}: channel: {exc}") from None
+        raise MatrixError(f"{where(path, node)}: channel: {exc}") from None
     return spec
 
-
-def _pairs(path: str, key: str, node: yaml.Node) -> Iterator[tuple[yaml.ScalarNode, yaml.Node]]:
-    """A mapping's (key, value) nodes; a key given twice is an error (YAML loaders keep the last, silently)."""
-    if not isinstance(node, yaml.MappingNode):
-        raise MatrixError(f"{_where(path, node)}: '{key}' must be a mapping of key: value{_example(key)}.")
-    seen: dict[str, yaml.Node] = {}
-    for key_node, _ in node.value:
-        if not isinstance(key_node, yaml.ScalarNode):
-            raise MatrixError(f"{_where(path, key_node)}: a key of '{key}' must be a plain name{_example(key)}.")
-        first = seen.setdefault(key_node.value, key_node)
-        if first is not key_node:
-            raise MatrixError(
-                f"{_where(path, key_node)}: '{key_node.value}' is given twice, on line {first.start_mark.line + 1} "
-                f"and on line {key_node.start_mark.line + 1}; keep one (YAML would silently use the last)."
-            )
-    yield from node.value
-
-
 def _packages(path: str, node: yaml.Node) -> tuple[str, ...]:
-    texts = _list(path, "packages", node)
+    texts = sequence(path, "packages", node)
     try:
         return check_packages(texts)
     except UserError as exc:
-        raise MatrixError(f"{_where(path, node)}: packages: {exc}") from None
+        raise MatrixError(f"{where(path, node)}: packages: {exc}") from None
 
 
 def _test_key(path: str, key: str, node: yaml.Node, keys: UserTestKeys) -> UserTestKeys:
     """``keys`` with ``key`` (test_command or test_requires) read from ``node``."""
     try:
         if key == "test_command":
-            command = _scalar(path, key, node)
+            command = scalar(path, key, node)
             split(command)  # refused now, not after the build
             return replace(keys, command=command)
-        return replace(keys, requires=check_requires(_list(path, key, node)))
+        return replace(keys, requires=check_requires(sequence(path, key, node)))
     except MatrixError:
         raise
     except UserError as exc:
-        raise MatrixError(f"{_where(path, node)}: {exc}") from None
+        raise MatrixError(f"{where(path, node)}: {exc}") from None
 
 
 def _rules(
@@ -309,30 +215,30 @@ def _rules(
     if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
         return (), ()
     if not isinstance(node, yaml.SequenceNode):
-        raise MatrixError(f"{_where(path, node)}: '{key}' must be a list of mappings like {{cuda: '9.0'}}.")
+        raise MatrixError(f"{where(path, node)}: '{key}' must be a list of mappings like {{cuda: '9.0'}}.")
     rules = []
     tests = []
     for item in node.value:
         rule: dict[str, str] = {}
         keys = UserTestKeys()
         valid = INCLUDE_KEYS if key == "include" else RULE_KEYS
-        for key_node, value_node in _pairs(path, f"{key} entry", item):
+        for key_node, value_node in pairs(path, f"{key} entry", item):
             if key_node.value not in valid:
-                raise _unknown_key(path, key_node, key_node.value, valid)
+                raise unknown_key(path, key_node, key_node.value, valid)
             if key_node.value in TEST_KEYS:
                 keys = _test_key(path, key_node.value, value_node, keys)
                 continue
-            rule[key_node.value] = _scalar(path, key, value_node, f"'{key_node.value}' in an {key} entry")
+            rule[key_node.value] = scalar(path, key, value_node, f"'{key_node.value}' in an {key} entry")
             if key_node.value == "platform":
-                _platform(path, value_node, rule["platform"])
+                platform_value(path, value_node, rule["platform"])
             if key_node.value == "declared_libraries":
                 _declared(path, value_node, rule["declared_libraries"])
         if not rule and keys == UserTestKeys():
-            raise MatrixError(f"{_where(path, item)}: an empty '{key}' entry would match every cell.")
+            raise MatrixError(f"{where(path, item)}: an empty '{key}' entry would match every cell.")
         if key == "include":
             missing = [k for k in INCLUDE_REQUIRED if k not in rule]
             if missing:
-                raise MatrixError(f"{_where(path, item)}: an include entry needs {one_of(missing)}.")
+                raise MatrixError(f"{where(path, item)}: an include entry needs {one_of(missing)}.")
         rules.append(rule)
         tests.append(keys)
     return tuple(rules), tuple(tests)
@@ -340,15 +246,15 @@ def _rules(
 
 def _build(path: str, node: yaml.Node) -> BuildOptions:
     values: dict[str, object] = {}
-    for key_node, value_node in _pairs(path, "build", node):
+    for key_node, value_node in pairs(path, "build", node):
         key = key_node.value
         kind = BUILD_KEYS.get(key)
         if kind is None:
-            raise _unknown_key(path, key_node, key, list(BUILD_KEYS))
-        value: object = _float(path, key, value_node) if kind == "float" else _scalar(path, key, value_node)
+            raise unknown_key(path, key_node, key, list(BUILD_KEYS))
+        value: object = number(path, key, value_node) if kind == "float" else scalar(path, key, value_node)
         if key in CHOICES and value not in CHOICES[key]:
             raise MatrixError(
-                f"{_where(path, value_node)}: build.{key} '{value}' is not one of {one_of(CHOICES[key])}."
+                f"{where(path, value_node)}: build.{key} '{value}' is not one of {one_of(CHOICES[key])}."
             )
         if (
             key == "max_jobs"
@@ -356,7 +262,7 @@ def _build(path: str, node: yaml.Node) -> BuildOptions:
             and not (isinstance(value, str) and value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_JOBS)
         ):
             raise MatrixError(
-                f"{_where(path, value_node)}: build.max_jobs must be 'auto' or an integer from 1 to {MAX_JOBS}, "
+                f"{where(path, value_node)}: build.max_jobs must be 'auto' or an integer from 1 to {MAX_JOBS}, "
                 f"not '{value}'."
             )
         values[key] = value
@@ -375,25 +281,25 @@ def parse(text: str, path: str = "matrix.yaml") -> Matrix:
         raise MatrixError(f"{path}: the file is empty; see docs/matrix.md for the keys a matrix takes.")
     values: dict[str, object] = {"path": path}
     tests = UserTestKeys()
-    for key_node, value_node in _pairs(path, "the matrix", root):
+    for key_node, value_node in pairs(path, "the matrix", root):
         key = key_node.value
         kind = TOP_LEVEL.get(key)
         if kind is None:
-            raise _unknown_key(path, key_node, key, list(TOP_LEVEL))
+            raise unknown_key(path, key_node, key, list(TOP_LEVEL))
         if key == "channel":
             values[key] = _channel(path, value_node)
         elif kind == "torch" and isinstance(value_node, yaml.MappingNode):
             values["source"] = _torch_source(path, value_node)
         elif kind in ("torch", "str"):
-            values[key] = _scalar(path, key, value_node)
+            values[key] = scalar(path, key, value_node)
         elif kind == "list":
-            values[key] = _list(path, key, value_node)
+            values[key] = sequence(path, key, value_node)
         elif kind == "int":
-            values[key] = _int(path, key, value_node)
+            values[key] = integer(path, key, value_node)
         elif kind == "packages":
             values[key] = _packages(path, value_node)
         elif kind == "choice":
-            values[key] = _declared(path, value_node, _scalar(path, key, value_node))
+            values[key] = _declared(path, value_node, scalar(path, key, value_node))
         elif kind == "rules":
             values[key], included = _rules(path, key, value_node)
             if key == "include":
@@ -407,12 +313,12 @@ def parse(text: str, path: str = "matrix.yaml") -> Matrix:
 
 def _torch_source(path: str, node: yaml.Node) -> TorchSource:
     values: dict[str, str] = {}
-    for key_node, value_node in _pairs(path, "torch", node):
+    for key_node, value_node in pairs(path, "torch", node):
         if key_node.value not in TORCH_SOURCE_KEYS:
-            raise _unknown_key(path, key_node, key_node.value, TORCH_SOURCE_KEYS)
-        values[key_node.value] = _scalar(path, key_node.value, value_node, f"torch.{key_node.value}")
+            raise unknown_key(path, key_node, key_node.value, TORCH_SOURCE_KEYS)
+        values[key_node.value] = scalar(path, key_node.value, value_node, f"torch.{key_node.value}")
     if "git_ref" not in values:
-        raise MatrixError(f"{_where(path, node)}: 'torch' as a mapping names the branch to compile: give git_ref, e.g. "
+        raise MatrixError(f"{where(path, node)}: 'torch' as a mapping names the branch to compile: give git_ref, e.g. "
                           "torch: {git_ref: main, build_version: nightly}.")  # fmt: skip
     return TorchSource(**values)
 
