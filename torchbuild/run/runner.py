@@ -41,7 +41,7 @@ from torchbuild.channels.nightly import is_nightly
 from torchbuild.config import environment
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed, UserError, os_error
-from torchbuild.host import locks, scratch, signals
+from torchbuild.host import locks, progress, scratch, signals
 from torchbuild.host.console import check_times, console, step_done, step_start
 from torchbuild.plan import SMOKE_STAGES, STAGES, Plan
 from torchbuild.results import Artifact, StageResult, sha256_of
@@ -172,6 +172,7 @@ def _run_stage(stage: Stage, function: StageFunction, ctx: Context, key: str, an
     if announce:
         step_start(stage.name)
     started = time.monotonic()
+    progress.started(stage.name)
     try:
         result = function(ctx)
     except UserError as exc:
@@ -181,6 +182,8 @@ def _run_stage(stage: Stage, function: StageFunction, ctx: Context, key: str, an
     except OSError as exc:  # the machine's fault, not the input's: a full or read-only disk, a file gone
         message = f"{stage.name}: {os_error(exc)}"
         return StageRecord(stage.name, "failed", time.monotonic() - started, message=message, key=key)
+    finally:
+        progress.ended(stage.name)
     undeclared = sorted(set(result.outputs) - set(stage.writes))
     if undeclared:
         message = f"{stage.name}: wrote {', '.join(undeclared)}, which it does not declare (it writes {stage.writes})"
@@ -337,7 +340,7 @@ def run(
     """Run every plan; write the reports; return the exit code: 0 every cell passed, 1 a cell failed, 3
     (EXIT_UNVERIFIED) none failed and a cell is unverified."""
     build = root / "build"
-    with workspace(build, plans):
+    with workspace(build, plans), progress.heartbeat():
         cells = [run_cell(plan, root, options, stages) for plan in plans]
         paths = report.write(cells, build)
     report.print_summary(cells, paths, install_lines(cells, root))

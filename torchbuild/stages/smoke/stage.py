@@ -29,7 +29,7 @@ from pathlib import Path
 from torchbuild.config.python_embed import not_pinned
 from torchbuild.config.user_tests import UserTest
 from torchbuild.errors import StageFailed, UserError
-from torchbuild.host import scratch
+from torchbuild.host import progress, scratch
 from torchbuild.host.files import write_atomic
 from torchbuild.host.interpreters import find_python, install_hint, searched
 from torchbuild.host.platform import host_platform
@@ -186,6 +186,7 @@ def _run_env(name: str, env: Env, backend: Backend, test: UserTest | None) -> li
     checks, if one failed."""
     env.log.unlink(missing_ok=True)
     started = time.perf_counter()
+    progress.doing(name, f"making {backend.describe(env.kind)} {backend.where} with {env.artifact.name}")
     try:
         what = backend.setup(env)
     except UserError as exc:  # a StageFailed of the backend, pip's error, a download refused
@@ -196,8 +197,11 @@ def _run_env(name: str, env: Env, backend: Backend, test: UserTest | None) -> li
     took = time.perf_counter() - started
     message = f"{what}: {took:.1f} s"
     installed = Check(name=f"{env.kind}: install", status="passed", message=message, file=env.artifact.name)
+    progress.doing(name, f"made in {took:.0f} s; running the checks (import, numpy, matmul, conv2d, svd, DataLoader "
+                         "spawn, console scripts, torch.compile, a CMake consumer, ...)")  # fmt: skip
     checks = [installed, *backend.run_checks(env)]
     if test is not None:
+        progress.doing(name, f"running test_command: {test.command}")
         checks.append(backend.run_user_test(env, test))
     if any(c.status == "failed" for c in checks):
         raise _failure(name, env, backend, checks)
