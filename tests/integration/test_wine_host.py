@@ -4,16 +4,22 @@ the win-64 CPU cell. What passes here passed under Wine, not on Windows."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from tests.conftest import ROOT
-from torchbuild.platforms.windows import wine
+from torchbuild.config import dll_providers
+from torchbuild.config.options import RunOptions
+from torchbuild.platforms.windows import pe, providers, wine
 
 pytestmark = pytest.mark.nightly
 CELL = ["--platform", "win-64", "--cuda", "cpu", "--py", "3.11"]
+CACHE = RunOptions().cache_dir
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -55,3 +61,40 @@ def test_doctor_runs_under_wine_and_names_what_is_missing_with_the_fix(host: str
     assert "Fix: install Visual Studio 2017 or newer (Build Tools are enough)" in out
     assert "✗ cmake" in out and "fix: install CMake" in out
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("wine_host", ROOT / "scripts" / "wine_host.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_prefix_is_laid_out_with_the_real_vc_runtime_that_the_repairs_system32_provider_takes(
+    tmp_path: Path,
+) -> None:
+    found = wine.find()
+    assert found is not None
+    prefix = wine.fresh_prefix(found, CACHE, tmp_path / "prefix")
+    system32 = prefix / "drive_c" / "windows" / "system32"
+    assert pe.file_version((system32 / "msvcp140.dll").read_bytes(), "msvcp140.dll") is None  # Wine's own
+
+    script = _script()
+    script.lay_out_system32(prefix, script.vc_runtime_dlls(CACHE))
+    # the data's %SystemRoot%\\System32, as a Windows program under Wine sees it (names case-insensitive there)
+    windows = tmp_path / "windows"
+    windows.mkdir()
+    (windows / "System32").symlink_to(system32)
+    located = providers.locate(
+        ["msvcp140.dll", "vcruntime140_1.dll"], dll_providers.load(), cuda="cpu", cudnn=None, python="3.11",
+        cache_dir=tmp_path / "cache", log=tmp_path / "providers.log", on_windows=True,
+        env={"SystemRoot": str(windows)},
+    )  # fmt: skip
+    assert [(hit.name, hit.provider, hit.wheel) for hit in located] == [
+        ("msvcp140.dll", "msvc-runtime", None), ("vcruntime140_1.dll", "msvc-runtime", None)
+    ]  # fmt: skip
+    assert {Path(hit.origin).resolve() for hit in located} == {system32.resolve()}  # System32, not the provider wheel
+    assert pe.file_version(located[0].path.read_bytes(), "msvcp140.dll") == "14.44.35211.0"
+    assert not (tmp_path / "cache").exists(), "the provider wheel was not needed"
