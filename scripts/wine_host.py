@@ -23,6 +23,7 @@ is laid out as a Windows build machine's: System32 holds the VC++ runtime of the
 torchbuild/data/dll_providers.yaml pins (Microsoft's signed DLLs, with their version resources) in place of Wine's
 builtin placeholders, as the VC++ redistributable installs it; the repair's System32 provider finds it there.
 ``--wine-system32`` keeps Wine's own files (which the repair refuses: they have no version resource).
+The one setting a Windows host would not need: KMP_AFFINITY=disabled (see ENV), which the smoke's checks inherit.
 """
 
 from __future__ import annotations
@@ -58,6 +59,13 @@ SHIM = ROOT / "scripts" / "wine_bcryptprimitives.c"
 MINGW = "x86_64-w64-mingw32-gcc"
 VC_PROVIDER = "msvc-runtime"  # dll_providers.yaml's provider of the VC++ runtime (windows: %SystemRoot%\System32)
 EXTRA = ("pip",)  # pip itself: torchbuild runs `python -m pip` (host/pip.py)
+ENV = {
+    "PYTHONIOENCODING": "utf-8",  # the output is read as UTF-8 on this side; Wine's console code page would be 437
+    # What the Linux host's Wine smoke sets too (torchbuild/stages/smoke/wine.py): Intel's OpenMP (libiomp5md.dll,
+    # torch >= 2.9) aborts at start-up under Wine 8.0, "OMP: Error #179: Function GetNumaNodeProcessorMaskEx()
+    # failed", a call Wine does not implement. Here the smoke runs as on a Windows host and inherits it.
+    "KMP_AFFINITY": "disabled",
+}
 
 
 @dataclass(frozen=True)
@@ -170,8 +178,7 @@ def run(
     with tempfile.TemporaryDirectory(prefix="wine-host-") as tmp:
         prefix = wine.fresh_prefix(found, cache_dir, Path(tmp) / "prefix")
         lay_out_system32(prefix, dlls)
-        # PYTHONUTF8: the output is read as UTF-8 on this side; Wine's console code page would be 437.
-        with wine.Session(found, prefix, {"PYTHONIOENCODING": "utf-8"}) as session:
+        with wine.Session(found, prefix, ENV) as session:
             argv: list[str | Path] = [host.python, wine.windows_path(source / "pipeline.py"), *args]
             return session.run(argv, timeout=RUN_TIMEOUT_S, cwd=cwd)
 
