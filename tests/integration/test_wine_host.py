@@ -98,3 +98,31 @@ def test_the_prefix_is_laid_out_with_the_real_vc_runtime_that_the_repairs_system
     assert {Path(hit.origin).resolve() for hit in located} == {system32.resolve()}  # System32, not the provider wheel
     assert pe.file_version(located[0].path.read_bytes(), "msvcp140.dll") == "14.44.35211.0"
     assert not (tmp_path / "cache").exists(), "the provider wheel was not needed"
+
+
+UNDER_WINE_CHOICE = """
+import sys
+from pathlib import Path
+from torchbuild import plan
+from torchbuild.config import matrix
+from torchbuild.host.platform import wine_version
+from torchbuild.stages.smoke.venv import VenvBackend
+wanted = matrix.Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.13.0")
+cell = plan.resolve(wanted, matrix.load(Path("matrix.yaml")))
+backend = VenvBackend(cell, sys.executable, Path("torch.whl"))
+print(wine_version(), backend.extras(), backend.where)
+"""
+
+
+def test_a_windows_host_under_wine_takes_smoke_envs_rows_for_wine_and_says_so(host: str, tmp_path: Path) -> None:
+    """Wine 8.0's ucrtbase lacks crealf, which numpy >= 2.1 imports: smoke_envs.yaml's `wine: true` rows pin an older
+    numpy. The smoke on a Windows host under Wine must take them, as the Linux host's Wine smoke does."""
+    script = _script()
+    found = wine.find()
+    assert found is not None
+    python = script.prepare("3.11", CACHE).python
+    with wine.Session(found, wine.fresh_prefix(found, CACHE, tmp_path / "prefix"), script.ENV) as session:
+        ran = session.run([python, "-c", UNDER_WINE_CHOICE], timeout=600, cwd=ROOT)
+    assert ran.returncode == 0, wine.without_noise(ran.stderr)
+    assert ran.stdout.strip().startswith(f"{found.version} ['numpy<=2.0.2']"), ran.stdout
+    assert ran.stdout.strip().endswith(f"on this win-64 host under Wine {found.version} (Python 3.11.9)"), ran.stdout

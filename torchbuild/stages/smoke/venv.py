@@ -24,6 +24,7 @@ from packaging.utils import canonicalize_name
 from torchbuild.conda import rattler_child
 from torchbuild.config import nesting
 from torchbuild.host import uv
+from torchbuild.host.platform import wine_version
 from torchbuild.host.proc import run_tool
 from torchbuild.results import Check, sha256_of
 from torchbuild.stages.smoke.env import (
@@ -115,13 +116,18 @@ class VenvBackend:
             [self.python, "-c", "import platform; print(platform.python_version())"],
             capture_output=True, text=True, check=False,
         ).stdout.strip()  # fmt: skip
-        return f"on this {self.plan.platform} host (Python {version or self.plan.python})"
+        wine = wine_version()
+        under = f" under Wine {wine}" if wine else ""
+        return f"on this {self.plan.platform} host{under} (Python {version or self.plan.python})"
 
     def describe(self, kind: str) -> str:
         return KINDS[kind]
 
     def extras(self) -> list[str]:
-        return [w.requirement for w in self.plan.smoke_extras]
+        """smoke_envs.yaml's numpy and extras; a Windows host under Wine takes the rows for Wine (numpy >= 2.1
+        imports complex-math functions that are stubs in Wine 8.0's ucrtbase)."""
+        chosen = self.plan.smoke_extras_wine if wine_version() else self.plan.smoke_extras
+        return [w.requirement for w in chosen]
 
     def setup(self, env: Env) -> str:
         env.fresh()
