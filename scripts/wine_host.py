@@ -6,6 +6,7 @@ torchbuild/data/python_embed.yaml) with pip and torchbuild's dependencies as win
     python scripts/wine_host.py prepare                      # prints the host's folder
     python scripts/wine_host.py run -- plan --platform win-64 --cuda cpu --py 3.11
     python scripts/wine_host.py run -- doctor --platform win-64 --cuda cpu --py 3.11
+    python scripts/wine_host.py python --copy-to /tmp/host -- -m pip install --index-url ... torch
 
 The host is made once per (pinned CPython, resolved wheels, source tree) in ``<cache>/wine-host/<key>/``:
 
@@ -166,11 +167,9 @@ def lay_out_system32(prefix: Path, dlls: list[Path]) -> Path:
     return system32
 
 
-def run(
-    host: Host, args: list[str], cache_dir: Path, *, cwd: Path = ROOT, source: Path = ROOT, vc_runtime: bool = True
-) -> wine.Ran:
-    """``python.exe pipeline.py *args`` under Wine in a fresh prefix (System32 with the real VC runtime unless
-    ``vc_runtime`` is False)."""
+def run(python: Path, args: list[str], cache_dir: Path, *, cwd: Path = ROOT, vc_runtime: bool = True) -> wine.Ran:
+    """``python.exe *args`` under Wine in a fresh prefix (System32 with the real VC runtime unless ``vc_runtime``
+    is False)."""
     found = wine.find()
     if found is None:
         raise UserError(f"Wine is not installed ({wine.INSTALL_HINT})")
@@ -179,8 +178,16 @@ def run(
         prefix = wine.fresh_prefix(found, cache_dir, Path(tmp) / "prefix")
         lay_out_system32(prefix, dlls)
         with wine.Session(found, prefix, ENV) as session:
-            argv: list[str | Path] = [host.python, wine.windows_path(source / "pipeline.py"), *args]
-            return session.run(argv, timeout=RUN_TIMEOUT_S, cwd=cwd)
+            return session.run([python, *args], timeout=RUN_TIMEOUT_S, cwd=cwd)
+
+
+def copy_of(host: Host, dest: Path) -> Path:
+    """A copy of the host at ``dest`` (a fresh one), for what would change the cached host (``pip install``)."""
+    if dest.exists():
+        raise UserError(f"{dest} exists: --copy-to takes a new folder")
+    shutil.copytree(host.root, dest, symlinks=True)
+    (dest / DONE).unlink()
+    return dest / "python.exe"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     runner.add_argument("--wine-system32", action="store_true",
                         help="keep Wine's builtin VC runtime in System32 (default: msvc-runtime's DLLs)")  # fmt: skip
     runner.add_argument("args", nargs=argparse.REMAINDER)
+    interpreter = sub.add_parser("python", help="python.exe ARGS under Wine (e.g. -m pip install ...)")
+    interpreter.add_argument("--workdir", type=Path, default=ROOT, help="its working folder (default: the source tree)")
+    interpreter.add_argument("--copy-to", type=Path, help="run a copy of the host made in this new folder")
+    interpreter.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
     try:
         host = prepare(options.py, options.cache_dir)
@@ -201,7 +212,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{host.root} (CPython {host.cpython} embeddable, {len(host.wheels)} win_amd64 wheels)")
             return 0
         args = options.args[1:] if options.args[:1] == ["--"] else options.args
-        ran = run(host, args, options.cache_dir, cwd=options.workdir, vc_runtime=not options.wine_system32)
+        if options.command == "run":
+            args = [wine.windows_path(ROOT / "pipeline.py"), *args]
+            python, vc_runtime = host.python, not options.wine_system32
+        else:
+            python, vc_runtime = copy_of(host, options.copy_to) if options.copy_to else host.python, True
+        ran = run(python, args, options.cache_dir, cwd=options.workdir, vc_runtime=vc_runtime)
     except (UserError, dll_providers.ProviderError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
