@@ -38,6 +38,7 @@ from torchbuild.stages.smoke.env import (
     parse_results,
 )
 from torchbuild.stages.smoke.resources import smoke_checks
+from torchbuild.stages.smoke.wine import conda_library_bin
 from torchbuild.wheel import wheelfile
 
 if TYPE_CHECKING:
@@ -109,6 +110,7 @@ class VenvBackend:
     plan: Plan
     python: str  # the host interpreter of the Plan's X.Y
     wheel: Path  # the repaired wheel (the conda environment takes its requirements from it)
+    cache_dir: Path | None = None  # a win-64 conda prefix: where its Library\bin DLLs' vendor wheels are cached
 
     @property
     def where(self) -> str:
@@ -158,6 +160,11 @@ class VenvBackend:
         beside = {name: installed_requires(site_packages, name) for name in env.companions}
         requirements = pip_requirements(wheel_requirements(self.wheel), beside)
         _pip_install(env, [*requirements, *self.extras()])
+        library_bin = ""
+        if plan.platform == "win-64" and self.cache_dir is not None:
+            # torch imports from Library\bin what its run dependencies install there (intel-openmp's libiomp5md.dll);
+            # rattler installed the package alone, so they come from their vendor wheels, as under Wine.
+            library_bin = f"; Library\\bin: {conda_library_bin(plan, prefix(env), self.cache_dir, env.log).describe()}"
         origin = conda_origin(env, plan)
         from_pip = {canonicalize_name(Requirement(r).name) for r in requirements}
         not_from_pip = [d for d in installed["depends"] if canonicalize_name(d.split()[0]) not in from_pip]
@@ -165,6 +172,7 @@ class VenvBackend:
             f"venv prefix + rattler install {' '.join([env.artifact.name, *(p.name for p in env.companions.values())])}"
             f" ({origin}) + uv pip install of the wheels' "
             f"requirements and numpy; conda-only dependencies not installed: {', '.join(not_from_pip) or 'none'}"
+            f"{library_bin}"
         )
 
     def run_checks(self, env: Env) -> list[Check]:
