@@ -182,9 +182,12 @@ def run(python: Path, args: list[str], cache_dir: Path, *, cwd: Path = ROOT, vc_
 
 
 def copy_of(host: Host, dest: Path) -> Path:
-    """A copy of the host at ``dest`` (a fresh one), for what would change the cached host (``pip install``)."""
+    """A copy of the host at ``dest``, for what would change the cached host (``pip install``); one made there
+    before is used again."""
+    if (dest / "python.exe").is_file():
+        return dest / "python.exe"
     if dest.exists():
-        raise UserError(f"{dest} exists: --copy-to takes a new folder")
+        raise UserError(f"{dest} exists and holds no copy of the host: --copy-to takes a new folder or an earlier copy")
     shutil.copytree(host.root, dest, symlinks=True)
     (dest / DONE).unlink()
     return dest / "python.exe"
@@ -203,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     runner.add_argument("args", nargs=argparse.REMAINDER)
     interpreter = sub.add_parser("python", help="python.exe ARGS under Wine (e.g. -m pip install ...)")
     interpreter.add_argument("--workdir", type=Path, default=ROOT, help="its working folder (default: the source tree)")
-    interpreter.add_argument("--copy-to", type=Path, help="run a copy of the host made in this new folder")
+    interpreter.add_argument("--copy-to", type=Path, help="run a copy of the host made in this folder (or earlier)")
     interpreter.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
     try:

@@ -5,6 +5,7 @@ the win-64 CPU cell. What passes here passed under Wine, not on Windows."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +13,12 @@ from types import ModuleType
 
 import pytest
 
+from tests.builders import torch_plan
 from tests.conftest import ROOT
 from torchbuild.config import dll_providers
 from torchbuild.config.options import RunOptions
 from torchbuild.platforms.windows import pe, providers, wine
+from torchbuild.stages.source import fetch
 
 pytestmark = pytest.mark.nightly
 CELL = ["--platform", "win-64", "--cuda", "cpu", "--py", "3.11"]
@@ -126,3 +129,54 @@ def test_a_windows_host_under_wine_takes_smoke_envs_rows_for_wine_and_says_so(ho
     assert ran.returncode == 0, wine.without_noise(ran.stderr)
     assert ran.stdout.strip().startswith(f"{found.version} ['numpy<=2.0.2']"), ran.stdout
     assert ran.stdout.strip().endswith(f"on this win-64 host under Wine {found.version} (Python 3.11.9)"), ran.stdout
+
+
+# --- the whole win-64 CPU cell under Wine, from PyPI's torch 2.13.0 win_amd64 wheel ---------------------------------
+
+STAGES = ("source", "repair", "conda", "verify", "smoke-wheel", "smoke-conda", "publish")
+
+
+@pytest.fixture(scope="module")
+def cell_run(host: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    plan = torch_plan("win-64", "cpu", "3.11", "2.13.0")
+    wheel = fetch(plan, CACHE, tmp_path_factory.mktemp("fetch") / "pip.log", version=plan.torch).path
+    work = tmp_path_factory.mktemp("cell")
+    shutil.copyfile(wheel, work / wheel.name)
+    cache = wine.windows_path(CACHE / "wine-host" / "cache")
+    proc = wine_host(
+        "run", "--workdir", str(work), "--", "run", *CELL, "--torch", "2.13.0",
+        "--wheel", wine.windows_path(work / wheel.name), "--cache-dir", cache,
+    )  # fmt: skip
+    return work, proc
+
+
+def test_the_win64_cpu_cell_passes_every_stage_on_a_windows_host_under_wine(
+    cell_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    work, proc = cell_run
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    for stage in STAGES:
+        assert f"✓ {stage}" in out, stage
+    # the repair took the VC runtime from the prefix's System32, as on a Windows build machine
+    assert "vendored msvcp140.dll (C:\\windows\\System32)" in out
+    assert "on this win-64 host under Wine" in out  # the smoke says where it ran
+    assert list((work / "channel").rglob("torch-2.13.0+cpu-cp311-cp311-win_amd64.whl"))
+    assert (work / "channel" / "win-64" / "pytorch-2.13.0-py3.11_cpu_0.conda").is_file()
+
+
+def test_pip_installs_torch_from_the_channel_with_the_embeddable_cpython_under_wine(
+    cell_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    work, proc = cell_run
+    assert proc.returncode == 0, "the cell did not publish"
+    index = "file:///" + wine.windows_path(work / "channel" / "whl" / "simple").replace("\\", "/")
+    copy = tmp_path / "python"
+    installed = wine_host("python", "--copy-to", str(copy), "--workdir", str(tmp_path), "--", "-m", "pip", "install",
+                          "--index-url", index, "--extra-index-url", "https://pypi.org/simple", "torch")  # fmt: skip
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert "Successfully installed" in installed.stdout and "torch-2.13.0+cpu" in installed.stdout
+    imported = wine_host("python", "--copy-to", str(copy), "--workdir", str(tmp_path), "--", "-c",
+                         "import torch; print(torch.__version__, torch.ones(2, 3).sum().item())")  # fmt: skip
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.strip() == "2.13.0+cpu 6.0"
