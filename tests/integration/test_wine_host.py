@@ -173,7 +173,7 @@ def test_pip_installs_torch_from_the_channel_with_the_embeddable_cpython_under_w
     index = "file:///" + wine.windows_path(work / "channel" / "whl" / "simple").replace("\\", "/")
     copy = tmp_path / "python"
     installed = wine_host("python", "--copy-to", str(copy), "--workdir", str(tmp_path), "--", "-m", "pip", "install",
-                          "--index-url", index, "--extra-index-url", "https://pypi.org/simple", "torch")  # fmt: skip
+                          "--index-url", index, "--extra-index-url", "https://pypi.org/simple", "torch==2.13.0+cpu")  # fmt: skip
     assert installed.returncode == 0, installed.stdout + installed.stderr
     assert "Successfully installed" in installed.stdout and "torch-2.13.0+cpu" in installed.stdout
     imported = wine_host("python", "--copy-to", str(copy), "--workdir", str(tmp_path), "--", "-c",
