@@ -14,7 +14,7 @@ from types import ModuleType
 import pytest
 
 from tests.builders import torch_plan
-from tests.conftest import ROOT
+from tests.conftest import REPODATA, ROOT
 from torchbuild.config import dll_providers
 from torchbuild.config.options import RunOptions
 from torchbuild.platforms.windows import pe, providers, wine
@@ -146,6 +146,7 @@ def cell_run(host: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path,
     proc = wine_host(
         "run", "--workdir", str(work), "--", "run", *CELL, "--torch", "2.13.0",
         "--wheel", wine.windows_path(work / wheel.name), "--cache-dir", cache,
+        "--repodata", wine.windows_path(REPODATA),  # the stored repodata: name lookups under Wine 8.0 failed once
     )  # fmt: skip
     return work, proc
 
@@ -172,8 +173,9 @@ def test_pip_installs_torch_from_the_channel_with_the_embeddable_cpython_under_w
     assert proc.returncode == 0, "the cell did not publish"
     index = "file:///" + wine.windows_path(work / "channel" / "whl" / "simple").replace("\\", "/")
     copy = tmp_path / "python"
-    installed = wine_host("python", "--copy-to", str(copy), "--workdir", str(tmp_path), "--", "-m", "pip", "install",
-                          "--index-url", index, "--extra-index-url", "https://pypi.org/simple", "torch==2.13.0+cpu")  # fmt: skip
+    pip = ["-m", "pip", "install", "--index-url", index, "--extra-index-url", "https://pypi.org/simple"]
+    # pinned: with PyPI as an extra index pip would take its newer torch, as on every host
+    installed = wine_host("python", "--copy-to", str(copy), "--workdir", str(tmp_path), "--", *pip, "torch==2.13.0+cpu")
     assert installed.returncode == 0, installed.stdout + installed.stderr
     assert "Successfully installed" in installed.stdout and "torch-2.13.0+cpu" in installed.stdout
     imported = wine_host("python", "--copy-to", str(copy), "--workdir", str(tmp_path), "--", "-c",
