@@ -46,7 +46,7 @@ def test_the_package_is_closed_when_the_new_file_replaces_it(tmp_path: Path, mon
         open_at_replace.append({p for p in _open_files() if p in (Path(src).resolve(), Path(dst).resolve())})
         replace(src, dst)
 
-    monkeypatch.setattr(info_files.os, "replace", windows_like_replace)
+    monkeypatch.setattr(os, "replace", windows_like_replace)
     info_files.add(pkg, {"licenses/LICENSE": license_file}, level=3)
     assert open_at_replace == [set()], f"open while replaced (Windows: Access denied): {open_at_replace}"
     with zipfile.ZipFile(pkg) as done:
