@@ -6,6 +6,7 @@ torchbuild/data/python_embed.yaml) with pip and torchbuild's dependencies as win
     python scripts/wine_host.py prepare                      # prints the host's folder
     python scripts/wine_host.py run -- plan --platform win-64 --cuda cpu --py 3.11
     python scripts/wine_host.py run -- doctor --platform win-64 --cuda cpu --py 3.11
+    python scripts/wine_host.py python --copy-to /tmp/host -- -m pip install --index-url ... torch
 
 The host is made once per (pinned CPython, resolved wheels, source tree) in ``<cache>/wine-host/<key>/``:
 
@@ -18,7 +19,12 @@ The host is made once per (pinned CPython, resolved wheels, source tree) in ``<c
   scheme, ``.exe`` launchers in ``Scripts``), as torchbuild's smoke environments are made.
 
 ``run`` starts ``python.exe pipeline.py ...`` in a fresh copy of the cached Wine prefix (one wineserver, killed at
-the end) and exits with its exit code; its stdout and stderr are passed through, Wine's noise left out.
+the end) and exits with its exit code; its stdout and stderr are passed through, Wine's noise left out. The prefix
+is laid out as a Windows build machine's: System32 holds the VC++ runtime of the msvc-runtime wheel that
+torchbuild/data/dll_providers.yaml pins (Microsoft's signed DLLs, with their version resources) in place of Wine's
+builtin placeholders, as the VC++ redistributable installs it; the repair's System32 provider finds it there.
+``--wine-system32`` keeps Wine's own files (which the repair refuses: they have no version resource).
+The one setting a Windows host would not need: KMP_AFFINITY=disabled (see ENV), which the smoke's checks inherit.
 """
 
 from __future__ import annotations
@@ -34,11 +40,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from torchbuild.config import dll_providers
 from torchbuild.config.options import RunOptions
 from torchbuild.config.pypi_to_conda import install_scheme
 from torchbuild.config.python_embed import pinned_for
 from torchbuild.errors import UserError
-from torchbuild.platforms.windows import dependencies, python_embed, wine
+from torchbuild.platforms.windows import dependencies, providers, python_embed, wine
 from torchbuild.platforms.windows.environments import SITE_PACKAGES
 
 if sys.version_info >= (3, 11):
@@ -51,7 +58,15 @@ DONE = ".complete"
 RUN_TIMEOUT_S = 1800.0
 SHIM = ROOT / "scripts" / "wine_bcryptprimitives.c"
 MINGW = "x86_64-w64-mingw32-gcc"
+VC_PROVIDER = "msvc-runtime"  # dll_providers.yaml's provider of the VC++ runtime (windows: %SystemRoot%\System32)
 EXTRA = ("pip",)  # pip itself: torchbuild runs `python -m pip` (host/pip.py)
+ENV = {
+    "PYTHONIOENCODING": "utf-8",  # the output is read as UTF-8 on this side; Wine's console code page would be 437
+    # What the Linux host's Wine smoke sets too (torchbuild/stages/smoke/wine.py): Intel's OpenMP (libiomp5md.dll,
+    # torch >= 2.9) aborts at start-up under Wine 8.0, "OMP: Error #179: Function GetNumaNodeProcessorMaskEx()
+    # failed", a call Wine does not implement. Here the smoke runs as on a Windows host and inherits it.
+    "KMP_AFFINITY": "disabled",
+}
 
 
 @dataclass(frozen=True)
@@ -129,17 +144,53 @@ def prepare(python: str, cache_dir: Path, source: Path = ROOT, *, log: Path | No
     return host
 
 
-def run(host: Host, args: list[str], cache_dir: Path, *, cwd: Path = ROOT, source: Path = ROOT) -> wine.Ran:
-    """``python.exe pipeline.py *args`` under Wine in a fresh prefix."""
+def vc_runtime_dlls(cache_dir: Path) -> list[Path]:
+    """The DLLs of the msvc-runtime wheel dll_providers.yaml pins (fetched once into the cache)."""
+    provider = next(p for p in dll_providers.load().providers if p.name == VC_PROVIDER)
+    requirement = provider.requirement(dll_providers.values_for("cpu", None))
+    if requirement is None:
+        raise UserError(f"{dll_providers.DATA_FILE}: provider {VC_PROVIDER} names no wheel")
+    log = cache_dir / "wine-host" / "vc-runtime.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    folder = providers.provider_dir(requirement, provider.python or "3.11", cache_dir, log)
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() == ".dll" and provider.provides(p.name))
+
+
+def lay_out_system32(prefix: Path, dlls: list[Path]) -> Path:
+    """Copies ``dlls`` into the prefix's System32 over Wine's placeholders of the same name (Wine's file names
+    are lower case; Windows compares them case-insensitively)."""
+    system32 = prefix / "drive_c" / "windows" / "system32"
+    for dll in dlls:
+        target = system32 / dll.name.lower()
+        target.unlink(missing_ok=True)
+        shutil.copyfile(dll, target)
+    return system32
+
+
+def run(python: Path, args: list[str], cache_dir: Path, *, cwd: Path = ROOT, vc_runtime: bool = True) -> wine.Ran:
+    """``python.exe *args`` under Wine in a fresh prefix (System32 with the real VC runtime unless ``vc_runtime``
+    is False)."""
     found = wine.find()
     if found is None:
         raise UserError(f"Wine is not installed ({wine.INSTALL_HINT})")
+    dlls = vc_runtime_dlls(cache_dir) if vc_runtime else []
     with tempfile.TemporaryDirectory(prefix="wine-host-") as tmp:
         prefix = wine.fresh_prefix(found, cache_dir, Path(tmp) / "prefix")
-        # PYTHONUTF8: the output is read as UTF-8 on this side; Wine's console code page would be 437.
-        with wine.Session(found, prefix, {"PYTHONIOENCODING": "utf-8"}) as session:
-            argv: list[str | Path] = [host.python, wine.windows_path(source / "pipeline.py"), *args]
-            return session.run(argv, timeout=RUN_TIMEOUT_S, cwd=cwd)
+        lay_out_system32(prefix, dlls)
+        with wine.Session(found, prefix, ENV) as session:
+            return session.run([python, *args], timeout=RUN_TIMEOUT_S, cwd=cwd)
+
+
+def copy_of(host: Host, dest: Path) -> Path:
+    """A copy of the host at ``dest``, for what would change the cached host (``pip install``); one made there
+    before is used again."""
+    if (dest / "python.exe").is_file():
+        return dest / "python.exe"
+    if dest.exists():
+        raise UserError(f"{dest} exists and holds no copy of the host: --copy-to takes a new folder or an earlier copy")
+    shutil.copytree(host.root, dest, symlinks=True)
+    (dest / DONE).unlink()
+    return dest / "python.exe"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,7 +201,13 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("prepare", help="make the host (cached) and print its folder")
     runner = sub.add_parser("run", help="python.exe pipeline.py ARGS under Wine")
     runner.add_argument("--workdir", type=Path, default=ROOT, help="its working folder (default: the source tree)")
+    runner.add_argument("--wine-system32", action="store_true",
+                        help="keep Wine's builtin VC runtime in System32 (default: msvc-runtime's DLLs)")  # fmt: skip
     runner.add_argument("args", nargs=argparse.REMAINDER)
+    interpreter = sub.add_parser("python", help="python.exe ARGS under Wine (e.g. -m pip install ...)")
+    interpreter.add_argument("--workdir", type=Path, default=ROOT, help="its working folder (default: the source tree)")
+    interpreter.add_argument("--copy-to", type=Path, help="run a copy of the host made in this folder (or earlier)")
+    interpreter.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
     try:
         host = prepare(options.py, options.cache_dir)
@@ -158,8 +215,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{host.root} (CPython {host.cpython} embeddable, {len(host.wheels)} win_amd64 wheels)")
             return 0
         args = options.args[1:] if options.args[:1] == ["--"] else options.args
-        ran = run(host, args, options.cache_dir, cwd=options.workdir)
-    except UserError as exc:
+        if options.command == "run":
+            args = [wine.windows_path(ROOT / "pipeline.py"), *args]
+            python, vc_runtime = host.python, not options.wine_system32
+        else:
+            python, vc_runtime = copy_of(host, options.copy_to) if options.copy_to else host.python, True
+        ran = run(python, args, options.cache_dir, cwd=options.workdir, vc_runtime=vc_runtime)
+    except (UserError, dll_providers.ProviderError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     sys.stdout.write(ran.stdout)

@@ -103,7 +103,9 @@ def _info_tar(raw: bytes, files: Mapping[str, Path], index: Mapping[str, Any]) -
 def _add_to_conda(package: Path, files: Mapping[str, Path], level: int, index: Mapping[str, Any]) -> None:
     stem = package.name.removesuffix(".conda")
     info_name = f"info-{stem}.tar.zst"
-    with zipfile.ZipFile(package) as old, _replacing(package) as temporary:
+    # The package is closed before the new file replaces it: Windows refuses to replace a file that is open
+    # ("[WinError 5] Access denied", seen under Wine).
+    with _replacing(package) as temporary, zipfile.ZipFile(package) as old:
         if info_name not in old.namelist():
             raise UserError(f"{package} has no {info_name}: not a .conda package")
         raw = zstd.decompress(old.read(info_name))

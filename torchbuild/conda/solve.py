@@ -7,6 +7,7 @@ of CPU vs CUDA selection. Nothing is downloaded: channels are directories (``fil
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -79,7 +80,8 @@ def channel_url(channel: str | os.PathLike[str]) -> str:
 
 
 def make_local_channel(packages: Sequence[Path], directory: Path) -> Path:
-    """A channel in ``directory`` holding exactly ``packages`` (hard-linked when possible), indexed by rattler.
+    """A channel in ``directory`` holding exactly ``packages`` (hard-linked when possible; copies on Windows),
+    indexed by rattler.
 
     The subdir of each package comes from its own info/index.json.
     """
@@ -89,7 +91,12 @@ def make_local_channel(packages: Sequence[Path], directory: Path) -> Path:
         subdir.mkdir(parents=True, exist_ok=True)
         target = subdir / package.name
         target.unlink(missing_ok=True)
-        link(package, target)
+        if os.name == "nt":
+            # A hard link shares the package's file: on Windows deleting this channel fails ("Sharing violation",
+            # seen under Wine) while another stage has the package open, as smoke-conda beside verify does.
+            shutil.copyfile(package, target)
+        else:
+            link(package, target)
     (directory / "noarch").mkdir(parents=True, exist_ok=True)
     rattler_child.call("index", directory=str(directory), write_zst=False)
     return directory

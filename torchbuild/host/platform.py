@@ -1,7 +1,9 @@
-"""Which platform this host is, by conda's subdir names (linux-64, win-64, osx-arm64, ...): the one place that asks."""
+"""Which platform this host is, by conda's subdir names (linux-64, win-64, osx-arm64, ...), and whether a Windows host
+is Wine: the one place that asks."""
 
 from __future__ import annotations
 
+import ctypes
 import platform as _platform
 import sys
 
@@ -20,3 +22,16 @@ def host_platform() -> str:
     if system == "linux" and arch == "arm64":
         arch = "aarch64"
     return f"{system}-{arch}"
+
+
+def wine_version() -> str | None:
+    """Wine's version (8.0) when this is a Windows process under Wine (its ntdll exports wine_get_version), else
+    None: on Linux, and on Windows itself."""
+    if sys.platform != "win32":
+        return None
+    try:
+        getter = ctypes.WinDLL("ntdll").wine_get_version  # type: ignore[attr-defined,unused-ignore]
+    except (OSError, AttributeError):
+        return None
+    getter.restype = ctypes.c_char_p
+    return str(getter().decode())

@@ -92,7 +92,7 @@ def package(ctx: Context, companion: Companion) -> tuple[Artifact, str, Path | N
     subject = sbom.Subject(artifact=name, name=companion.name, version=companion.release or "", source=source)
     info_sbom = out_dir / sbom.FILE_NAME
     document = sbom.build(subject, vendored, source.epoch, path_prefix=plan.conda.site_packages + "/")
-    info_sbom.write_text(document, encoding="utf-8")
+    info_sbom.write_bytes(document.encode("utf-8"))  # not text mode: Windows would write CRLF (TB109 compares it)
     meta: dict[str, Any] = {
         "package": {"name": companion.name, "version": companion.release},
         "build": {"string": plan.conda.build_string, "number": plan.conda.build_number},

@@ -97,7 +97,7 @@ def _package(ctx: Context) -> StageResult:
         stale.unlink()
     document = package_sbom(plan, wheel.path.name, source, report, left_out)
     info_sbom = out_dir / sbom.FILE_NAME
-    info_sbom.write_text(document, encoding="utf-8")
+    info_sbom.write_bytes(document.encode("utf-8"))  # not text mode: Windows would write CRLF (TB109 compares it)
     name = plan.conda.archives[ctx.options.conda_format]
     made: dict[str, Path] = {}  # the 2018 channel's names (stages/conda/era.py)
     with scratch.directory(unpacked_size, out_dir, "torchbuild-conda-payload-") as staging:

@@ -120,7 +120,7 @@ def backend_for(ctx: Context, kind: str) -> Backend | StageResult:
             why = (f"needs Python {plan.python} on this host (none {searched(plan.python)}): "
                    f"`{install_hint(plan.python)}`, then rerun")  # fmt: skip
             return _skipped(plan, kind, why, why, status="unverified")
-        return VenvBackend(plan, python, _inputs(ctx, kind)["wheel"])
+        return VenvBackend(plan, python, _inputs(ctx, kind)["wheel"], ctx.options.cache_dir)
     if plan.platform != "win-64" or host != "linux-64":
         return _skipped(plan, kind, f"needs a {plan.platform} host (this host is {host})")
     found = wine.find()

@@ -25,6 +25,7 @@ from packaging.utils import canonicalize_name
 from torchbuild.conda import rattler_child
 from torchbuild.config import nesting
 from torchbuild.host import uv
+from torchbuild.host.platform import wine_version
 from torchbuild.host.proc import run_tool
 from torchbuild.results import Check, sha256_of
 from torchbuild.stages.smoke import user_test
@@ -39,6 +40,7 @@ from torchbuild.stages.smoke.env import (
     parse_results,
 )
 from torchbuild.stages.smoke.resources import smoke_checks
+from torchbuild.stages.smoke.wine import conda_library_bin
 from torchbuild.wheel import wheelfile
 
 if TYPE_CHECKING:
@@ -111,6 +113,7 @@ class VenvBackend:
     plan: Plan
     python: str  # the host interpreter of the Plan's X.Y
     wheel: Path  # the repaired wheel (the conda environment takes its requirements from it)
+    cache_dir: Path | None = None  # a win-64 conda prefix: where its Library\bin DLLs' vendor wheels are cached
 
     @property
     def where(self) -> str:
@@ -118,15 +121,20 @@ class VenvBackend:
             [self.python, "-c", "import platform; print(platform.python_version())"],
             capture_output=True, text=True, check=False,
         ).stdout.strip()  # fmt: skip
-        return f"on this {self.plan.platform} host (Python {version or self.plan.python})"
+        wine = wine_version()
+        under = f" under Wine {wine}" if wine else ""
+        return f"on this {self.plan.platform} host{under} (Python {version or self.plan.python})"
 
     def describe(self, kind: str) -> str:
         return KINDS[kind]
 
     def extras(self) -> list[str]:
-        """What the environment gets besides the artifacts: smoke_envs.yaml's, and the matrix's test_requires."""
+        """What the environment gets besides the artifacts: smoke_envs.yaml's numpy and extras (a Windows host under
+        Wine takes the rows for Wine: numpy >= 2.1 imports complex-math functions that are stubs in Wine 8.0's
+        ucrtbase), and the matrix's test_requires."""
+        chosen = self.plan.smoke_extras_wine if wine_version() else self.plan.smoke_extras
         test = self.plan.user_test
-        return [w.requirement for w in self.plan.smoke_extras] + list(test.requires if test else ())
+        return [w.requirement for w in chosen] + list(test.requires if test else ())
 
     def setup(self, env: Env) -> str:
         env.fresh()
@@ -157,6 +165,11 @@ class VenvBackend:
         beside = {name: installed_requires(site_packages, name) for name in env.companions}
         requirements = pip_requirements(wheel_requirements(self.wheel), beside)
         _pip_install(env, [*requirements, *self.extras()])
+        library_bin = ""
+        if plan.platform == "win-64" and self.cache_dir is not None:
+            # torch imports from Library\bin what its run dependencies install there (intel-openmp's libiomp5md.dll);
+            # rattler installed the package alone, so they come from their vendor wheels, as under Wine.
+            library_bin = f"; Library\\bin: {conda_library_bin(plan, prefix(env), self.cache_dir, env.log).describe()}"
         origin = conda_origin(env, plan)
         from_pip = {canonicalize_name(Requirement(r).name) for r in requirements}
         not_from_pip = [d for d in installed["depends"] if canonicalize_name(d.split()[0]) not in from_pip]
@@ -164,6 +177,7 @@ class VenvBackend:
             f"venv prefix + rattler install {' '.join([env.artifact.name, *(p.name for p in env.companions.values())])}"
             f" ({origin}) + uv pip install of the wheels' "
             f"requirements and numpy; conda-only dependencies not installed: {', '.join(not_from_pip) or 'none'}"
+            f"{library_bin}"
         )
 
     def run_checks(self, env: Env) -> list[Check]:

@@ -94,6 +94,19 @@ def wine_fixes(prefix: Path, python: str) -> list[str]:
     return ["_wmi.pyd removed", "os.getppid from NtQueryInformationProcess"]
 
 
+def conda_library_bin(plan: Plan, root: Path, cache_dir: Path, log: Path) -> win_env.LibraryBin:
+    """``Library\\bin`` of a win-64 conda prefix at ``root`` with the DLLs the package's run dependencies install
+    (vc14_runtime, intel-openmp, ...), from their vendor wheels. What the wheel's declared requirements install
+    (mkl of torch 2.3.x) comes with its pip dependencies instead."""
+    assert plan.dll_providers is not None
+    names = {w.name: conda_name(plan.conda.pypi_names, w.name).conda for w in plan.declared_libraries}
+    vendored = cuda_wheels.left_to_vendor_wheels(plan.conda.provided_dlls, plan.declared_libraries, names)
+    return win_env.library_bin(
+        root, vendored, plan.dll_providers, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python,
+        cache_dir=cache_dir, log=log,
+    )  # fmt: skip
+
+
 @dataclass
 class WineBackend:
     plan: Plan
@@ -160,15 +173,7 @@ class WineBackend:
             what.append(f"{env.artifact.name} installed into Lib\\site-packages")
         else:
             extract.extract_package(env.artifact, root)
-            plan = self.plan
-            assert plan.dll_providers is not None
-            # What the wheel's declared requirements install (mkl of torch 2.3.x) comes with the dependencies below.
-            names = {w.name: conda_name(plan.conda.pypi_names, w.name).conda for w in plan.declared_libraries}
-            vendored = cuda_wheels.left_to_vendor_wheels(plan.conda.provided_dlls, plan.declared_libraries, names)
-            provided = win_env.library_bin(
-                root, vendored, plan.dll_providers, cuda=plan.cuda, cudnn=plan.cudnn,
-                python=plan.python, cache_dir=self.cache_dir, log=env.log,
-            )  # fmt: skip
+            provided = conda_library_bin(self.plan, root, self.cache_dir, env.log)
             what.append(f"{env.artifact.name} laid out as conda installs it; Library\\bin: {provided.describe()}")
         for name, artifact in env.companions.items():  # its requirement on torch is the torch installed here
             if env.kind == "wheel":
