@@ -65,3 +65,15 @@ def module_scratch(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fix
     if request.session.testsfailed == failed_before:
         for folder in made:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """A real S3 server (moto's, in this process) on 127.0.0.1, for the S3 channel's tests."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()

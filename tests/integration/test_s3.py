@@ -51,17 +51,6 @@ PREFIX = "nightly"
 
 
 @pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
-@pytest.fixture(scope="session")
 def proxy(moto_endpoint: str) -> Iterator[FaultProxy]:
     fault_proxy = FaultProxy(moto_endpoint)
     yield fault_proxy
