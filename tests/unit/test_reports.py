@@ -187,7 +187,7 @@ def browse(page: Path, profile: Path, *flags: str) -> subprocess.CompletedProces
     """Debian's chromium, headless, on ``page``, with a fresh profile; skipped with the reason where there is none."""
     browser = shutil.which("chromium")
     if browser is None:
-        pytest.skip("chromium is not installed (apt-get install -y chromium; .ci/run installs it as root)")
+        pytest.skip("skipped: chromium is not installed (apt-get install -y chromium; .ci/run installs it as root)")
     argv = [browser, *BROWSER_FLAGS, f"--user-data-dir={profile}", *flags, page.as_uri()]
     return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
 
