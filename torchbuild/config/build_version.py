@@ -48,15 +48,23 @@ def parse(text: str, flag: str) -> Version:
         ) from None
 
 
+_ACCELERATOR_LABEL = re.compile(r"cpu|cu\d+")
+
+
+def accelerator_label(local: str | None) -> bool:
+    """Whether a local label is the accelerator's (cpu, cu128), as upstream labels its builds, not a build's own."""
+    return local is not None and _ACCELERATOR_LABEL.fullmatch(local) is not None
+
+
 def kind_of(version: Version) -> str:
     """What a version is, in the words a release engineer uses."""
     if version.dev is not None:
-        return "a nightly" if version.local is None or version.local.startswith(("cpu", "cu")) else "a dev build"
+        return "a nightly" if version.local is None or accelerator_label(version.local) else "a dev build"
     if version.pre is not None:
         if version.pre == ("a", 0):
             return "a source build"
         return "a release candidate" if version.pre[0] == "rc" else "a pre-release"
-    return "a local build" if version.local and not version.local.startswith(("cpu", "cu")) else "a release"
+    return "a local build" if version.local and not accelerator_label(version.local) else "a release"
 
 
 def is_release(compat: Compat, version: Version) -> bool:

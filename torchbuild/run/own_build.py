@@ -29,8 +29,6 @@ from torchbuild.host import checkout
 from torchbuild.wheel import version_py
 from torchbuild.wheel.wheelfile import WheelError
 
-_ACCELERATOR_LABEL = re.compile(r"(cpu|cu\d+)")
-
 
 @dataclass(frozen=True)
 class Pin:
@@ -69,7 +67,7 @@ def _own(compat: Compat, version: Version) -> bool:
     other than an accelerator's (a fork's, a source build's +git<sha>)."""
     if not build_version.is_release(compat, version) or version.post is not None:
         return True
-    return version.local is not None and _ACCELERATOR_LABEL.fullmatch(version.local) is None
+    return version.local is not None and not build_version.accelerator_label(version.local)
 
 
 def _version_of_source(cell: Cell, options: RunOptions, compat: Compat) -> tuple[Version, str] | None:
@@ -128,7 +126,7 @@ def _same(text: str, version: Version) -> bool | None:
         return None
     if said == version:
         return True
-    labelled = _ACCELERATOR_LABEL.fullmatch(said.local or "") is not None
+    labelled = build_version.accelerator_label(said.local)
     return version.local is None and said.public == version.public and labelled
 
 
