@@ -116,3 +116,19 @@ def test_a_nightly_goes_up_under_the_nightly_label_whatever_label_the_channel_na
     assert record is not None
     assert record["argv"][2:] == ["upload", "--user", "my-org", "--label", "nightly", "--skip-existing", str(nightly)]
     assert "conda install -c https://conda.anaconda.org/my-org/label/nightly pytorch" in result.stdout + result.stderr
+
+
+def test_a_nightly_to_a_labelled_channel_is_installed_from_the_nightly_label_not_below_the_channels(
+    tmp_path: Path,
+) -> None:
+    # Before: "conda install -c https://conda.anaconda.org/my-org/label/testing/label/nightly pytorch", a channel
+    # that does not exist.
+    nightly = assemble_small(tmp_path / "pkgs", {"lib/a.txt": b"a"}, name="pytorch", version="2.10.0.dev20251105",
+                             build="py3.11_cpu_0")  # fmt: skip
+    result, record = publish(tmp_path, nightly, "--channel", "anaconda://my-org/testing")
+    assert result.returncode == 0, result.stderr
+    assert record is not None and "--label" in record["argv"] and "nightly" in record["argv"]
+    output = result.stdout + result.stderr
+    assert "conda install -c https://conda.anaconda.org/my-org/label/nightly pytorch" in output
+    assert "label/testing/label/nightly" not in output
+    assert "pip install" not in output  # anaconda.org serves no pip index

@@ -57,20 +57,20 @@ def project_of(wheel_name: str) -> str:
 
 
 def install_lines(
-    url: str, conda_names: Iterable[str], wheel_projects: Iterable[str], night: bool = False
+    channel: Channel, conda_names: Iterable[str], wheel_projects: Iterable[str], night: bool = False
 ) -> list[str]:
-    """How users install these packages from the channel at ``url``: a conda line and a pip line. A wheel project may
-    be given pinned (``torch==2.13.0a0+git1eba9b3``): a pre-release (an own build) is one pip takes only with
-    ``--pre``, so the line has it. ``night``: nightlies, from the nightly label and index (``--pre``), newest first."""
-    conda, wheels = sorted(set(conda_names)), sorted(set(wheel_projects))
+    """How users install these packages from ``channel``: a conda line and (where it serves wheels) a pip line. A
+    wheel project may be given pinned (``torch==2.13.0a0+git1eba9b3``): a pre-release (an own build) is one pip takes
+    only with ``--pre``, so the line has it. ``night``: nightlies, from the nightly label and index (``--pre``)."""
+    conda, wheels = sorted(set(conda_names)), sorted(set(wheel_projects)) if channel.serves_wheels else []
     if night:
         wheels = sorted({w.partition("==")[0] for w in wheels})
-    conda_url = f"{url}/{nightly.CONDA_ROOT}" if night else url
+    conda_url = channel.nightly_url if night else channel.url
     simple = nightly.NIGHTLY_SIMPLE if night else nightly.RELEASE_SIMPLE
     lines = [f"conda install -c {conda_url} {' '.join(conda)}"] if conda else []
     pre = night or any(Version(w.partition("==")[2]).is_prerelease for w in wheels if "==" in w)
     flag = " --pre" if pre else ""
-    return lines + ([f"pip install{flag} --index-url {url}/{simple} {' '.join(wheels)}"] if wheels else [])
+    return lines + ([f"pip install{flag} --index-url {channel.url}/{simple} {' '.join(wheels)}"] if wheels else [])
 
 
 def requirement_of(wheel_name: str) -> str:
@@ -87,7 +87,9 @@ def conda_name_of(file_name: str) -> str:
 
 
 class Channel(Protocol):
-    url: str
+    url: str  # what installers are given for its releases
+    nightly_url: str  # the conda channel its nightlies are installed from (label/nightly)
+    serves_wheels: bool  # whether pip can install from it (anaconda.org takes conda packages only)
 
     def locked(self) -> AbstractContextManager[None]:
         """Keep every other publisher of this channel out while plan and apply run."""

@@ -46,6 +46,8 @@ class AnacondaChannel:
         self.owner, self.label = parse_anaconda(url)
         base = f"https://conda.anaconda.org/{self.owner}"
         self.url = base if self.label == "main" else f"{base}/label/{self.label}"
+        self.nightly_url = f"{base}/{nightly.CONDA_ROOT}"  # nightlies go to their own label, whatever this one is
+        self.serves_wheels = False
         self.replace = False
 
     @contextlib.contextmanager

@@ -71,6 +71,8 @@ class LocalChannel:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.url = path.resolve().as_uri()
+        self.nightly_url = f"{self.url}/{nightly.CONDA_ROOT}"
+        self.serves_wheels = True
         self._depth = 0  # how deep this process is inside locked()
         self._digests: dict[Path, str] = {}  # files hashed while the lock is held (cleared when it is taken)
 

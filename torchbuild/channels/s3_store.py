@@ -11,6 +11,7 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
+from torchbuild.channels import nightly
 from torchbuild.channels.admission import admit
 from torchbuild.channels.s3_client import (
     CONFLICT,
@@ -33,6 +34,8 @@ class S3Store:
         self.s3_url = url.rstrip("/")
         self.client = client if client is not None else make_client()
         self.url = http_url(str(self.client.meta.endpoint_url), self.location)  # what installers use
+        self.nightly_url = f"{self.url}/{nightly.CONDA_ROOT}"
+        self.serves_wheels = True
         self._digests: dict[tuple[str, str], str] = {}  # (key, ETag) -> sha256 of the object, for index()
 
     # --- errors ---------------------------------------------------------------------------------------

@@ -222,7 +222,7 @@ def say_install(channel: Channel, uploads: Sequence[Upload], names: dict[Path, s
     for night in (False, True):
         conda = [names[u.artifact.path] for u in uploads if u.kind == "conda" and _nightly(u) == night]
         wheels = [names[u.artifact.path] for u in uploads if u.kind == "wheel" and _nightly(u) == night]
-        for line in install_lines(channel.url, conda, wheels, night=night):
+        for line in install_lines(channel, conda, wheels, night=night):
             out.print(f"  {line}", markup=False)
 
 

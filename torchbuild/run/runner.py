@@ -385,11 +385,11 @@ def install_lines(cells: Sequence[CellRun], root: Path) -> list[str]:
                 wheels.add(requirement_of(artifact.path.name))
     lines = []
     for spec in dict.fromkeys(spec for spec, _night in names):
-        url = open_channel(spec, root).url
-        lines.append(f"published to {url}; install with:")
+        channel = open_channel(spec, root)
+        lines.append(f"published to {channel.url}; install with:")
         for night in (False, True):
             conda, wheels = names.get((spec, night), (set(), set()))
-            lines += [f"  {line}" for line in install_lines_of(url, conda, wheels, night=night)]
+            lines += [f"  {line}" for line in install_lines_of(channel, conda, wheels, night=night)]
     return lines
 
 
