@@ -1,4 +1,4 @@
-"""The pin step for a cell's companions (torchbuild/run/pin_companions.py): the newest release of the paired series
+"""The pin step for a cell's companions (torchbuild/pin/pin_companions.py): the newest release of the paired series
 that the configured package indexes offer, asked of uv against real local wheel folders (pip sees only them), said
 in the plan line, refused where a named companion has none, and replayed from the build's record by the smoke job."""
 
@@ -14,8 +14,9 @@ from torchbuild.config import compat, pairing
 from torchbuild.config.matrix import Cell, Matrix
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
+from torchbuild.pin import pin, pin_companions
 from torchbuild.plan import resolve
-from torchbuild.run import pin, pin_companions, runner
+from torchbuild.run import runner
 
 CELL = Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.14.1")
 TAG = "cp311-cp311-win_amd64"

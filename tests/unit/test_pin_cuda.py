@@ -16,8 +16,8 @@ from torchbuild.config import matrix
 from torchbuild.config.compat import load
 from torchbuild.config.matrix import Cell
 from torchbuild.errors import StageFailed
+from torchbuild.pin import pin
 from torchbuild.plan import probe, resolve
-from torchbuild.run import pin
 from torchbuild.stages import source
 
 CELL = Cell(platform="linux-64", cuda="12.8", python="3.11", torch="latest")

@@ -13,7 +13,7 @@ import pytest
 
 from tests.builders import make_wheel, torch_plan
 from torchbuild.host import pip, uv
-from torchbuild.run import pin
+from torchbuild.pin import pin
 from torchbuild.stages import source
 
 LINUX = uv.Target(python="3.11", platform=uv.python_platform("manylinux_2_28_x86_64"))
