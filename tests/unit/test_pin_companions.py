@@ -4,7 +4,6 @@ in the plan line, refused where a named companion has none, and replayed from th
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -38,16 +37,10 @@ def test_the_candidates_are_the_paired_release_then_the_older_ones_of_its_series
 
 
 @pytest.fixture()
-def links(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """pip (and so uv) sees only this folder: no configuration files, no index."""
-    for name in [n for n in os.environ if n.startswith(("PIP_", "UV_"))]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    folder = tmp_path / "links"
-    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
+def links(pip_sees_only: Path) -> Path:
+    """pip (and so uv) sees only this folder (tests/conftest.py), and no answer of an earlier test is kept."""
     pin_companions._offered.cache_clear()
-    return folder
+    return pip_sees_only
 
 
 def offered(links: Path, tmp_path: Path, *versions: str, packages: tuple[str, ...] | None = None) -> dict[str, object]:
