@@ -20,6 +20,7 @@ from packaging.version import Version
 from torchbuild.channels import repodata as rd
 from torchbuild.conda import solve as solver
 from torchbuild.config import datafiles, environment
+from torchbuild.config.compat import version_key
 from torchbuild.host.files import write_atomic
 from torchbuild.plan import Plan
 from torchbuild.results import Check, define, result, skipped, unverified
@@ -115,7 +116,7 @@ def _unrecorded_pins(depends: Sequence[str], versions: Mapping[str, set[str]]) -
             prefix = exact.removesuffix(".*")
             have = versions.get(name, set())
             if not any(v == prefix or (version.endswith(".*") and v.startswith(prefix + ".")) for v in have):
-                nearest = sorted(have, key=_version_key)[-3:]
+                nearest = sorted(have, key=version_key)[-3:]
                 found[name] = f"{spec} (stored: {', '.join(nearest) if nearest else 'no record of ' + name})"
     return found
 
@@ -136,10 +137,6 @@ def _leave_out_other_pythons(
             said = f"{spec} (stored: none for Python {python})"
             dropped += [said] if said not in dropped else []
     return dropped
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
 
 
 def solve_check(
