@@ -6,7 +6,7 @@ what happened.
 The pairs are data: torchbuild/data/releases.yaml lists every release with the Pythons of its win_amd64 wheels,
 read from PyPI's project JSON (its ``source`` says how). A pair whose wheel the configured indexes do not offer here
 (a release above pip's constraints, a Python whose wheels PyPI does not have after all) is listed as "not offered
-here", not run and not failed: the pin step's own question, ``run/pin.newest_available``, decides. Each pair runs as a
+here", not run and not failed: the pin step's own question, ``pin/pin.newest_available``, decides. Each pair runs as a
 user runs it, ``python pipeline.py --platform win-64 --cuda cpu --py X --torch Y``, in a workspace of its own, one
 after the other. The table: release, Python, each stage's status and time, the sizes, the DLLs the repair vendored,
 the OpenMP runtimes the wheel ships and its libraries import (the closure's P103/E103), the longest installed path
@@ -119,7 +119,7 @@ def offered(pair: Pair) -> bool:
     from torchbuild import plan as plan_mod
     from torchbuild.config import matrix
     from torchbuild.errors import UserError
-    from torchbuild.run.pin import newest_available
+    from torchbuild.pin.pin import newest_available
 
     cell = matrix.Cell(platform=pair.platform, cuda=pair.cuda, python=pair.python, torch=pair.torch)
     try:

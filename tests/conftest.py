@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.pe_fixtures import PeFixtures, build
+from torchbuild.platforms.windows import wine
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 # The stored real repodata the solve tests pass explicitly (--repodata, RunOptions.repodata): $TORCHBUILD_REPODATA,
@@ -38,6 +41,19 @@ def repodata() -> Path:
     return REPODATA
 
 
+@pytest.fixture
+def pip_sees_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """pip (and so uv) sees only the folder returned (``tmp_path/links``, for the test to fill): no configuration
+    files, no index, no PIP_* or UV_* variable of the caller's."""
+    for name in [n for n in os.environ if n.startswith(("PIP_", "UV_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    folder = tmp_path / "links"
+    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
+    return folder
+
+
 @pytest.fixture(autouse=True)
 def _no_github_summary(monkeypatch: pytest.MonkeyPatch) -> None:
     # A test run inside GitHub Actions must not append to the job's real summary.
@@ -65,6 +81,20 @@ def module_scratch(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fix
     if request.session.testsfailed == failed_before:
         for folder in made:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def needs_wine() -> None:
+    """Skips the tests that use it where Wine is not installed (``pytestmark = pytest.mark.usefixtures(...)``)."""
+    if wine.find() is None:
+        pytest.skip("skipped: needs Wine (apt-get install wine64)")
+
+
+@pytest.fixture(scope="session")
+def pe_fixtures(tmp_path_factory: pytest.TempPathFactory) -> PeFixtures:
+    """Real PE files built with mingw-w64 once a session (tests/pe_fixtures.py): AMD64 and I386 DLLs, an AMD64
+    executable, an extension; the tests copy them, never change them."""
+    return build(tmp_path_factory.mktemp("pe"))
 
 
 @pytest.fixture(scope="session")

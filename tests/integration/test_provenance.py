@@ -19,7 +19,7 @@ import pytest
 
 from tests.builders import make_wheel, torch_plan
 from tests.integration.support_source_repair import build_so, wheel_from_tree
-from tests.pe_fixtures import PeFixtures, build
+from tests.pe_fixtures import PeFixtures
 from torchbuild.conda.checks.package import check_package
 from torchbuild.config import dll_providers
 from torchbuild.config.options import RunOptions
@@ -39,11 +39,6 @@ from torchbuild.wheel.rewrite import rewrite
 
 pytestmark = pytest.mark.slow
 EPOCH = 1_700_000_000
-
-
-@pytest.fixture(scope="module")
-def fixtures(tmp_path_factory: pytest.TempPathFactory) -> PeFixtures:
-    return build(tmp_path_factory.mktemp("pe"))
 
 
 @pytest.fixture
@@ -94,11 +89,11 @@ def _twice(plan: Plan, wheel: Path, tmp_path: Path) -> tuple[tuple[Path, Path], 
 
 
 def test_a_win_64_rebuild_is_byte_identical_and_its_sbom_names_each_vendored_dll(
-    fixtures: PeFixtures, tmp_path: Path, umask: None
+    pe_fixtures: PeFixtures, tmp_path: Path, umask: None
 ) -> None:
     plan = torch_plan("win-64", "cpu", "3.11", "2.5.1")
     wheel = make_wheel(tmp_path / "in", plan.wheel, {"torch/__init__.py": b"", "torch/_C.cp311-win_amd64.pyd":
-                                                     fixtures.ext.read_bytes()})  # fmt: skip
+                                                     pe_fixtures.ext.read_bytes()})  # fmt: skip
     (wheel_a, conda_a), (wheel_b, conda_b) = _twice(plan, wheel, tmp_path)
     assert sha256_of(wheel_a) == sha256_of(wheel_b)
     assert sha256_of(conda_a) == sha256_of(conda_b)
@@ -139,10 +134,10 @@ def test_a_linux_64_rebuild_is_byte_identical_and_its_sbom_names_the_grafted_lib
     assert {c.code: c.status for c in check_package(conda_a)}["TB109"] == "passed"
 
 
-def test_an_sbom_that_does_not_match_the_wheel_fails_verify(fixtures: PeFixtures, tmp_path: Path) -> None:
+def test_an_sbom_that_does_not_match_the_wheel_fails_verify(pe_fixtures: PeFixtures, tmp_path: Path) -> None:
     plan = torch_plan("win-64", "cpu", "3.11", "2.5.1")
     wheel = make_wheel(tmp_path / "in", plan.wheel, {"torch/__init__.py": b"", "torch/_C.cp311-win_amd64.pyd":
-                                                     fixtures.ext.read_bytes()})  # fmt: skip
+                                                     pe_fixtures.ext.read_bytes()})  # fmt: skip
     repaired, _ = _repair_and_package(plan, wheel, tmp_path / "run")
     text, members = _document(repaired)
     member = next(n for n in members if n.endswith(sbom.FILE_NAME))
@@ -192,10 +187,10 @@ def test_a_dll_signed_by_another_vendor_is_refused(tmp_path: Path) -> None:
     assert "not by Microsoft Corporation" in message
 
 
-def test_an_unsigned_dll_passes_only_where_the_data_says_why(fixtures: PeFixtures, tmp_path: Path) -> None:
+def test_an_unsigned_dll_passes_only_where_the_data_says_why(pe_fixtures: PeFixtures, tmp_path: Path) -> None:
     (cudart,) = _located(["cudart64_12.dll"], tmp_path, cuda="12.4")
     assert windows.signer_of(cudart).startswith("not signed (NVIDIA's -cu11/-cu12 wheels carry")
     (vc,) = _located(["msvcp140.dll"], tmp_path)
-    unsigned = provider_dlls.Located("msvcp140.dll", fixtures.base, vc.provider, vc.origin, vc.wheel, vc.signer)
+    unsigned = provider_dlls.Located("msvcp140.dll", pe_fixtures.base, vc.provider, vc.origin, vc.wheel, vc.signer)
     with pytest.raises(StageFailed, match=r"base\.dll: NotSigned: .*expected a valid signature by Microsoft"):
         windows.signer_of(unsigned)

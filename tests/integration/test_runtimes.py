@@ -21,7 +21,7 @@ import pytest
 from tests.builders import make_wheel, source_info, torch_plan
 from tests.conftest import ROOT, Scratch
 from tests.integration.test_windows import Run, pipeline
-from tests.pe_fixtures import PeFixtures, build, with_linker
+from tests.pe_fixtures import PeFixtures, with_linker
 from torchbuild.conda.archive import read_package
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed
@@ -144,15 +144,10 @@ def test_the_rendered_recipe_states_the_packages_run_requirements(new_run: Run) 
 # --- small wheels of real PE files -------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def fixtures(tmp_path_factory: pytest.TempPathFactory) -> PeFixtures:
-    return build(tmp_path_factory.mktemp("pe"))
-
-
-def test_a_runtime_older_than_the_floor_is_refused(fixtures: PeFixtures, tmp_path: Path) -> None:
+def test_a_runtime_older_than_the_floor_is_refused(pe_fixtures: PeFixtures, tmp_path: Path) -> None:
     """An extension linked by MSVC 14.50 needs msvcp140.dll >= 14.50; the provider's is 14.44: nothing is written."""
     plan = torch_plan("win-64", "cpu", "3.11", "2.5.1")
-    newer = with_linker(fixtures.ext, tmp_path / "ext.pyd", "14.50")
+    newer = with_linker(pe_fixtures.ext, tmp_path / "ext.pyd", "14.50")
     files = {"torch/__init__.py": b"", "torch/_C.cp311-win_amd64.pyd": newer.read_bytes()}
     wheel = make_wheel(tmp_path, plan.wheel, files)
     inputs = {"built_wheel": Artifact.of(wheel), "source_info": source_info(tmp_path, wheel)}
@@ -165,12 +160,12 @@ def test_a_runtime_older_than_the_floor_is_refused(fixtures: PeFixtures, tmp_pat
     assert not list((tmp_path / "work").rglob("*.whl"))
 
 
-def test_a_dependency_the_package_counts_on_must_be_there(fixtures: PeFixtures, tmp_path: Path) -> None:
+def test_a_dependency_the_package_counts_on_must_be_there(pe_fixtures: PeFixtures, tmp_path: Path) -> None:
     """The package leaves msvcp140.dll to vc14_runtime; verified against a cell that has no such dependency, the
     environment closure names the DLL that nothing provides."""
     plan = torch_plan("win-64", "cpu", "3.11", "2.5.1")
     wheel = make_wheel(
-        tmp_path, plan.wheel, {"torch/__init__.py": b"", "torch/_C.cp311-win_amd64.pyd": fixtures.ext.read_bytes()}
+        tmp_path, plan.wheel, {"torch/__init__.py": b"", "torch/_C.cp311-win_amd64.pyd": pe_fixtures.ext.read_bytes()}
     )
     ctx = Context(plan=plan, root=tmp_path, options=RunOptions(compression_level=1))
     info = source_info(tmp_path / "source", wheel)

@@ -21,9 +21,9 @@ from tests.integration.support_source_repair import (
 )
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed
+from torchbuild.pin import pin
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, StageResult
-from torchbuild.run import pin
 from torchbuild.stages import Context, source
 from torchbuild.stages.build import stage
 from torchbuild.stages.repair import stage as repair

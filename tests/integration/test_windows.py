@@ -18,7 +18,7 @@ import pytest
 
 from tests.builders import make_wheel, torch_plan
 from tests.conftest import REPODATA, ROOT, Scratch
-from tests.pe_fixtures import PeFixtures, build
+from tests.pe_fixtures import PeFixtures
 from torchbuild.config import companions
 from torchbuild.config.options import RunOptions
 from torchbuild.host import downloads
@@ -307,11 +307,11 @@ os._exit(0)  # py-rattler can crash at interpreter exit (see torchbuild/conda/ra
 
 @pytest.mark.slow
 def test_a_torch_without_the_dlls_torchvision_imports_stops_the_cell_in_repair(
-    fixtures: PeFixtures, tmp_path: Path
+    pe_fixtures: PeFixtures, tmp_path: Path
 ) -> None:
     """A small torch wheel (test DLLs, no c10.dll) with the default packages: PyPI's torchvision cannot load beside
     it, and the repair says so, naming what it lacks; nothing is published."""
-    wheel = _small_wheel(tmp_path / "w", {"torch/_C.cp311-win_amd64.pyd": fixtures.ext})
+    wheel = _small_wheel(tmp_path / "w", {"torch/_C.cp311-win_amd64.pyd": pe_fixtures.ext})
     result = pipeline(tmp_path, "--wheel", str(wheel))
     assert result.returncode == 1
     out = result.stdout + result.stderr
@@ -321,11 +321,6 @@ def test_a_torch_without_the_dlls_torchvision_imports_stops_the_cell_in_repair(
         ", which torch's repaired wheel does not hold" in out
     )
     assert not (tmp_path / "channel").exists()
-
-
-@pytest.fixture(scope="module")
-def fixtures(tmp_path_factory: pytest.TempPathFactory) -> PeFixtures:
-    return build(tmp_path_factory.mktemp("pe"))
 
 
 def _small_wheel(directory: Path, files: dict[str, Path]) -> Path:
@@ -345,8 +340,8 @@ def _fails_untouched(workspace: Path, wheel: Path, with_wine: bool = False) -> s
 
 
 @pytest.mark.slow
-def test_small_wheel_is_repaired(fixtures: PeFixtures, tmp_path: Path) -> None:
-    wheel = _small_wheel(tmp_path, {"torch/_C.cp311-win_amd64.pyd": fixtures.ext})
+def test_small_wheel_is_repaired(pe_fixtures: PeFixtures, tmp_path: Path) -> None:
+    wheel = _small_wheel(tmp_path, {"torch/_C.cp311-win_amd64.pyd": pe_fixtures.ext})
     result = pipeline(tmp_path, "--wheel", str(wheel), *TORCH_ONLY)
     assert result.returncode == 0, result.stdout[-3000:]
     repaired = next((tmp_path / "build" / CELL / "repair").glob("*.whl"))
@@ -355,25 +350,25 @@ def test_small_wheel_is_repaired(fixtures: PeFixtures, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_wheel_whose_closure_cannot_be_completed(fixtures: PeFixtures, tmp_path: Path) -> None:
-    wheel = _small_wheel(tmp_path, {"torch/lib/user.dll": fixtures.user, "torch/lib/base.dll": fixtures.base})
+def test_a_wheel_whose_closure_cannot_be_completed(pe_fixtures: PeFixtures, tmp_path: Path) -> None:
+    wheel = _small_wheel(tmp_path, {"torch/lib/user.dll": pe_fixtures.user, "torch/lib/base.dll": pe_fixtures.base})
     assert "nothere.dll" in _fails_untouched(tmp_path, wheel)
 
 
 @pytest.mark.slow
-def test_a_32_bit_dll_in_the_wheel(fixtures: PeFixtures, tmp_path: Path) -> None:
-    files = {"torch/lib/base.dll": fixtures.base32, "torch/_C.cp311-win_amd64.pyd": fixtures.ext}
+def test_a_32_bit_dll_in_the_wheel(pe_fixtures: PeFixtures, tmp_path: Path) -> None:
+    files = {"torch/lib/base.dll": pe_fixtures.base32, "torch/_C.cp311-win_amd64.pyd": pe_fixtures.ext}
     wheel = _small_wheel(tmp_path, files)
     out = _fails_untouched(tmp_path, wheel)
     assert "torch/lib/base.dll is built for I386; the wheel's platform needs AMD64" in out
 
 
 @pytest.mark.slow
-def test_a_dll_that_does_not_load_under_wine_stops_the_cell_in_verify(fixtures: PeFixtures, tmp_path: Path) -> None:
+def test_a_dll_that_does_not_load_under_wine_stops_the_cell_in_verify(pe_fixtures: PeFixtures, tmp_path: Path) -> None:
     if wine.find() is None:
         pytest.skip("skipped: needs Wine (apt-get install wine64)")
-    files = {"torch/lib/old.dll": fixtures.old, "torch/lib/newer.dll": fixtures.newer,
-             "torch/_C.cp311-win_amd64.pyd": fixtures.ext}  # fmt: skip
+    files = {"torch/lib/old.dll": pe_fixtures.old, "torch/lib/newer.dll": pe_fixtures.newer,
+             "torch/_C.cp311-win_amd64.pyd": pe_fixtures.ext}  # fmt: skip
     out = _fails_untouched(tmp_path, _small_wheel(tmp_path / "w", files), with_wine=True)
     assert "✗ verify" in out
     assert (
@@ -384,8 +379,8 @@ def test_a_dll_that_does_not_load_under_wine_stops_the_cell_in_verify(fixtures: 
 
 
 @pytest.mark.slow
-def test_an_extension_for_another_python(fixtures: PeFixtures, tmp_path: Path) -> None:
-    wheel = _small_wheel(tmp_path / "w", {"torch/_C.cp311-win_amd64.pyd": fixtures.ext310})
+def test_an_extension_for_another_python(pe_fixtures: PeFixtures, tmp_path: Path) -> None:
+    wheel = _small_wheel(tmp_path / "w", {"torch/_C.cp311-win_amd64.pyd": pe_fixtures.ext310})
     assert "python310.dll" in _fails_untouched(tmp_path, wheel)
 
 
@@ -394,7 +389,7 @@ def test_an_extension_for_another_python(fixtures: PeFixtures, tmp_path: Path) -
 
 @pytest.mark.slow
 def test_cuda_cell_vendors_the_cuda_runtime_from_its_provider_but_never_the_driver(
-    fixtures: PeFixtures, tmp_path: Path
+    pe_fixtures: PeFixtures, tmp_path: Path
 ) -> None:
     """PyPI has no CUDA win_amd64 torch wheel, so the CUDA path runs on a small wheel of real PE files: a DLL that
     imports cudart64_12.dll and the driver's nvcuda.dll, and an extension that imports MSVCP140.dll. What is
@@ -408,7 +403,7 @@ def test_cuda_cell_vendors_the_cuda_runtime_from_its_provider_but_never_the_driv
 
     plan = torch_plan("win-64", "12.4", "3.11", "2.5.1")
     assert "cudart64_12.dll" in plan.redistributable_dlls
-    files = {"torch/lib/torch_cuda.dll": fixtures.cuda, "torch/_C.cp311-win_amd64.pyd": fixtures.ext}
+    files = {"torch/lib/torch_cuda.dll": pe_fixtures.cuda, "torch/_C.cp311-win_amd64.pyd": pe_fixtures.ext}
     wheel = make_wheel(
         tmp_path, plan.wheel, {"torch/__init__.py": b"", **{rel: path.read_bytes() for rel, path in files.items()}}
     )

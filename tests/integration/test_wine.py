@@ -20,33 +20,22 @@ import pytest
 
 from tests.builders import make_wheel, torch_plan
 from tests.conftest import REPODATA, ROOT
-from tests.pe_fixtures import PeFixtures, build
+from tests.pe_fixtures import PeFixtures
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed
-from torchbuild.platforms.windows import wine
 from torchbuild.results import Artifact
 from torchbuild.stages import Context, smoke_wheel
 from torchbuild.stages.source import fetch
 from torchbuild.stages.verify.loader import loader_checks
 
 CACHE = RunOptions().cache_dir
+pytestmark = pytest.mark.usefixtures("needs_wine")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _needs_wine() -> None:
-    if wine.find() is None:
-        pytest.skip("skipped: needs Wine (apt-get install wine64)")
-
-
-@pytest.fixture(scope="module")
-def fixtures(tmp_path_factory: pytest.TempPathFactory) -> PeFixtures:
-    return build(tmp_path_factory.mktemp("pe"))
-
-
-def test_loader_check_names_a_missing_export_with_windows_error_127(fixtures: PeFixtures, tmp_path: Path) -> None:
+def test_loader_check_names_a_missing_export_with_windows_error_127(pe_fixtures: PeFixtures, tmp_path: Path) -> None:
     plan = torch_plan("win-64", "cpu", "3.11", "2.5.1")
-    files = {"torch/__init__.py": b"", "torch/lib/old.dll": fixtures.old.read_bytes(),
-             "torch/lib/newer.dll": fixtures.newer.read_bytes()}  # fmt: skip
+    files = {"torch/__init__.py": b"", "torch/lib/old.dll": pe_fixtures.old.read_bytes(),
+             "torch/lib/newer.dll": pe_fixtures.newer.read_bytes()}  # fmt: skip
     wheel = make_wheel(tmp_path, "torch-2.5.1+cpu-cp311-cp311-win_amd64.whl", files)
     (check,) = loader_checks(plan, wheel, None, tmp_path / "work", CACHE, tmp_path / "loadcheck.log")
     assert check.code == "TB205" and check.status == "failed"

@@ -20,15 +20,9 @@ from torchbuild.config.options import RunOptions
 from torchbuild.platforms.windows import pe, providers, wine
 from torchbuild.stages.source import fetch
 
-pytestmark = pytest.mark.nightly
+pytestmark = [pytest.mark.nightly, pytest.mark.usefixtures("needs_wine")]
 CELL = ["--platform", "win-64", "--cuda", "cpu", "--py", "3.11"]
 CACHE = RunOptions().cache_dir
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _needs_wine() -> None:
-    if wine.find() is None:
-        pytest.skip("skipped: needs Wine (apt-get install wine64)")
 
 
 def wine_host(*args: str) -> subprocess.CompletedProcess[str]:

@@ -144,7 +144,8 @@ def test_run_resolves_each_plan_once(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     """The release is chosen first (here: from --wheel's name, no index asked), then the Plan is resolved once."""
     from torchbuild import plan as plan_mod
     from torchbuild.commands import cli, selection
-    from torchbuild.run import pin, runner
+    from torchbuild.pin import pin
+    from torchbuild.run import runner
 
     resolved: list[str] = []
     real = plan_mod.resolve

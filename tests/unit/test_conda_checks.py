@@ -11,7 +11,7 @@ import pytest
 
 from tests.builders import make_wheel, torch_plan, with_sbom
 from tests.integration.support_conda import assemble_small, repack
-from tests.pe_fixtures import PeFixtures, build
+from tests.pe_fixtures import PeFixtures
 from torchbuild.conda import solve
 from torchbuild.conda.archive import read_package
 from torchbuild.conda.checks.package import check_package
@@ -35,12 +35,6 @@ def by_code(checks: list[Check]) -> dict[str, Check]:
 
 def failed_codes(checks: list[Check]) -> set[str]:
     return {c.code for c in checks if c.status == "failed"}
-
-
-@pytest.fixture(scope="module")
-def pe_files(tmp_path_factory: pytest.TempPathFactory) -> PeFixtures:
-    """Real PE files built with mingw-w64 (tests/pe_fixtures.py): AMD64 and I386 DLLs, an AMD64 executable."""
-    return build(tmp_path_factory.mktemp("pe"))
 
 
 @pytest.fixture(scope="module")
@@ -161,14 +155,14 @@ def test_unreadable_package(good: Path, tmp_path: Path) -> None:
     assert str(truncated) in checks[0].message
 
 
-def test_windows_pe_machine_and_symlinks(tmp_path: Path, pe_files: PeFixtures) -> None:
+def test_windows_pe_machine_and_symlinks(tmp_path: Path, pe_fixtures: PeFixtures) -> None:
     files = {
         "Lib/site-packages/tinypkg/__init__.py": b"",
-        "Lib/site-packages/tinypkg/good.dll": pe_files.base.read_bytes(),
-        "Lib/site-packages/tinypkg/old.pyd": pe_files.base32.read_bytes(),
+        "Lib/site-packages/tinypkg/good.dll": pe_fixtures.base.read_bytes(),
+        "Lib/site-packages/tinypkg/old.pyd": pe_fixtures.base32.read_bytes(),
         "Lib/site-packages/tinypkg/fake.dll": b"MZ but nothing after it",
         "Scripts/tool.bat": b"@echo off\n",
-        "Scripts/tool.exe": pe_files.tool.read_bytes(),
+        "Scripts/tool.exe": pe_fixtures.tool.read_bytes(),
     }
     pkg = assemble_small(
         tmp_path, files, subdir="win-64", symlinks={"Lib/site-packages/tinypkg/link.py": "__init__.py"}
@@ -194,8 +188,8 @@ def test_windows_path_over_max_path(tmp_path: Path) -> None:
     assert "C:\\Users\\" in tb102.message
 
 
-def test_pe_files_are_read_with_pefile(tmp_path: Path, pe_files: PeFixtures) -> None:
-    files = {"Lib/site-packages/tinypkg/user.dll": pe_files.user.read_bytes(), "Scripts/tool.exe": b"\x7fELF"}
+def test_pe_files_are_read_with_pefile(tmp_path: Path, pe_fixtures: PeFixtures) -> None:
+    files = {"Lib/site-packages/tinypkg/user.dll": pe_fixtures.user.read_bytes(), "Scripts/tool.exe": b"\x7fELF"}
     pkg = read_package(assemble_small(tmp_path, files, subdir="win-64"))
     members = {m.name: m for m in pkg.files()}
     user = members["Lib/site-packages/tinypkg/user.dll"].pe

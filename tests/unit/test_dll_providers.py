@@ -8,17 +8,12 @@ from pathlib import Path
 import pytest
 
 from tests.builders import torch_plan
-from tests.pe_fixtures import PeFixtures, build
+from tests.pe_fixtures import PeFixtures
 from torchbuild.config import dll_providers
 from torchbuild.config.dll_providers import Provider, ProviderData, ProviderError
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
 from torchbuild.platforms.windows import providers as provider_dlls
-
-
-@pytest.fixture(scope="session")
-def fixtures(tmp_path_factory: pytest.TempPathFactory) -> PeFixtures:
-    return build(tmp_path_factory.mktemp("pe"))
 
 
 def test_the_vc_runtime_names_follow_the_toolset() -> None:
@@ -110,10 +105,10 @@ def _locate_msvcp140_on_windows(
     )
 
 
-def test_windows_directories_with_variables(fixtures: PeFixtures, tmp_path: Path) -> None:
+def test_windows_directories_with_variables(pe_fixtures: PeFixtures, tmp_path: Path) -> None:
     system32 = tmp_path / "Windows" / "System32"
     system32.mkdir(parents=True)
-    shutil.copyfile(fixtures.base, system32 / "msvcp140.dll")
+    shutil.copyfile(pe_fixtures.base, system32 / "msvcp140.dll")
     located = _locate_msvcp140_on_windows(tmp_path, r"%SystemRoot%\System32", {"SystemRoot": str(tmp_path / "Windows")})
     assert [(hit.name, hit.provider) for hit in located] == [("msvcp140.dll", "vc")]
     assert located[0].path == system32 / "msvcp140.dll"
@@ -133,8 +128,8 @@ def test_unset_variable_is_said(tmp_path: Path) -> None:
         _locate_msvcp140_on_windows(tmp_path, r"%CUDA_PATH_V{cuda_major}_{cuda_minor}%\bin", {}, cuda="12.4", cudnn=9)
 
 
-def test_a_32_bit_dll_from_a_provider_is_refused(fixtures: PeFixtures, tmp_path: Path) -> None:
-    shutil.copyfile(fixtures.base32, tmp_path / "msvcp140.dll")
+def test_a_32_bit_dll_from_a_provider_is_refused(pe_fixtures: PeFixtures, tmp_path: Path) -> None:
+    shutil.copyfile(pe_fixtures.base32, tmp_path / "msvcp140.dll")
     with pytest.raises(ProviderError, match=r"msvcp140\.dll .* is a I386 DLL; a win_amd64 wheel needs AMD64"):
         _locate_msvcp140_on_windows(tmp_path, "%DIR%", {"DIR": str(tmp_path)})
 

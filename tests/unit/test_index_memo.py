@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from torchbuild.run import index_memo
+from torchbuild.pin import index_memo
 
 TARGET = ("--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64")
 

@@ -18,7 +18,7 @@ from torchbuild.config.compat import load
 from torchbuild.config.matrix import Cell
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
-from torchbuild.run import pin
+from torchbuild.pin import pin
 
 NEWEST = load().releases[-1].version
 

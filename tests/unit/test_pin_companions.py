@@ -1,10 +1,9 @@
-"""The pin step for a cell's companions (torchbuild/run/pin_companions.py): the newest release of the paired series
+"""The pin step for a cell's companions (torchbuild/pin/pin_companions.py): the newest release of the paired series
 that the configured package indexes offer, asked of uv against real local wheel folders (pip sees only them), said
 in the plan line, refused where a named companion has none, and replayed from the build's record by the smoke job."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,9 @@ from torchbuild.config import compat, pairing
 from torchbuild.config.matrix import Cell, Matrix
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
+from torchbuild.pin import pin, pin_companions
 from torchbuild.plan import resolve
-from torchbuild.run import pin, pin_companions, runner
+from torchbuild.run import runner
 
 CELL = Cell(platform="win-64", cuda="cpu", python="3.11", torch="2.14.1")
 TAG = "cp311-cp311-win_amd64"
@@ -37,16 +37,10 @@ def test_the_candidates_are_the_paired_release_then_the_older_ones_of_its_series
 
 
 @pytest.fixture()
-def links(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """pip (and so uv) sees only this folder: no configuration files, no index."""
-    for name in [n for n in os.environ if n.startswith(("PIP_", "UV_"))]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    folder = tmp_path / "links"
-    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
+def links(pip_sees_only: Path) -> Path:
+    """pip (and so uv) sees only this folder (tests/conftest.py), and no answer of an earlier test is kept."""
     pin_companions._offered.cache_clear()
-    return folder
+    return pip_sees_only
 
 
 def offered(links: Path, tmp_path: Path, *versions: str, packages: tuple[str, ...] | None = None) -> dict[str, object]:

@@ -5,7 +5,6 @@ find-links folder: what the real PyPI cannot show (a CUDA dependency that is not
 
 from __future__ import annotations
 
-import os
 import zipfile
 from pathlib import Path
 
@@ -16,8 +15,8 @@ from torchbuild.config import matrix
 from torchbuild.config.compat import load
 from torchbuild.config.matrix import Cell
 from torchbuild.errors import StageFailed
+from torchbuild.pin import pin
 from torchbuild.plan import probe, resolve
-from torchbuild.run import pin
 from torchbuild.stages import source
 
 CELL = Cell(platform="linux-64", cuda="12.8", python="3.11", torch="latest")
@@ -31,14 +30,9 @@ def version_py(cuda: str) -> bytes:
 
 
 @pytest.fixture()
-def links(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """pip (and so uv) sees only this folder: no configuration files, no index."""
-    for name in [n for n in os.environ if n.startswith(("PIP_", "UV_"))]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    folder = tmp_path / "links"
-    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
+def links(pip_sees_only: Path) -> Path:
+    """pip (and so uv) sees only this folder (tests/conftest.py), with two CUDA releases of torch in it."""
+    folder = pip_sees_only
     make_wheel(folder, f"torch-2.11.0-{TAG}.whl", {"torch/version.py": version_py("13.0")},
                requires=["nvidia-cuda-runtime==13.0.96"])  # fmt: skip
     make_wheel(folder, f"torch-2.10.0-{TAG}.whl", {"torch/version.py": version_py("12.8")}, requires=[RUNTIME_12])

@@ -5,7 +5,6 @@ and "nothing offered" told apart from "could not ask")."""
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 
 from tests.builders import make_wheel, torch_plan
 from torchbuild.host import pip, uv
-from torchbuild.run import pin
+from torchbuild.pin import pin
 from torchbuild.stages import source
 
 LINUX = uv.Target(python="3.11", platform=uv.python_platform("manylinux_2_28_x86_64"))
@@ -21,14 +20,9 @@ WINDOWS = uv.Target(python="3.11", platform=uv.python_platform("win_amd64"))
 
 
 @pytest.fixture()
-def only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """pip (and so uv) sees only the folder returned: no configuration files, no index."""
-    for name in [n for n in os.environ if n.startswith(("PIP_", "UV_"))]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    wheels = tmp_path / "wheels"
-    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+def only(pip_sees_only: Path) -> Path:
+    """pip (and so uv) sees only the folder returned (tests/conftest.py), with four torch wheels in it."""
+    wheels = pip_sees_only
     for name in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "torch-2.13.0-cp311-cp311-win_amd64.whl",
                  "torch-2.14.1-cp311-cp311-win_amd64.whl", "torch-2.14.1+cpu-cp312-cp312-win_amd64.whl"):  # fmt: skip
         make_wheel(wheels, name, {"torch/__init__.py": b""})

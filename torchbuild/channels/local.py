@@ -41,15 +41,8 @@ from pathlib import Path
 from torchbuild.channels import Upload, action_for, conda_path, nightly, pep503, refuse, wheel_path
 from torchbuild.channels.admission import check_place, validate
 from torchbuild.channels.local_layout import LOCK, MARKER, MARKER_TEXT, STAGING, check_channel, remove_leftovers
-from torchbuild.channels.local_records import (
-    index_whole,
-    page_link,
-    read_sidecar,
-    recorded,
-    same_index,
-    stage_if_changed,
-)
-from torchbuild.channels.repodata import PACKAGE_SUFFIXES
+from torchbuild.channels.local_records import page_link, read_sidecar, stage_if_changed
+from torchbuild.channels.repodata import PACKAGE_SUFFIXES, index_whole, recorded, same_index
 from torchbuild.conda import rattler_child
 from torchbuild.conda.archive import PackageUnreadable, read_package
 from torchbuild.errors import UserError

@@ -1,4 +1,6 @@
-"""repodata.json of one conda subdir: the record of a package file, and merging records into the current index.
+"""repodata.json of one conda subdir, its one reader: a file read back (strictly, or leniently where a missing or broken
+index only means "not recorded"), its records by file name, the record of a package file, and merging records into
+the current index.
 
 A merge only adds (or, with replace, swaps) records: a record already in the index is never dropped, whatever the
 publisher saw when it listed the channel.
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +18,11 @@ from typing import Any
 
 from torchbuild.config import nesting
 from torchbuild.errors import UserError
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
 
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
 
@@ -84,6 +92,65 @@ def record_of(path: Path, sha256: str | None = None) -> Record:
     elif index.noarch.generic:
         fields["noarch"] = "generic"
     return Record(filename=path.name, subdir=str(index.subdir), fields=fields)
+
+
+def load(path: Path) -> Any:
+    """A repodata.json as it is; OSError where it cannot be read, ValueError where it is not JSON."""
+    return nesting.loads(path.read_text(encoding="utf-8"))
+
+
+def listed(repodata: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every record of a repodata object by file name, .tar.bz2 ('packages') and .conda ('packages.conda') alike; the
+    records themselves, not copies."""
+    records: dict[str, dict[str, Any]] = {}
+    for key in ("packages", "packages.conda"):
+        part = repodata.get(key)
+        if isinstance(part, dict):
+            records.update({str(n): r for n, r in part.items() if isinstance(r, dict)})
+    return records
+
+
+def recorded(path: Path) -> dict[str, dict[str, Any]]:
+    """The records of a subdir's repodata.json by file name; empty when it is missing or unreadable."""
+    try:
+        raw = load(path)
+    except (OSError, ValueError):
+        return {}
+    return listed(raw) if isinstance(raw, dict) else {}
+
+
+def index_whole(subdir: Path) -> bool:
+    """The subdir's repodata.json is a JSON object and its repodata.json.zst (what conda clients fetch first) holds
+    the same bytes."""
+    try:
+        plain = (subdir / "repodata.json").read_bytes()
+        packed = zstd.decompress((subdir / "repodata.json.zst").read_bytes())
+        return packed == plain and isinstance(nesting.loads(plain), dict)
+    except (OSError, ValueError, zstd.ZstdError):
+        return False
+
+
+def same_index(made: Path, current: Path) -> bool:
+    """The subdir index at ``made`` says what the whole one at ``current`` says, apart from when its records were
+    indexed (py-rattler stamps each record with ``indexed_timestamp``): the current one is left as it is."""
+    if not index_whole(current.parent):
+        return False
+    try:
+        return _without_stamps(nesting.loads(made.read_bytes())) == _without_stamps(nesting.loads(current.read_bytes()))
+    except (OSError, ValueError):
+        return False
+
+
+def _without_stamps(repodata: object) -> object:
+    if not isinstance(repodata, dict):
+        return repodata
+    trimmed = dict(repodata)
+    for key in ("packages", "packages.conda"):
+        part = trimmed.get(key)
+        if isinstance(part, dict):
+            trimmed[key] = {name: {k: v for k, v in record.items() if k != "indexed_timestamp"}
+                            if isinstance(record, dict) else record for name, record in part.items()}  # fmt: skip
+    return trimmed
 
 
 def empty(subdir: str) -> dict[str, Any]:

@@ -27,8 +27,8 @@ from torchbuild.errors import UserError, os_error
 from torchbuild.host import scratch, signals
 from torchbuild.host.console import console, out
 from torchbuild.host.files import unwritable
+from torchbuild.pin import pin
 from torchbuild.plan import Plan
-from torchbuild.run import pin
 from torchbuild.run.records import EXIT_UNVERIFIED
 
 COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor", "sbom")

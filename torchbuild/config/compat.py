@@ -23,8 +23,10 @@ CPU = "cpu"
 
 
 def version_key(text: str) -> tuple[int, ...]:
-    """'14.11' -> (14, 11); '9.0' -> (9, 0). Toolset and CUDA versions compare numerically per part."""
-    return tuple(int(part) for part in text.split("."))
+    """'14.11' -> (14, 11); '9.0' -> (9, 0): dotted versions (toolsets, CUDA, Python, file versions, conda records)
+    compare numerically per part; a part that is not a number ('0rc1' in '3.13.0rc1') is -1, before every number.
+    The one sort key of a dotted version."""
+    return tuple(int(part) if part.isdigit() else -1 for part in text.split("."))
 
 
 @dataclass(frozen=True)

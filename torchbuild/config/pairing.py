@@ -24,6 +24,7 @@ from torchbuild.config.companions import (
     load,
     parse_package,
 )
+from torchbuild.config.compat import version_key
 from torchbuild.errors import UserError, one_of
 
 NOT_BUILT = "not built yet (the stages ship torch only)"
@@ -179,7 +180,7 @@ def _ship(release: Release, target: Target) -> tuple[Build | None, str]:
     if (why := _mismatch(release, build, target)) is not None:
         return None, why
     if build.wheel_for(target.python) is None:
-        pythons = sorted(build.wheels, key=lambda p: [int(x) for x in p.rstrip("t").split(".") if x.isdigit()])
+        pythons = sorted(build.wheels, key=lambda p: version_key(p.rstrip("t")))
         return None, (
             f"PyPI has no Python {target.python} wheel of {name} {version} for {target.platform} "
             f"(it has {one_of(pythons)})"

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from torchbuild.config.compat import version_key
 from torchbuild.host import uv
 
 PROBE = "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.executable)"
@@ -36,17 +37,13 @@ def _probe(argv: list[str]) -> tuple[str, str] | None:
     return (lines[0], lines[1]) if proc.returncode == 0 and len(lines) == 2 else None
 
 
-def _patch(folder: Path) -> tuple[int, ...]:
-    return tuple(int(part) if part.isdigit() else -1 for part in folder.name.split("."))
-
-
 def _pyenv(version: str, env: Mapping[str, str]) -> Iterator[str]:
     """pyenv's installs of X.Y, newest patch first: $PYENV_ROOT (else ~/.pyenv)/versions/X.Y.*/bin/python."""
     root = env.get("PYENV_ROOT") or (str(Path(env["HOME"]) / ".pyenv") if env.get("HOME") else None)
     if root is None:
         return
     installs = [p for p in Path(root, "versions").glob(f"{version}.*") if p.name[len(version) + 1 :].isdigit()]
-    for folder in sorted(installs, key=_patch, reverse=True):
+    for folder in sorted(installs, key=lambda folder: version_key(folder.name), reverse=True):
         for name in ("bin/python", "python.exe"):  # pyenv; pyenv-win
             if (folder / name).is_file():
                 yield str(folder / name)

@@ -230,8 +230,7 @@ class ClosureReport(Generic[F]):
         problem = (
             f"{len(runtimes)} OpenMP runtimes in one process: "
             + "; ".join(r.describe() for r in runtimes)
-            + ": each keeps its own thread pool (Intel's aborts with 'OMP: Error #15', the others can give wrong "
-            "results silently, pytorch/pytorch#193784)"
+            + f": {_why_one_runtime()}"
         )
         known = self.upstream_openmp
         if known is not None:
@@ -354,8 +353,15 @@ def joint_openmp(
             f"add none: {' | '.join(described)}: passed through as upstream ships it ({upstream.recorded_in})"
         )
     problem = (
-        f"import {together} loads {len(by_name)} OpenMP runtimes into one process: {' | '.join(described)}: each keeps "
-        "its own thread pool (Intel's aborts with 'OMP: Error #15' beside another copy of itself, the others can give "
-        "wrong results silently, pytorch/pytorch#193784)"
+        f"import {together} loads {len(by_name)} OpenMP runtimes into one process: {' | '.join(described)}: "
+        + _why_one_runtime(" beside another copy of itself")
     )
     return problem, ""
+
+
+def _why_one_runtime(intel: str = "") -> str:
+    """Why a process may load one OpenMP runtime only; ``intel``: what the abort needs, where said."""
+    return (
+        f"each keeps its own thread pool (Intel's aborts with 'OMP: Error #15'{intel}, the others can give wrong "
+        "results silently, pytorch/pytorch#193784)"
+    )

@@ -1,1 +1,1 @@
-"""Running cells: the pin step, the runner, the run state, what a run recorded and its reports."""
+"""Running cells: the runner, the run state, what a run recorded and its reports."""

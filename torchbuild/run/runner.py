@@ -1,6 +1,6 @@
 """Runs the stages of each cell in order, records them in ``build/<cell-id>/state.json``, resumes, reports.
 
-The runner sees only final Plans (``pin.py`` resolved ``latest`` before it starts). Each stage declares the artifact
+The runner sees only final Plans (``pin/pin.py`` resolved ``latest`` before it starts). Each stage declares the artifact
 names it reads and writes (``torchbuild/stages``); before anything runs, the runner refuses a stage that reads a
 name no earlier stage writes, and a stage gets only the artifacts it declared it reads.
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from torchbuild.config import nesting
+from torchbuild.config.compat import version_key
 from torchbuild.errors import UserError
 from torchbuild.host.files import write_atomic
 
@@ -21,14 +22,10 @@ class Floor:
 
     def admits(self, file_version: str) -> bool:
         """A runtime DLL of ``file_version`` (14.44.35211.0) serves binaries linked by this MSVC."""
-        return _key(file_version)[:2] >= _key(self.version)[:2]
+        return version_key(file_version)[:2] >= version_key(self.version)[:2]
 
     def to_dict(self) -> dict[str, str]:
         return {"version": self.version, "set_by": self.set_by}
-
-
-def _key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split(".") if part.isdigit())
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from torchbuild.config.compat import version_key
 from torchbuild.platforms.windows import delvewheel_api
 from torchbuild.wheel.repair_report import Floor
 
@@ -31,11 +32,6 @@ def is_vc_runtime(name: str) -> bool:
     return delvewheel_api.is_vc_redist(low) and not low.startswith("ucrtbase")
 
 
-def key(version: str) -> tuple[int, ...]:
-    """'14.44.35211.0' -> (14, 44, 35211, 0); compares numerically part by part."""
-    return tuple(int(part) for part in version.split(".") if part.isdigit())
-
-
 def floor(pes: Iterable[PeInfo]) -> Floor | None:
     """The newest linker version among the PE files that import (or delay-load) the VC runtime; None when none
     does. Linker versions outside MSVC 14.x (Intel's, mingw's) do not say which VC runtime they need."""
@@ -43,10 +39,10 @@ def floor(pes: Iterable[PeInfo]) -> Floor | None:
     for pe in pes:
         if not any(is_vc_runtime(name) for name in (*pe.imports, *pe.delay_imports)):
             continue
-        version = key(pe.linker)
+        version = version_key(pe.linker)
         if len(version) < 2 or version[0] != 14:
             continue
-        if best is None or version[:2] > key(best.version)[:2]:
+        if best is None or version[:2] > version_key(best.version)[:2]:
             best = Floor(version=f"{version[0]}.{version[1]}", set_by=pe.path)
     return best
 
@@ -68,7 +64,7 @@ def too_old(found: Floor | None, dll: str, file_version: str | None) -> str | No
 def conda_spec(rule: VcRuntimeRule, found: Floor | None) -> str:
     """The conda package's dependency on the VC runtime: at least the rule's minimum and the binaries' floor."""
     version = rule.minimum
-    if found is not None and key(found.version) > key(rule.minimum):
+    if found is not None and version_key(found.version) > version_key(rule.minimum):
         version = found.version
     if rule.versions:  # a package whose versions name Visual Studio (the `vc` metapackage): map the MSVC version
         version = next((v for spec, v in rule.versions if Version(version) in SpecifierSet(spec)), version)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from torchbuild.conda import extract
 from torchbuild.config import cuda_wheels
+from torchbuild.config.compat import version_key
 from torchbuild.config.pypi_to_conda import conda_name
 from torchbuild.platforms.windows import dependencies as win_deps
 from torchbuild.platforms.windows import environments as win_env
@@ -85,7 +86,7 @@ os.getppid = _getppid
 
 def wine_fixes(prefix: Path, python: str) -> list[str]:
     """What the environment changes for Wine 8.0, said in the install check's message."""
-    if tuple(int(p) for p in python.split(".")) < (3, 12):
+    if version_key(python) < (3, 12):
         return []
     # _wmi.pyd (3.12+) calls propsys.VariantToString, a stub in Wine 8.0: platform.uname() and everything that asks
     # for the machine's name abort. Without the module, platform falls back to the registry, as before 3.12.

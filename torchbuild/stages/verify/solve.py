@@ -17,8 +17,10 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from torchbuild.channels import repodata as rd
 from torchbuild.conda import solve as solver
-from torchbuild.config import datafiles, environment, nesting
+from torchbuild.config import datafiles, environment
+from torchbuild.config.compat import version_key
 from torchbuild.host.files import write_atomic
 from torchbuild.plan import Plan
 from torchbuild.results import Check, define, result, skipped, unverified
@@ -34,9 +36,7 @@ def _records_in(channel: Path, subdir: str) -> list[dict[str, Any]]:
     for sub in (subdir, "noarch"):
         path = channel / sub / "repodata.json"
         if path.is_file():
-            raw = nesting.loads(path.read_text(encoding="utf-8"))
-            for key in ("packages", "packages.conda"):
-                records.extend((raw.get(key) or {}).values())
+            records.extend(rd.listed(rd.load(path)).values())
     return records
 
 
@@ -72,8 +72,7 @@ def _has_python(channel: Path, subdir: str, python: str) -> bool:
 
 
 def _depends_of(local: Path, subdir: str, file_name: str) -> list[str]:
-    raw = nesting.loads((local / subdir / "repodata.json").read_text(encoding="utf-8"))
-    record = (raw.get("packages.conda") or {}).get(file_name) or (raw.get("packages") or {}).get(file_name) or {}
+    record = rd.listed(rd.load(local / subdir / "repodata.json")).get(file_name) or {}
     return [str(d) for d in record.get("depends", [])]
 
 
@@ -81,8 +80,8 @@ def _leave_out(local: Path, subdir: str, file_name: str, names: set[str]) -> lis
     """Drop the run dependencies named ``names`` from the package's record in the local channel's repodata (a
     repodata patch, as channels apply them); returns the dropped specs."""
     path = local / subdir / "repodata.json"
-    raw = nesting.loads(path.read_text(encoding="utf-8"))
-    record = (raw.get("packages.conda") or {}).get(file_name) or (raw.get("packages") or {}).get(file_name)
+    raw = rd.load(path)
+    record = rd.listed(raw).get(file_name)  # the record in ``raw``, changed in place
     if record is None:
         return []
     dropped = [d for d in record.get("depends", []) if d.split()[0] in names]
@@ -100,10 +99,8 @@ def _versions_in(channels: Sequence[Path], subdir: str) -> dict[str, set[str]]:
         for sub in (subdir, "noarch"):
             path = channel / sub / "repodata.json"
             if path.is_file():
-                raw = nesting.loads(path.read_text(encoding="utf-8"))
-                for key in ("packages", "packages.conda"):
-                    for record in (raw.get(key) or {}).values():
-                        found.setdefault(str(record["name"]), set()).add(str(record["version"]))
+                for record in rd.listed(rd.load(path)).values():
+                    found.setdefault(str(record["name"]), set()).add(str(record["version"]))
     return found
 
 
@@ -119,7 +116,7 @@ def _unrecorded_pins(depends: Sequence[str], versions: Mapping[str, set[str]]) -
             prefix = exact.removesuffix(".*")
             have = versions.get(name, set())
             if not any(v == prefix or (version.endswith(".*") and v.startswith(prefix + ".")) for v in have):
-                nearest = sorted(have, key=_version_key)[-3:]
+                nearest = sorted(have, key=version_key)[-3:]
                 found[name] = f"{spec} (stored: {', '.join(nearest) if nearest else 'no record of ' + name})"
     return found
 
@@ -140,10 +137,6 @@ def _leave_out_other_pythons(
             said = f"{spec} (stored: none for Python {python})"
             dropped += [said] if said not in dropped else []
     return dropped
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
 
 
 def solve_check(

@@ -32,9 +32,10 @@ from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError, one_of
 from torchbuild.host import uv
 from torchbuild.host.console import console
+from torchbuild.pin import index_memo, index_probe, own_build, pin_companions
+from torchbuild.pin.own_build import Pin
 from torchbuild.plan import Plan, check_cell, probe, resolve, unlabelled_build, work_dir_of
-from torchbuild.run import index_memo, index_probe, own_build, pin_companions, state
-from torchbuild.run.own_build import Pin
+from torchbuild.run import state
 
 MEMO = "index-answers.json"  # in the cache directory (index_memo.py)
 T = TypeVar("T")

@@ -11,7 +11,7 @@ from packaging.version import Version
 from torchbuild.errors import UserError
 from torchbuild.host import pip_config, uv
 from torchbuild.host.console import console
-from torchbuild.run import index_memo
+from torchbuild.pin import index_memo
 
 
 def offered_version(

@@ -26,8 +26,9 @@ from torchbuild.config.matrix import Cell, Matrix
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import one_of
 from torchbuild.host import uv
+from torchbuild.pin import index_memo, index_probe
 from torchbuild.plan import probe
-from torchbuild.run import index_memo, index_probe, state
+from torchbuild.run import state
 
 MEMO = "index-answers.json"  # in the cache directory, beside torch's answers (index_memo.py)
 WHERE_ASKED = "the configured package indexes (pip config, PIP_INDEX_URL, PIP_FIND_LINKS, constraints)"
