@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from torchbuild.commands.cli import build_parser, run_options
 from torchbuild.config import environment, matrix
 from torchbuild.config.matrix_nodes import MatrixError
@@ -35,7 +36,8 @@ def test_a_build_key_takes_the_choices_its_type_names(key: str) -> None:
         assert getattr(matrix.parse(f"build:\n  {key}: {choice}\n").build, key) == choice
     with pytest.raises(MatrixError) as refused:
         matrix.parse(f"build:\n  {key}: bogus\n")
-    assert str(refused.value) == f"matrix.yaml:2: build.{key} 'bogus' is not one of {one_of(choices(BuildOptions, key))}."
+    valid = one_of(choices(BuildOptions, key))
+    assert str(refused.value) == f"matrix.yaml:2: build.{key} 'bogus' is not one of {valid}."
     assert getattr(matrix.parse("channel: c\n").build, key) == default(BuildOptions, key)
 
 
@@ -99,3 +101,23 @@ def test_a_failed_auditwheel_repair_is_the_repair_stage_s_failure(tmp_path: Path
     assert str(failed.value).startswith("repair: auditwheel repair failed (exit ")
     assert str(failed.value).endswith(f"Full log: {tmp_path / 'repair.log'}")
     assert not target.exists()
+
+
+def _row(page: str, key: str) -> str:
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    return next(line for line in text.splitlines() if line.startswith(f"| `{key}` |"))
+
+
+@pytest.mark.parametrize(
+    ("page", "key", "owner", "name"),
+    [
+        *[("matrix.md", key, BuildOptions, key) for key in BUILD_CHOICES],
+        ("options.md", "--format", RunOptions, "conda_format"),
+    ],
+)
+def test_the_reference_lists_each_choice_and_the_default_of_the_type(
+    page: str, key: str, owner: type, name: str
+) -> None:
+    cells = _row(page, key).split(" | ")
+    assert all(f"`{choice}`" in cells[1] for choice in choices(owner, name)), (page, cells[1])
+    assert cells[2] == f"`{default(owner, name)}`", (page, cells[2])

@@ -21,7 +21,7 @@ from torchbuild.conda.assembly import COMPRESSION_LEVELS, COMPRESSORS
 from torchbuild.config import environment
 from torchbuild.config.channel_spec import local_path
 from torchbuild.config.compat import load
-from torchbuild.config.matrix import Matrix
+from torchbuild.config.matrix import DECLARED_CHOICES, Matrix
 from torchbuild.config.option_fields import choices, default
 from torchbuild.config.options import RunOptions, user_cache_dir
 from torchbuild.errors import UserError, os_error
@@ -65,7 +65,7 @@ def _selectors(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--declared-libraries",
-        metavar="keep|vendor",
+        metavar="|".join(DECLARED_CHOICES),
         type=values.text,
         help="the libraries a wheel's declared requirements install (mkl of torch 2.3.x on win-64): keep them as "
         "dependencies, or vendor them into a self-contained wheel (default: the matrix's, else upstream's: keep)",
