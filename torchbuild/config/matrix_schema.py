@@ -4,7 +4,7 @@ their kinds and choices are BuildOptions's fields (config/options.py), not writt
 
 from dataclasses import fields
 
-from torchbuild.config.option_fields import literal_choices, type_of
+from torchbuild.config.option_fields import default, literal_choices, type_of
 from torchbuild.config.options import BuildOptions
 
 # key -> kind
@@ -52,17 +52,15 @@ EXAMPLES = {
     "build": "build: {max_jobs: auto, timeout_hours: 6}",
     "platform": "platform: linux-64",
     "max_jobs": "max_jobs: 4",
-    "compiler_cache": "compiler_cache: sccache",
-    "generator": "generator: ninja",
     "msvc_toolset": 'msvc_toolset: "14.29"',
     "timeout_hours": "timeout_hours: 6",
-    "conda_builder": "conda_builder: rattler-build",
     "packages": "packages: [torch, torchvision, torchaudio]",
     "declared_libraries": "declared_libraries: keep",
     "keep_nightlies": "keep_nightlies: 7",
     "test_command": 'test_command: "pytest {project}/tests"',
     "test_requires": "test_requires: [pytest]",
 }
+EXAMPLES.update({name: f"{name}: {default(BuildOptions, name)}" for name in CHOICES})  # a choice: its default
 MIN_INT = {"keep_nightlies": 1}  # the integers whose least value is not 0
 
 
