@@ -21,8 +21,9 @@ from torchbuild.conda.assembly import COMPRESSION_LEVELS, COMPRESSORS
 from torchbuild.config import environment
 from torchbuild.config.channel_spec import local_path
 from torchbuild.config.compat import load
-from torchbuild.config.matrix import Matrix
-from torchbuild.config.options import DEFAULT_GIT_URL, RunOptions
+from torchbuild.config.matrix import DECLARED_CHOICES, Matrix
+from torchbuild.config.option_fields import choices, default
+from torchbuild.config.options import RunOptions, user_cache_dir
 from torchbuild.errors import UserError, os_error
 from torchbuild.host import scratch, signals
 from torchbuild.host.console import console, out
@@ -32,7 +33,11 @@ from torchbuild.plan import Plan
 from torchbuild.run.records import EXIT_UNVERIFIED
 
 COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor", "sbom")
-CACHE_HELP = f"download cache (default: {RunOptions().cache_dir}, the user's cache folder)"
+
+
+def cache_help() -> str:
+    """Asked when the parser is built: the user's cache folder follows XDG_CACHE_HOME as it is then."""
+    return f"download cache (default: {user_cache_dir()}, the user's cache folder)"
 
 
 def _selectors(parser: argparse.ArgumentParser) -> None:
@@ -60,7 +65,7 @@ def _selectors(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--declared-libraries",
-        metavar="keep|vendor",
+        metavar="|".join(DECLARED_CHOICES),
         type=values.text,
         help="the libraries a wheel's declared requirements install (mkl of torch 2.3.x on win-64): keep them as "
         "dependencies, or vendor them into a self-contained wheel (default: the matrix's, else upstream's: keep)",
@@ -97,11 +102,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--force", action="store_true", help="rerun stages that are already done")
     run.add_argument("--replace", action="store_true", help="publish: replace a different file under a published name")
-    run.add_argument("--format", choices=("conda", "tar.bz2"), default="conda", help="conda package format")
+    conda_format = default(RunOptions, "conda_format")
     run.add_argument(
-        "--compression-level", type=int, default=5, help="zstd (1-22) or bzip2 (1-9) level of the conda package"
+        "--format",
+        choices=choices(RunOptions, "conda_format"),
+        default=conda_format,
+        help=f"conda package format (default: {conda_format})",
     )
-    run.add_argument("--compression-threads", type=int, default=2, help="compression threads")
+    level, threads = default(RunOptions, "compression_level"), default(RunOptions, "compression_threads")
+    run.add_argument(
+        "--compression-level",
+        type=int,
+        default=level,
+        help=f"zstd (1-22) or bzip2 (1-9) level of the conda package (default: {level})",
+    )
+    run.add_argument(
+        "--compression-threads", type=int, default=threads, help=f"compression threads (default: {threads})"
+    )
     run.add_argument(
         "--repodata",
         type=values.path,
@@ -109,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"offline (default: ${environment.REPODATA}; without either, the live channels, cached; where they cannot be "
         f"reached the cell ends unverified, exit {EXIT_UNVERIFIED})",
     )
-    run.add_argument("--cache-dir", type=values.path, default=None, help=CACHE_HELP)
+    run.add_argument("--cache-dir", type=values.path, default=None, help=cache_help())
     run.add_argument(
         "-v",
         "--verbose",
@@ -123,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=values.text,
         help="clone this tag, branch or full commit SHA (e.g. v2.5.1) with submodules, and compile it",
     )
-    source.add_argument("--git-url", type=values.text, help=f"repository for --git-ref (default {DEFAULT_GIT_URL})")
+    git_url = default(RunOptions, "git_url")
+    source.add_argument("--git-url", type=values.text, help=f"repository for --git-ref (default {git_url})")
     plan = sub.add_parser("plan", help="print the resolved plan; nothing is run")
     _selectors(plan)
     plan.add_argument("--json", action="store_true", help="machine-readable output")
@@ -146,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor", help="what compiling the selected cells needs on this host: found or missing, with fixes"
     )
     _selectors(doctor)
-    doctor.add_argument("--cache-dir", type=values.path, default=None, help=CACHE_HELP)
+    doctor.add_argument("--cache-dir", type=values.path, default=None, help=cache_help())
     return parser
 
 
@@ -248,7 +266,9 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     check_paths(args)
     # absolute: a relative 'rd' would be a channel name to rattler
     repodata = args.repodata.resolve() if args.repodata else environment.repodata()
-    options = RunOptions(
+    asked = {"git_url": args.git_url, "cache_dir": args.cache_dir}  # None: not given, the RunOptions default
+    return RunOptions(
+        **{name: value for name, value in asked.items() if value is not None},
         wheel=args.wheel.resolve() if args.wheel else None,
         force=args.force,
         replace=getattr(args, "replace", False),
@@ -258,11 +278,9 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         repodata=repodata,
         source_dir=args.source_dir.resolve() if args.source_dir else None,
         git_ref=args.git_ref,
-        git_url=args.git_url or DEFAULT_GIT_URL,
         verbose=args.verbose,
         build_version=args.build_version,
     )
-    return replace(options, cache_dir=args.cache_dir) if args.cache_dir else options
 
 
 def with_matrix_source(options: RunOptions, matrix: Matrix) -> RunOptions:
@@ -331,7 +349,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                 f"{matrix.path} has no {default_platform()} cell, and this host builds {default_platform()}: "
                 "select a cell with --only CELL_ID or --cuda/--py/--platform."
             )
-    cache_dir = args.cache_dir or RunOptions().cache_dir
+    cache_dir = args.cache_dir or user_cache_dir()
     check_writable({"--cache-dir": cache_dir})
     return doctor.report(resolve_all(matrix, cells), cache_dir)
 

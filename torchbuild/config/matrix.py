@@ -9,6 +9,7 @@ from __future__ import annotations
 import codecs
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import cast
 
 import yaml
 
@@ -38,13 +39,13 @@ from torchbuild.config.matrix_schema import (
     TORCH_SOURCE_KEYS,
 )
 from torchbuild.config.nesting import DepthLimitedLoader
+from torchbuild.config.option_fields import literal_choices
+from torchbuild.config.options import BuildOptions, DeclaredLibraries
 from torchbuild.config.user_tests import UserTestKeys, check_requires, split
 from torchbuild.errors import UserError, one_of
 
 LATEST = "latest"
-# What the repair does with the libraries a wheel's declared requirements install (mkl, nvidia-*): leave them to the
-# requirement, or vendor them into a self-contained wheel. Unset: what upstream does (config/declared_choice.py).
-DECLARED_CHOICES = ("keep", "vendor")
+DECLARED_CHOICES = literal_choices(DeclaredLibraries)  # keep | vendor
 VENDOR_SUFFIX = "-vendor"  # the id of a cell that vendors them: win-64-cpu-py3.12-torch2.3.1-vendor
 
 
@@ -59,7 +60,7 @@ class Cell:
     # keep | vendor: the matrix's (top level, or this cell's include entry), or --declared-libraries; None: upstream's.
     # "vendor" is in the id, so a vendoring run has a build/<cell-id> (state, caches) of its own; "keep" and None are
     # not: upstream keeps on every platform (cuda_wheels.yaml declared_libraries.upstream), so ids stay as they were.
-    declared_libraries: str | None = None
+    declared_libraries: DeclaredLibraries | None = None
 
     @property
     def id(self) -> str:
@@ -72,16 +73,6 @@ class Cell:
         accel = "cpu" if self.cuda == CPU else f"cuda{self.cuda}"
         base = f"{self.platform}-{accel}-py{self.python}"
         return base if self.torch == LATEST else f"{base}-torch{self.torch}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class BuildOptions:
-    max_jobs: str = "auto"  # "auto" = this host's CPU count, else a positive integer
-    compiler_cache: str = "sccache"  # sccache | clcache | none
-    generator: str = "ninja"  # ninja | visual-studio (win-64 only)
-    msvc_toolset: str = "auto"  # auto = newest toolset nvcc accepts, else e.g. "14.29"
-    timeout_hours: float = 6.0
-    conda_builder: str = "rattler-build"  # rattler-build (py-rattler-build, every cell) | conda-build (win-64, nightly)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,7 +100,7 @@ class Matrix:
     # the packages every cell ships (torch, torchvision, torchaudio; a companion as name==release pins it);
     # None: torch and each companion whose release pairs with the cell's torch (config/pairing.py)
     packages: tuple[str, ...] | None = None
-    declared_libraries: str | None = None  # keep | vendor for every cell; None: upstream's choice per cell
+    declared_libraries: DeclaredLibraries | None = None  # for every cell; None: upstream's choice per cell
     keep_nightlies: int | None = None  # what ``index --matrix`` keeps of the nightlies; None: every one
     tests: UserTestKeys = field(default_factory=UserTestKeys)  # test_command, test_requires of the top level
     include_tests: tuple[UserTestKeys, ...] = ()  # those of each include entry, in the order of ``include``
@@ -130,7 +121,7 @@ class Matrix:
                 cuda=rule["cuda"],
                 python=rule["python"],
                 torch=rule.get("torch", self.torch),
-                declared_libraries=rule.get("declared_libraries", self.declared_libraries),
+                declared_libraries=_declared_of(rule, self.declared_libraries),
             )
             same = next((i for i, c in enumerate(cells) if c.point_id == cell.point_id), None)
             if same is None:
@@ -156,25 +147,31 @@ class Matrix:
         return Cell(platform=platform, cuda=cuda, python=python, torch=torch, declared_libraries=setting)
 
 
+def _declared_of(rule: dict[str, str], otherwise: DeclaredLibraries | None) -> DeclaredLibraries | None:
+    """An include entry's keep | vendor setting (checked when the file was read), else ``otherwise``."""
+    value = rule.get("declared_libraries")
+    return otherwise if value is None else check_declared(value, "declared_libraries")
+
+
 def _matches(cell: Cell, rule: dict[str, str]) -> bool:
     return all(getattr(cell, key) == value for key, value in rule.items())
 
 
-def _declared(path: str, node: yaml.Node, value: str) -> str:
+def _declared(path: str, node: yaml.Node, value: str) -> DeclaredLibraries:
     try:
         return check_declared(value, "declared_libraries")
     except UserError as exc:
         raise MatrixError(f"{where(path, node)}: {exc}") from None
 
 
-def check_declared(value: str, what: str) -> str:
+def check_declared(value: str, what: str) -> DeclaredLibraries:
     """A keep | vendor setting (``what``: where it was given, for the message)."""
     if value not in DECLARED_CHOICES:
         raise UserError(
             f"{what} '{value}' is not one of {one_of(DECLARED_CHOICES)}: keep leaves the libraries a wheel's declared "
             "requirements install (mkl, nvidia-*) to those requirements, vendor puts them into the wheel."
         )
-    return value
+    return cast(DeclaredLibraries, value)
 
 
 def _channel(path: str, node: yaml.Node) -> str:
@@ -376,5 +373,5 @@ def with_declared_libraries(cells: list[Cell], choice: str | None) -> list[Cell]
     """``--declared-libraries keep|vendor``: the setting of every selected cell, over the matrix's."""
     if choice is None:
         return cells
-    check_declared(choice, "--declared-libraries")
-    return [replace(cell, declared_libraries=choice) for cell in cells]
+    checked = check_declared(choice, "--declared-libraries")
+    return [replace(cell, declared_libraries=checked) for cell in cells]

@@ -1,5 +1,11 @@
 """matrix.yaml's schema as data: each key's kind, the choices of the keys that have them, an example of each key's
-valid value (shown with a wrong one) and the ranges of the numbers. Read by config/matrix.py only."""
+valid value (shown with a wrong one) and the ranges of the numbers. Read by config/matrix.py only. The ``build`` keys,
+their kinds and choices are BuildOptions's fields (config/options.py), not written here again."""
+
+from dataclasses import fields
+
+from torchbuild.config.option_fields import default, literal_choices, type_of
+from torchbuild.config.options import BuildOptions
 
 # key -> kind
 TOP_LEVEL = {
@@ -23,18 +29,11 @@ TEST_KEYS = ("test_command", "test_requires")
 INCLUDE_KEYS = (*RULE_KEYS, "declared_libraries", *TEST_KEYS)
 INCLUDE_REQUIRED = ("platform", "cuda", "python")
 TORCH_SOURCE_KEYS = ("git_ref", "git_url", "build_version")  # torch: {git_ref: main, build_version: nightly}
-BUILD_KEYS = {
-    "max_jobs": "str",
-    "compiler_cache": "str",
-    "generator": "str",
-    "msvc_toolset": "str",
-    "timeout_hours": "float",
-    "conda_builder": "str",
-}
+# build key -> kind ("float" or "str": a choice, "auto" or a number are all read as text)
+BUILD_KEYS = {f.name: "float" if type_of(BuildOptions, f.name) is float else "str" for f in fields(BuildOptions)}
+# build key -> its choices, for the keys whose type is a Literal
 CHOICES = {
-    "compiler_cache": ("sccache", "clcache", "none"),
-    "generator": ("ninja", "visual-studio"),
-    "conda_builder": ("rattler-build", "conda-build"),
+    name: found for name in BUILD_KEYS if (found := literal_choices(type_of(BuildOptions, name)))
 }
 # What a valid value of each key looks like, shown with a wrong type.
 EXAMPLES = {
@@ -53,17 +52,15 @@ EXAMPLES = {
     "build": "build: {max_jobs: auto, timeout_hours: 6}",
     "platform": "platform: linux-64",
     "max_jobs": "max_jobs: 4",
-    "compiler_cache": "compiler_cache: sccache",
-    "generator": "generator: ninja",
     "msvc_toolset": 'msvc_toolset: "14.29"',
     "timeout_hours": "timeout_hours: 6",
-    "conda_builder": "conda_builder: rattler-build",
     "packages": "packages: [torch, torchvision, torchaudio]",
     "declared_libraries": "declared_libraries: keep",
     "keep_nightlies": "keep_nightlies: 7",
     "test_command": 'test_command: "pytest {project}/tests"',
     "test_requires": "test_requires: [pytest]",
 }
+EXAMPLES.update({name: f"{name}: {default(BuildOptions, name)}" for name in CHOICES})  # a choice: its default
 MIN_INT = {"keep_nightlies": 1}  # the integers whose least value is not 0
 
 

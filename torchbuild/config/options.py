@@ -1,8 +1,11 @@
-"""Options of one run that are not part of the Plan: they say where things come from and go, not what is built."""
+"""The options, typed: the one place each option's choices (a Literal) and default are written. RunOptions: those
+of one run that are not part of the Plan (where things come from and go, not what is built); BuildOptions:
+matrix.yaml's ``build`` mapping. matrix.yaml's validation and the CLI's defaults, choices and help read them
+(config/option_fields.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -10,15 +13,25 @@ import platformdirs
 
 DEFAULT_GIT_URL = "https://github.com/pytorch/pytorch"
 
+CondaFormat = Literal["conda", "tar.bz2"]
+# What the repair does with the libraries a wheel's declared requirements install (mkl, nvidia-*): leave them to the
+# requirement, or vendor them into a self-contained wheel. Unset: what upstream does (config/declared_choice.py).
+DeclaredLibraries = Literal["keep", "vendor"]
+
+
+def user_cache_dir() -> Path:
+    """The user's cache folder, asked when needed (so XDG_CACHE_HOME set after import counts): ~/.cache/torchbuild
+    (XDG_CACHE_HOME), %LOCALAPPDATA%\\torchbuild\\Cache on Windows."""
+    return Path(platformdirs.user_cache_dir("torchbuild", appauthor=False))
+
 
 @dataclass(frozen=True)
 class RunOptions:
     wheel: Path | None = None  # --wheel: prebuilt source
     force: bool = False
     replace: bool = False  # --replace: publish over a different file under a published name
-    # the user's cache folder: ~/.cache/torchbuild (XDG_CACHE_HOME), %LOCALAPPDATA%\torchbuild\Cache on Windows
-    cache_dir: Path = Path(platformdirs.user_cache_dir("torchbuild", appauthor=False))
-    conda_format: Literal["conda", "tar.bz2"] = "conda"
+    cache_dir: Path = field(default_factory=user_cache_dir)  # --cache-dir
+    conda_format: CondaFormat = "conda"
     compression_level: int = 5
     compression_threads: int = 2
     repodata: Path | None = None  # --repodata / TORCHBUILD_REPODATA: stored repodata to solve against; None: live
@@ -37,3 +50,16 @@ class RunOptions:
     def compiles(self) -> bool:
         """A checkout is compiled (--source-dir or --git-ref), rather than a prebuilt wheel taken."""
         return self.source_dir is not None or self.git_ref is not None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildOptions:
+    """matrix.yaml's ``build: {...}``: how a cell is compiled."""
+
+    max_jobs: str = "auto"  # "auto" = this host's CPU count, else a positive integer
+    compiler_cache: Literal["sccache", "clcache", "none"] = "sccache"
+    generator: Literal["ninja", "visual-studio"] = "ninja"  # visual-studio: win-64 only
+    msvc_toolset: str = "auto"  # auto = newest toolset nvcc accepts, else e.g. "14.29"
+    timeout_hours: float = 6.0
+    # rattler-build (py-rattler-build, every cell) | conda-build (win-64, nightly)
+    conda_builder: Literal["rattler-build", "conda-build"] = "rattler-build"

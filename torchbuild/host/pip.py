@@ -126,7 +126,7 @@ def fetch(
         argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--dest", str(dest),
                 "--progress-bar", "on" if live else "off", *target, *urls]  # fmt: skip
         try:
-            run_tool(argv, stage="", log=log, timeout=timeout, what=f"pip download {what}", live=live)
+            run_tool(argv, log=log, timeout=timeout, what=f"pip download {what}", live=live)
         except ToolFailed as exc:
             raise PipError(f"downloading {what} failed: {exc}", detail=str(exc)) from None
         for wheel in wanted:

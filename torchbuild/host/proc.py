@@ -14,11 +14,23 @@ from torchbuild.host import signals
 TAIL_LINES = 40
 
 
-class ToolFailed(StageFailed):
+class ToolError(StageFailed):
+    """A tool could not do its work. It names no stage (the host layer knows none): a stage that runs a tool names
+    itself around the call, ``with as_stage_failure(NAME, ToolError)``; uncaught, the message stands alone."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("", message)
+
+
+class ToolMissing(ToolError):
+    """The tool is not on PATH."""
+
+
+class ToolFailed(ToolError):
     """A tool exited non-zero or ran out of time; ``output`` is everything it printed."""
 
-    def __init__(self, stage: str, message: str, output: str, returncode: int | None) -> None:
-        super().__init__(stage, message)
+    def __init__(self, message: str, output: str, returncode: int | None) -> None:
+        super().__init__(message)
         self.output = output
         self.returncode = returncode  # None: timed out
 
@@ -34,7 +46,6 @@ def tail(path: Path, lines: int = TAIL_LINES) -> str:
 def run_tool(
     cmd: Sequence[str | os.PathLike[str]],
     *,
-    stage: str,
     log: Path,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
@@ -45,8 +56,8 @@ def run_tool(
     """Run ``cmd``; append its combined output to ``log``; return that output. ``live``: the tool writes to the
     terminal itself (its progress bar works) and nothing is captured: the tool must keep its own log.
 
-    On a non-zero exit or a timeout raise ToolFailed (a StageFailed of ``stage``; no prefix when ``stage`` is "")
-    with the last lines and the log's path.
+    On a non-zero exit or a timeout raise ToolFailed with the last lines and the log's path; ToolMissing where the
+    tool is not on PATH.
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [os.fspath(c) for c in cmd]
@@ -68,13 +79,13 @@ def run_tool(
         with log.open("a", encoding="utf-8") as handle:
             handle.write(f"$ {' '.join(argv)}\n{output}\n[timed out after {timeout} s]\n")
         message = f"{what or argv[0]} timed out after {timeout:.0f} s; full log: {log}"
-        raise ToolFailed(stage, message, output, None) from None
+        raise ToolFailed(message, output, None) from None
     except FileNotFoundError:
-        raise StageFailed(stage, f"{argv[0]} not found on PATH (needed for {what or 'this stage'})") from None
+        raise ToolMissing(f"{argv[0]} not found on PATH (needed for {what or 'this stage'})") from None
     with log.open("a", encoding="utf-8") as handle:
         handle.write(f"$ {' '.join(argv)}\n{output}\n[exit {returncode}]\n")
     if returncode != 0:
         last = "\n".join(output.splitlines()[-TAIL_LINES:])
         message = f"{what or argv[0]} failed (exit {returncode}). Last lines:\n{last}\nFull log: {log}"
-        raise ToolFailed(stage, message, output, returncode)
+        raise ToolFailed(message, output, returncode)
     return output

@@ -108,7 +108,7 @@ def config_args(settings: Mapping[str, Sequence[str]]) -> tuple[list[str], dict[
 
 def _run(argv: Sequence[str], log: Path, what: str, env: Mapping[str, str] | None = None) -> None:
     try:
-        run_tool([binary(), *argv], stage="", log=log, env={"UV_NO_PROGRESS": "1", **(env or {})},
+        run_tool([binary(), *argv], log=log, env={"UV_NO_PROGRESS": "1", **(env or {})},
                  timeout=TIMEOUT_S, what=what)  # fmt: skip
     except ToolFailed as exc:
         lines = [line.strip().removeprefix("error: ").removeprefix("cause: ") for line in exc.output.splitlines()]

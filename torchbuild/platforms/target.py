@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from torchbuild.config.compat import Compat, CudaRelease, KnownBadVisualStudio, TorchRelease
-from torchbuild.config.matrix import BuildOptions
+from torchbuild.config.options import BuildOptions
 
 
 @dataclass(frozen=True, kw_only=True)

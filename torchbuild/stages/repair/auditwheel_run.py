@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchbuild.errors import StageFailed
+from torchbuild.errors import StageFailed, as_stage_failure
 from torchbuild.host import archives
-from torchbuild.host.proc import run_tool
+from torchbuild.host.proc import ToolError, run_tool
 from torchbuild.platforms.linux import auditwheel_api, elf
 
 NAME = "repair"
@@ -85,14 +85,14 @@ def auditwheel_repair(
         argv += ["--exclude", pattern]
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="auditwheel-", dir=target.parent) as tmp:
-        run_tool(
-            [*argv, "--wheel-dir", tmp, str(wheel)],
-            stage=NAME,
-            log=log,
-            env=dict(env),
-            timeout=AUDITWHEEL_TIMEOUT_S,
-            what="auditwheel repair",
-        )
+        with as_stage_failure(NAME, ToolError):
+            run_tool(
+                [*argv, "--wheel-dir", tmp, str(wheel)],
+                log=log,
+                env=dict(env),
+                timeout=AUDITWHEEL_TIMEOUT_S,
+                what="auditwheel repair",
+            )
         made = sorted(Path(tmp).glob("*.whl"))
         if [p.name for p in made] != [target.name]:
             names = ", ".join(p.name for p in made) or "no wheel"

@@ -27,9 +27,9 @@ from pathlib import Path, PurePosixPath
 from torchbuild.config import dll_providers
 from torchbuild.config.companions import WHERE
 from torchbuild.config.pairing import Companion
-from torchbuild.errors import StageFailed
+from torchbuild.errors import StageFailed, as_stage_failure
 from torchbuild.host import archives
-from torchbuild.host.proc import run_tool
+from torchbuild.host.proc import ToolError, run_tool
 from torchbuild.plan import Plan
 from torchbuild.platforms.windows import pe, vc_runtime
 from torchbuild.results import Artifact, Check, StageResult
@@ -130,7 +130,8 @@ def repair(
             [*plan.driver_dlls, *beside, *on_demand],
         )
         what = f"delvewheel repair of {wheel.name}"
-        run_tool(argv, stage=NAME, log=log, env={EPOCH_ENV: str(source.epoch)}, timeout=TIMEOUT_S, what=what)
+        with as_stage_failure(NAME, ToolError):
+            run_tool(argv, log=log, env={EPOCH_ENV: str(source.epoch)}, timeout=TIMEOUT_S, what=what)
         made = sorted(Path(tmp).glob("*.whl"))
         if [p.name for p in made] != [wheel.name]:
             got = ", ".join(p.name for p in made) or "no wheel"

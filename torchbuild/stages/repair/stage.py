@@ -39,9 +39,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from torchbuild.config import cuda_wheels
-from torchbuild.errors import StageFailed
+from torchbuild.errors import StageFailed, as_stage_failure
 from torchbuild.host import archives
-from torchbuild.host.proc import run_tool
+from torchbuild.host.proc import ToolError, run_tool
 from torchbuild.platforms.closure import ClosureReport, left_to_dependencies, with_hints
 from torchbuild.platforms.closure import F as B
 from torchbuild.platforms.linux import elf, manylinux
@@ -294,7 +294,8 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
             sorted({hit.name for hit in located}),
             [*plan.driver_dlls, *cuda_wheels.provided_libraries(plan.declared_libraries)],
         )
-        run_tool(argv, stage=NAME, log=log, env=tool_env(ctx), timeout=DELVEWHEEL_TIMEOUT_S, what="delvewheel repair")
+        with as_stage_failure(NAME, ToolError):
+            run_tool(argv, log=log, env=tool_env(ctx), timeout=DELVEWHEEL_TIMEOUT_S, what="delvewheel repair")
         made = sorted(Path(tmp).glob("*.whl"))
         if [p.name for p in made] != [wheel.name]:
             got = ", ".join(p.name for p in made) or "no wheel"

@@ -243,7 +243,6 @@ def _pip_install(env: Env, args: list[str]) -> None:
 def _purelib(env: Env) -> Path:
     out = run_tool(
         [python_of(env), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        stage="",
         log=env.log,
         what=f"{python_of(env)} (site-packages)",
     )
