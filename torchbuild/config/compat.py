@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -18,7 +18,9 @@ from packaging.version import Version
 from torchbuild.config import datafiles
 from torchbuild.config.provisioning import Provisioning, provisioning_of
 
-PLATFORMS = ("win-64", "linux-64")
+# The platforms a cell can be built for: the one list of them (matrix.yaml's schema, --platform's help).
+PlatformName = Literal["win-64", "linux-64"]
+PLATFORMS: tuple[PlatformName, ...] = get_args(PlatformName)
 CPU = "cpu"
 
 

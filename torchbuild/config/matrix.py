@@ -37,6 +37,7 @@ from torchbuild.config.matrix_schema import (
     TEST_KEYS,
     TOP_LEVEL,
     TORCH_SOURCE_KEYS,
+    TorchSource,
 )
 from torchbuild.config.nesting import DepthLimitedLoader
 from torchbuild.config.option_fields import literal_choices
@@ -73,16 +74,6 @@ class Cell:
         accel = "cpu" if self.cuda == CPU else f"cuda{self.cuda}"
         base = f"{self.platform}-{accel}-py{self.python}"
         return base if self.torch == LATEST else f"{base}-torch{self.torch}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class TorchSource:
-    """``torch: {git_ref: main, build_version: nightly}``: every cell compiles that ref (the nightly of a branch);
-    the command line's --wheel, --source-dir, --git-ref and --build-version replace it."""
-
-    git_ref: str
-    git_url: str | None = None
-    build_version: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

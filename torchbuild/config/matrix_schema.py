@@ -1,34 +1,115 @@
-"""matrix.yaml's schema as data: each key's kind, the choices of the keys that have them, an example of each key's
-valid value (shown with a wrong one) and the ranges of the numbers. Read by config/matrix.py only. The ``build`` keys,
-their kinds and choices are BuildOptions's fields (config/options.py), not written here again."""
+"""matrix.yaml's shape, typed: MatrixKeys (the top level), ExcludeEntry and IncludeEntry (an entry of ``exclude`` and
+``include``), TorchSource (``torch`` as a mapping) and BuildOptions (``build``, config/options.py) are the one place
+each key, its type, its choices and whether it is required are written. config/matrix.py's tables below and the JSON
+schema editors use (config/matrix_json_schema.py -> torchbuild/data/matrix.schema.json) derive from them. Also here:
+an example of each key's valid value (shown with a wrong one) and the ranges of the numbers."""
 
-from dataclasses import fields
+from __future__ import annotations
 
+import types
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from typing import Any, Union, get_args, get_origin
+
+from torchbuild.config.compat import PlatformName
 from torchbuild.config.option_fields import default, literal_choices, type_of
-from torchbuild.config.options import BuildOptions
+from torchbuild.config.options import BuildOptions, DeclaredLibraries
 
+
+@dataclass(frozen=True, kw_only=True)
+class TorchSource:
+    """``torch: {git_ref: main, build_version: nightly}``: every cell compiles that ref (the nightly of a branch);
+    the command line's --wheel, --source-dir, --git-ref and --build-version replace it."""
+
+    git_ref: str
+    git_url: str | None = None
+    build_version: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExcludeEntry:
+    """An ``exclude`` entry: the cells whose values are all those it gives."""
+
+    platform: PlatformName | None = None
+    cuda: str | None = None
+    python: str | None = None
+    torch: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class IncludeEntry(ExcludeEntry):
+    """An ``include`` entry: one cell (platform, cuda and python required), its settings and the users' tests."""
+
+    # field(): no default (the entry's own; a bare annotation would inherit ExcludeEntry's None)
+    platform: PlatformName = field()
+    cuda: str = field()
+    python: str = field()
+    declared_libraries: DeclaredLibraries | None = None
+    test_command: str | None = None
+    test_requires: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatrixKeys:
+    """matrix.yaml's top-level keys, in the order messages list them (the file's shape, never built: config/matrix.py
+    reads the file into a Matrix)."""
+
+    torch: str | TorchSource  # latest, a release, or a branch to compile: {git_ref, git_url, build_version}
+    platforms: tuple[PlatformName, ...]
+    cuda: tuple[str, ...]
+    python: tuple[str, ...]
+    exclude: tuple[ExcludeEntry, ...]
+    include: tuple[IncludeEntry, ...]
+    channel: str
+    build_number: int
+    build: BuildOptions
+    packages: tuple[str, ...]
+    declared_libraries: DeclaredLibraries
+    keep_nightlies: int  # at least 1 (MIN_INT)
+    test_command: str  # the users' own tests (config/user_tests.py), run in both smoke environments
+    test_requires: tuple[str, ...]
+
+
+def without_none(hint: Any) -> Any:
+    """``X | None`` -> X (None in an entry is a key not given; a null value is refused); any other type as it is."""
+    if get_origin(hint) in (Union, types.UnionType):
+        arms = [arm for arm in get_args(hint) if arm is not type(None)]
+        return arms[0] if len(arms) == 1 else Union[tuple(arms)]  # noqa: UP007 (a Union built at run time)
+    return hint
+
+
+def required(cls: type) -> tuple[str, ...]:
+    """The keys of a mapping ``cls`` (ExcludeEntry, IncludeEntry, TorchSource) that must be given."""
+    return tuple(f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING)
+
+
+def kind_of(key: str, hint: Any) -> str:
+    """How config/matrix.py reads a top-level key of type ``hint``."""
+    if key in TEST_KEYS:
+        return "test"  # test_command and test_requires go to config/user_tests.py together
+    if key == "packages":
+        return "packages"  # checked by config/companions.py
+    if hint is BuildOptions:
+        return "build"
+    if literal_choices(hint):
+        return "choice"
+    if get_origin(hint) in (Union, types.UnionType):
+        return "torch"  # a value or a mapping
+    if get_origin(hint) is tuple:
+        return "rules" if is_dataclass(get_args(hint)[0]) else "list"
+    return {int: "int", str: "str"}[hint]
+
+
+def _keys(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+TEST_KEYS = ("test_command", "test_requires")  # keys of the top level and of an include entry
 # key -> kind
-TOP_LEVEL = {
-    "torch": "torch",  # latest, a release, or a branch to compile: {git_ref, git_url, build_version}
-    "platforms": "list",
-    "cuda": "list",
-    "python": "list",
-    "exclude": "rules",
-    "include": "rules",
-    "channel": "str",
-    "build_number": "int",
-    "build": "build",
-    "packages": "packages",
-    "declared_libraries": "choice",
-    "keep_nightlies": "int",  # at least 1 (config/matrix.py MIN_INT)
-    "test_command": "test",  # the users' own tests (config/user_tests.py), run in both smoke environments
-    "test_requires": "test",
-}
-RULE_KEYS = ("platform", "cuda", "python", "torch")
-TEST_KEYS = ("test_command", "test_requires")
-INCLUDE_KEYS = (*RULE_KEYS, "declared_libraries", *TEST_KEYS)
-INCLUDE_REQUIRED = ("platform", "cuda", "python")
-TORCH_SOURCE_KEYS = ("git_ref", "git_url", "build_version")  # torch: {git_ref: main, build_version: nightly}
+TOP_LEVEL = {f.name: kind_of(f.name, type_of(MatrixKeys, f.name)) for f in fields(MatrixKeys)}
+RULE_KEYS = _keys(ExcludeEntry)
+INCLUDE_KEYS = _keys(IncludeEntry)
+INCLUDE_REQUIRED = required(IncludeEntry)
+TORCH_SOURCE_KEYS = _keys(TorchSource)  # torch: {git_ref: main, build_version: nightly}
 # build key -> kind ("float" or "str": a choice, "auto" or a number are all read as text)
 BUILD_KEYS = {f.name: "float" if type_of(BuildOptions, f.name) is float else "str" for f in fields(BuildOptions)}
 # build key -> its choices, for the keys whose type is a Literal
