@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from torchbuild.commands import cli, selection
 from torchbuild.commands.cli import build_parser, run_options
 from torchbuild.config import environment, matrix
 from torchbuild.config.matrix_nodes import MatrixError
 from torchbuild.config.option_fields import choices, default
 from torchbuild.config.options import BuildOptions, RunOptions
-from torchbuild.errors import StageFailed, as_stage_failure, one_of
+from torchbuild.errors import StageFailed, UserError, as_stage_failure, one_of
 from torchbuild.host.proc import ToolError, ToolFailed, ToolMissing, run_tool
 from torchbuild.stages.repair.auditwheel_run import auditwheel_repair
 
@@ -65,6 +66,26 @@ def test_the_format_flag_takes_the_choices_of_its_type(capsys: pytest.CaptureFix
         build_parser().parse_args(["run", "--format", "zip"])
     assert exited.value.code == 2
     assert "invalid choice: 'zip' (choose from 'conda', 'tar.bz2')" in capsys.readouterr().err
+
+
+def test_the_platform_flag_names_the_known_platforms(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert "--platform PLATFORM   win-64 or linux-64 (default: this host's)" in help_of("plan", capsys, monkeypatch)
+    # a platform added to config/compat.py's list is named without a second edit (the list patched here)
+    monkeypatch.setattr(cli, "PLATFORMS", ("win-64", "linux-64", "osx-arm64"))
+    assert "win-64, linux-64 or osx-arm64 (default: this host's)" in help_of("plan", capsys, monkeypatch)
+
+
+def test_a_host_of_no_known_platform_is_told_the_known_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(selection, "host_platform", lambda: "osx-arm64")  # a fake host: this one is linux or win
+    with pytest.raises(UserError) as refused:
+        selection.default_platform()
+    assert str(refused.value) == "No default platform for this host (osx-arm64): pass --platform win-64 or linux-64."
+    monkeypatch.setattr(selection, "PLATFORMS", ("win-64", "linux-64", "linux-aarch64"))
+    with pytest.raises(UserError) as refused:
+        selection.default_platform()
+    assert str(refused.value).endswith("pass --platform win-64, linux-64 or linux-aarch64.")
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="skipped: XDG_CACHE_HOME is Linux's")

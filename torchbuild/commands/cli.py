@@ -20,11 +20,11 @@ from torchbuild.commands.selection import default_platform, load_matrix, resolve
 from torchbuild.conda.assembly import COMPRESSION_LEVELS, COMPRESSORS
 from torchbuild.config import environment
 from torchbuild.config.channel_spec import local_path
-from torchbuild.config.compat import load
+from torchbuild.config.compat import PLATFORMS, load
 from torchbuild.config.matrix import DECLARED_CHOICES, Matrix
 from torchbuild.config.option_fields import choices, default
 from torchbuild.config.options import RunOptions, user_cache_dir
-from torchbuild.errors import UserError, os_error
+from torchbuild.errors import UserError, one_of, os_error
 from torchbuild.host import scratch, signals
 from torchbuild.host.console import console, out
 from torchbuild.host.files import unwritable
@@ -50,7 +50,7 @@ def _selectors(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--cuda", type=values.text, help="CUDA version X.Y, or cpu")
     group.add_argument("--py", "--python", dest="python", type=values.text, help="Python version X.Y")
-    group.add_argument("--platform", type=values.text, help="win-64 or linux-64 (default: this host's)")
+    group.add_argument("--platform", type=values.text, help=f"{one_of(PLATFORMS)} (default: this host's)")
     group.add_argument("--torch", type=values.text, help="torch release, or 'latest' (default: the matrix's)")
     group.add_argument(
         "--only", metavar="CELL_ID", type=values.text, help="one cell of the matrix by id (see 'matrix')"

@@ -10,7 +10,7 @@ from pathlib import Path
 from torchbuild.config import datafiles
 from torchbuild.config import matrix as matrix_mod
 from torchbuild.config.channel_spec import check_spec
-from torchbuild.config.compat import load
+from torchbuild.config.compat import PLATFORMS, load
 from torchbuild.config.matrix import VENDOR_SUFFIX, Cell, Matrix
 from torchbuild.errors import UserError, one_of
 from torchbuild.host.platform import host_platform
@@ -24,8 +24,8 @@ def default_platform() -> str:
     found = host_platform()
     if found == "win-32":
         raise UserError("PyTorch does not support 32-bit Windows: use 64-bit Windows and 64-bit Python.")
-    if found not in ("win-64", "linux-64"):
-        raise UserError(f"No default platform for this host ({found}): pass --platform win-64 or linux-64.")
+    if found not in PLATFORMS:
+        raise UserError(f"No default platform for this host ({found}): pass --platform {one_of(PLATFORMS)}.")
     return found
 
 
