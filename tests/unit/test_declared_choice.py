@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import ROOT
 from torchbuild.commands.plan_view import declared_lines
-from torchbuild.config import cuda_wheels, matrix
+from torchbuild.config import cuda_wheels, datafiles, matrix
 from torchbuild.config.matrix import Cell, MatrixError
 from torchbuild.errors import UserError
 from torchbuild.plan import resolve
@@ -96,6 +96,16 @@ def test_a_vendoring_cell_carries_it_in_its_id_and_keep_or_unset_do_not(setting:
 def test_the_ids_without_a_suffix_are_upstreams_choice_keep_on_every_platform() -> None:
     # An unset cell takes upstream's choice and its id has no suffix: that id means keep only while upstream keeps.
     assert dict(cuda_wheels.load().upstream_choice) == {"linux-64": "keep", "win-64": "keep"}
+
+
+def test_an_upstream_choice_that_is_neither_keep_nor_vendor_is_refused_naming_both() -> None:
+    raw = datafiles.raw(cuda_wheels.DATA_FILE)
+    changed = {**raw, "declared_libraries": {**raw["declared_libraries"], "upstream": {"win-64": "vendored"}}}
+    with pytest.raises(UserError) as refused:
+        cuda_wheels._parse(changed)
+    assert str(refused.value) == (
+        "torchbuild/data/cuda_wheels.yaml: declared_libraries.upstream.win-64 'vendored' is not one of keep or vendor."
+    )
 
 
 def test_a_vendoring_run_has_a_work_dir_and_state_of_its_own() -> None:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, cast
 
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
@@ -24,7 +24,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from torchbuild.config import datafiles
-from torchbuild.errors import UserError
+from torchbuild.config.option_fields import literal_choices
+from torchbuild.config.options import DeclaredLibraries
+from torchbuild.errors import UserError, one_of
 
 DATA_FILE = "cuda_wheels.yaml"
 PINNED_IN = f"torchbuild/data/{DATA_FILE}"
@@ -110,7 +112,7 @@ class CudaWheels:
     wheels: Mapping[str, Mapping[str, WheelRecord]]  # linux x86_64: name -> version -> wheel
     windows_releases: Mapping[str, ReleaseRecord]  # win_amd64 (torch 2.3.x: mkl)
     windows_wheels: Mapping[str, Mapping[str, WheelRecord]]
-    upstream_choice: Mapping[str, str]  # platform -> keep | vendor: what upstream's wheels do (declared_libraries)
+    upstream_choice: Mapping[str, DeclaredLibraries]  # platform -> keep | vendor: what upstream's wheels do (declared_libraries)
     vendor_refused: Mapping[str, str]  # platform -> why its cells cannot vendor them
     extra_install: ExtraInstall
 
@@ -185,6 +187,17 @@ def _windows_release(torch: str, raw: Mapping[str, Any]) -> ReleaseRecord:
     )
 
 
+def _upstream(platform: str, value: object) -> DeclaredLibraries:
+    """What upstream's wheels of ``platform`` do with their declared libraries: keep | vendor."""
+    valid = literal_choices(DeclaredLibraries)
+    if value not in valid:
+        raise UserError(
+            f"torchbuild/data/{DATA_FILE}: declared_libraries.upstream.{platform} '{value}' is not one of "
+            f"{one_of(valid)}."
+        )
+    return cast(DeclaredLibraries, value)
+
+
 def _parse(raw: Mapping[str, Any]) -> CudaWheels:
     releases = {str(r["torch"]): _release(r) for r in raw["releases"]}
     mkl = raw.get("windows_mkl") or {}
@@ -196,7 +209,7 @@ def _parse(raw: Mapping[str, Any]) -> CudaWheels:
         wheels=_wheels(raw["wheels"], "libraries", raw.get("no_openmp")),
         windows_releases={str(k): _windows_release(str(k), v) for k, v in (mkl.get("torch") or {}).items()},
         windows_wheels=_wheels(mkl.get("wheels") or {}, "dlls"),
-        upstream_choice={str(k): str(v) for k, v in (choice.get("upstream") or {}).items()},
+        upstream_choice={str(k): _upstream(str(k), v) for k, v in (choice.get("upstream") or {}).items()},
         vendor_refused={str(k): " ".join(str(v).split()) for k, v in (choice.get("vendor_refused") or {}).items()},
         extra_install=ExtraInstall(
             variable=str(extra["variable"]),

@@ -11,6 +11,7 @@ from typing import NamedTuple
 from torchbuild.config import pypi_to_conda
 from torchbuild.config.cuda_wheels import PINNED_IN, CudaWheels, RequirementWheel, declared_libraries, load
 from torchbuild.config.matrix import Cell
+from torchbuild.config.options import DeclaredLibraries
 from torchbuild.errors import UserError
 
 
@@ -19,8 +20,8 @@ class Choice:
     """What the repair does with a cell's declared libraries (matrix.yaml ``declared_libraries``): keep them as
     dependencies or vendor them, and what upstream's wheels of the platform do."""
 
-    choice: str  # keep | vendor
-    upstream: str  # keep | vendor
+    choice: DeclaredLibraries
+    upstream: DeclaredLibraries
 
     @property
     def vendor(self) -> bool:
@@ -35,7 +36,7 @@ class Choice:
 
 
 def choose(
-    platform: str, cuda: str, asked: str | None, wheels: Sequence[RequirementWheel], data: CudaWheels | None = None
+    platform: str, cuda: str, asked: DeclaredLibraries | None, wheels: Sequence[RequirementWheel], data: CudaWheels | None = None
 ) -> Choice:
     """``asked`` (keep | vendor; None: not set) for a cell of ``platform`` and ``cuda`` whose declared requirements
     are ``wheels``; unset, upstream's choice for the platform. Vendoring is refused (UserError naming the valid
