@@ -112,7 +112,8 @@ class CudaWheels:
     wheels: Mapping[str, Mapping[str, WheelRecord]]  # linux x86_64: name -> version -> wheel
     windows_releases: Mapping[str, ReleaseRecord]  # win_amd64 (torch 2.3.x: mkl)
     windows_wheels: Mapping[str, Mapping[str, WheelRecord]]
-    upstream_choice: Mapping[str, DeclaredLibraries]  # platform -> keep | vendor: what upstream's wheels do (declared_libraries)
+    # platform -> keep | vendor: what upstream's wheels do (declared_libraries)
+    upstream_choice: Mapping[str, DeclaredLibraries]
     vendor_refused: Mapping[str, str]  # platform -> why its cells cannot vendor them
     extra_install: ExtraInstall
 

@@ -36,7 +36,11 @@ class Choice:
 
 
 def choose(
-    platform: str, cuda: str, asked: DeclaredLibraries | None, wheels: Sequence[RequirementWheel], data: CudaWheels | None = None
+    platform: str,
+    cuda: str,
+    asked: DeclaredLibraries | None,
+    wheels: Sequence[RequirementWheel],
+    data: CudaWheels | None = None,
 ) -> Choice:
     """``asked`` (keep | vendor; None: not set) for a cell of ``platform`` and ``cuda`` whose declared requirements
     are ``wheels``; unset, upstream's choice for the platform. Vendoring is refused (UserError naming the valid
