@@ -255,3 +255,14 @@ def test_a_cuda_cells_repair_on_a_windows_host_vendors_from_cuda_path_and_oneapi
         originals.update({PurePosixPath(m).name: (root / m).read_bytes() for m in nvidia.dlls})
     assert sorted(vendored) == sorted([variant.cudart, variant.nvrtc, variant.builtins])
     assert all(data == originals[name] for name, data in vendored.items()), "not NVIDIA's files as they are"
+
+
+def test_the_quick_tests_of_under_wine_txt_pass_under_wine(host: str) -> None:
+    """tests/under_wine.txt's files with pytest in the host (python.exe -m pytest under Wine); what cannot run
+    there skips with its reason."""
+    ran = wine_host("pytest", "--", "-q", "-rs")
+    out = ran.stdout.replace("\r\n", "\n")
+    print(out[-3000:])  # the skips and their reasons (pytest -rP shows them)
+    assert ran.returncode == 0, out[-4000:] + ran.stderr
+    assert out.rstrip().endswith("pytest under Wine 8.0 (CPython 3.11.9 embeddable): exit 0")
+    assert " passed" in out and " failed" not in out
