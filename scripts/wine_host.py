@@ -280,11 +280,15 @@ def main(argv: list[str] | None = None) -> int:
     interpreter.add_argument("--workdir", type=Path, default=ROOT, help="its working folder (default: the source tree)")
     interpreter.add_argument("--copy-to", type=Path, help="run a copy of the host made in this folder (or earlier)")
     interpreter.add_argument("args", nargs=argparse.REMAINDER)
-    tester = sub.add_parser("pytest", help=f"python.exe -m pytest ARGS under Wine (ARGS naming no test: {UNDER_WINE.name}'s files)")
+    tester = sub.add_parser(
+        "pytest", help=f"python.exe -m pytest ARGS under Wine (ARGS naming no test: {UNDER_WINE.name}'s files)"
+    )
     tester.add_argument("args", nargs=argparse.REMAINDER)
     for command in (runner, interpreter):
-        command.add_argument("--cuda-path", metavar="X.Y", type=cuda_version,
-                             help="lay out CUDA_PATH_VX_Y's bin (NVIDIA's DLLs) and ONEAPI_ROOT's MKL and OpenMP")  # fmt: skip
+        command.add_argument(
+            "--cuda-path", metavar="X.Y", type=cuda_version,
+            help="lay out CUDA_PATH_VX_Y's bin (NVIDIA's DLLs) and ONEAPI_ROOT's MKL and OpenMP",
+        )  # fmt: skip
     options = parser.parse_args(argv)
     try:
         host = prepare(options.py, options.cache_dir, tests=options.command == "pytest")

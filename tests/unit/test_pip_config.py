@@ -43,8 +43,10 @@ def test_the_files_pip_looks_for(home: Path) -> None:
     assert files[4:] == [os.path.join(sys.prefix, "pip.conf")]
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="skipped: the files compared are Linux's (on Windows the later user "
-                    "file is in the real %APPDATA%)")  # fmt: skip
+LATER_FILE = "skipped: the files compared are Linux's (on Windows the later user file is in the real %APPDATA%)"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason=LATER_FILE)
 def test_later_files_and_variables_win_and_empty_variables_do_not(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     legacy = home / ".pip" / "pip.conf"
     legacy.parent.mkdir()
