@@ -7,6 +7,8 @@ torchbuild/data/python_embed.yaml) with pip and torchbuild's dependencies as win
     python scripts/wine_host.py run -- plan --platform win-64 --cuda cpu --py 3.11
     python scripts/wine_host.py run -- doctor --platform win-64 --cuda cpu --py 3.11
     python scripts/wine_host.py python --copy-to /tmp/host -- -m pip install --index-url ... torch
+    python scripts/wine_host.py python --cuda-path 12.8 -- script.py   # a Windows CUDA build machine's folders
+    python scripts/wine_host.py pytest -- -q                         # tests/under_wine.txt's tests, with pytest
 
 The host is made once per (pinned CPython, resolved wheels, source tree) in ``<cache>/wine-host/<key>/``:
 
