@@ -7,6 +7,8 @@ torchbuild/data/python_embed.yaml) with pip and torchbuild's dependencies as win
     python scripts/wine_host.py run -- plan --platform win-64 --cuda cpu --py 3.11
     python scripts/wine_host.py run -- doctor --platform win-64 --cuda cpu --py 3.11
     python scripts/wine_host.py python --copy-to /tmp/host -- -m pip install --index-url ... torch
+    python scripts/wine_host.py python --cuda-path 12.8 -- script.py   # a Windows CUDA build machine's folders
+    python scripts/wine_host.py pytest -- -q                         # tests/under_wine.txt's tests, with pytest
 
 The host is made once per (pinned CPython, resolved wheels, source tree) in ``<cache>/wine-host/<key>/``:
 
@@ -31,12 +33,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -60,6 +64,12 @@ SHIM = ROOT / "scripts" / "wine_bcryptprimitives.c"
 MINGW = "x86_64-w64-mingw32-gcc"
 VC_PROVIDER = "msvc-runtime"  # dll_providers.yaml's provider of the VC++ runtime (windows: %SystemRoot%\System32)
 EXTRA = ("pip",)  # pip itself: torchbuild runs `python -m pip` (host/pip.py)
+TEST_EXTRA = ("pytest",)  # of pyproject's test extra, what `pytest` needs on the Windows side (the rest lints)
+UNDER_WINE = ROOT / "tests" / "under_wine.txt"  # the quick tests `pytest` runs by default, one file a line
+CUDA_PROVIDERS = ("nvidia-cuda-runtime", "nvidia-cuda-nvrtc")  # what --cuda-path lays out (the CUDA fixture's DLLs)
+ONEAPI_PROVIDERS = ("mkl", "intel-openmp")  # laid out under %ONEAPI_ROOT% with --cuda-path too
+CUDA_ROOT = r"C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA"  # where NVIDIA's installer puts v12.8
+ONEAPI_ROOT = r"C:\Program Files (x86)\Intel\oneAPI"  # where Intel's oneAPI installer puts mkl\latest
 ENV = {
     "PYTHONIOENCODING": "utf-8",  # the output is read as UTF-8 on this side; Wine's console code page would be 437
     # What the Linux host's Wine smoke sets too (torchbuild/stages/smoke/wine.py): Intel's OpenMP (libiomp5md.dll,
@@ -80,10 +90,14 @@ class Host:
         return self.root / "python.exe"
 
 
-def requirements(pyproject: Path) -> list[str]:
-    """pyproject.toml's ``[project] dependencies`` and pip."""
+def requirements(pyproject: Path, *, tests: bool = False) -> list[str]:
+    """pyproject.toml's ``[project] dependencies`` and pip; with ``tests`` also its test extra's pytest."""
     project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
-    return [*EXTRA, *(str(line) for line in project["dependencies"])]
+    wanted = [*EXTRA, *(str(line) for line in project["dependencies"])]
+    if tests:
+        extra = project["optional-dependencies"]["test"]
+        wanted += [str(line) for line in extra if str(line).split(">")[0].split("=")[0].strip() in TEST_EXTRA]
+    return wanted
 
 
 def _pth(tag: str, source: Path) -> bytes:
@@ -106,14 +120,15 @@ def shim(dest: Path) -> None:
     shutil.copyfile(out, dest / "Scripts" / out.name)
 
 
-def prepare(python: str, cache_dir: Path, source: Path = ROOT, *, log: Path | None = None) -> Host:
-    """The Windows host for ``python`` (3.11) in the cache, made when it is not there. Raises UserError."""
+def prepare(python: str, cache_dir: Path, source: Path = ROOT, *, log: Path | None = None, tests: bool = False) -> Host:
+    """The Windows host for ``python`` (3.11) in the cache, made when it is not there; ``tests``: with pytest (a
+    host of its own). Raises UserError."""
     row = pinned_for(python)
     embedded = python_embed.provision(row, cache_dir, show_progress=False)
     base = cache_dir / "wine-host"
     base.mkdir(parents=True, exist_ok=True)
-    log = log or base / f"prepare-py{python}.log"
-    wanted = requirements(source / "pyproject.toml")
+    log = log or base / f"prepare-py{python}{'-tests' if tests else ''}.log"
+    wanted = requirements(source / "pyproject.toml", tests=tests)
     resolved = dependencies.resolve(
         [(line, "pyproject.toml") for line in wanted], python=row.cpython,
         dest=cache_dir / "win-wheels" / f"py{python}", log=log,
@@ -167,18 +182,70 @@ def lay_out_system32(prefix: Path, dlls: list[Path]) -> Path:
     return system32
 
 
-def run(python: Path, args: list[str], cache_dir: Path, *, cwd: Path = ROOT, vc_runtime: bool = True) -> wine.Ran:
+def drive_c(prefix: Path, windows: str) -> Path:
+    """The prefix's file for a ``C:\\...`` path."""
+    drive, _, rest = windows.partition(":")
+    if drive.upper() != "C":
+        raise ValueError(f"{windows} is not on drive C:")
+    return prefix / "drive_c" / rest.strip("\\").replace("\\", "/")
+
+
+def lay_out_providers(prefix: Path, names: tuple[str, ...], cuda: str, env: dict[str, str], cache_dir: Path) -> None:
+    """Each named provider's DLLs (from its pinned win_amd64 wheel, fetched once into the cache) in the first of its
+    dll_providers.yaml `windows` folders that ``env``'s variables name, as an installer puts them; hard links where the
+    file system allows (mkl's are 445 MB)."""
+    values = dll_providers.values_for(cuda, None)
+    log = cache_dir / "wine-host" / "providers.log"
+    for provider in (p for p in dll_providers.load().providers if p.name in names):
+        requirement = provider.requirement(values)
+        folders = (providers.expand_windows_dir(template, values, env) for template in provider.windows)
+        folder = next((f for f in folders if f is not None), None)  # the first whose variables ``env`` sets
+        if requirement is None or folder is None:
+            raise UserError(f"{dll_providers.DATA_FILE}: provider {provider.name} has no wheel or folder for {cuda}")
+        target = drive_c(prefix, str(PureWindowsPath(folder)))
+        target.mkdir(parents=True, exist_ok=True)
+        for dll in providers.provider_dir(requirement, provider.python or "3.11", cache_dir, log).rglob("*"):
+            if dll.suffix.lower() == ".dll" and provider.provides(dll.name) and not (target / dll.name).exists():
+                try:
+                    os.link(dll, target / dll.name)
+                except OSError:
+                    shutil.copyfile(dll, target / dll.name)
+
+
+def build_machine_env(cuda: str | None) -> dict[str, str]:
+    """The variables NVIDIA's CUDA installer and Intel's oneAPI set on a Windows build machine (``cuda``: X.Y)."""
+    if cuda is None:
+        return {}
+    major, minor = cuda.split(".")
+    home = rf"{CUDA_ROOT}\v{major}.{minor}"
+    return {"CUDA_PATH": home, f"CUDA_PATH_V{major}_{minor}": home, "ONEAPI_ROOT": ONEAPI_ROOT}
+
+
+def run(
+    python: Path, args: list[str], cache_dir: Path, *, cwd: Path = ROOT, vc_runtime: bool = True,
+    cuda_path: str | None = None,
+) -> wine.Ran:  # fmt: skip
     """``python.exe *args`` under Wine in a fresh prefix (System32 with the real VC runtime unless ``vc_runtime``
-    is False)."""
+    is False; with ``cuda_path`` X.Y, CUDA_PATH_VX_Y's bin and ONEAPI_ROOT's MKL and OpenMP folders laid out)."""
     found = wine.find()
     if found is None:
         raise UserError(f"Wine is not installed ({wine.INSTALL_HINT})")
     dlls = vc_runtime_dlls(cache_dir) if vc_runtime else []
+    env = {**ENV, **build_machine_env(cuda_path)}
     with tempfile.TemporaryDirectory(prefix="wine-host-") as tmp:
         prefix = wine.fresh_prefix(found, cache_dir, Path(tmp) / "prefix")
         lay_out_system32(prefix, dlls)
-        with wine.Session(found, prefix, ENV) as session:
+        if cuda_path is not None:
+            lay_out_providers(prefix, CUDA_PROVIDERS, cuda_path, env, cache_dir)
+            lay_out_providers(prefix, ONEAPI_PROVIDERS, cuda_path, env, cache_dir)
+        with wine.Session(found, prefix, env) as session:
             return session.run([python, *args], timeout=RUN_TIMEOUT_S, cwd=cwd)
+
+
+def quick_tests(listing: Path = UNDER_WINE) -> list[str]:
+    """The test files of ``listing`` (one a line; ``#`` starts a comment)."""
+    lines = (line.split("#")[0].strip() for line in listing.read_text(encoding="utf-8").splitlines())
+    return [line for line in lines if line]
 
 
 def copy_of(host: Host, dest: Path) -> Path:
@@ -191,6 +258,13 @@ def copy_of(host: Host, dest: Path) -> Path:
     shutil.copytree(host.root, dest, symlinks=True)
     (dest / DONE).unlink()
     return dest / "python.exe"
+
+
+def cuda_version(text: str) -> str:
+    """--cuda-path's X.Y (e.g. 12.8)."""
+    if re.fullmatch(r"\d+\.\d+", text) is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a CUDA version X.Y, e.g. 12.8")
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,27 +282,44 @@ def main(argv: list[str] | None = None) -> int:
     interpreter.add_argument("--workdir", type=Path, default=ROOT, help="its working folder (default: the source tree)")
     interpreter.add_argument("--copy-to", type=Path, help="run a copy of the host made in this folder (or earlier)")
     interpreter.add_argument("args", nargs=argparse.REMAINDER)
+    tester = sub.add_parser(
+        "pytest", help=f"python.exe -m pytest ARGS under Wine (ARGS naming no test: {UNDER_WINE.name}'s files)"
+    )
+    tester.add_argument("args", nargs=argparse.REMAINDER)
+    for command in (runner, interpreter):
+        command.add_argument(
+            "--cuda-path", metavar="X.Y", type=cuda_version,
+            help="lay out CUDA_PATH_VX_Y's bin (NVIDIA's DLLs) and ONEAPI_ROOT's MKL and OpenMP",
+        )  # fmt: skip
     options = parser.parse_args(argv)
     try:
-        host = prepare(options.py, options.cache_dir)
+        host = prepare(options.py, options.cache_dir, tests=options.command == "pytest")
         if options.command == "prepare":
             print(f"{host.root} (CPython {host.cpython} embeddable, {len(host.wheels)} win_amd64 wheels)")
             return 0
         args = options.args[1:] if options.args[:1] == ["--"] else options.args
+        cuda_path, cwd = getattr(options, "cuda_path", None), getattr(options, "workdir", ROOT)
         if options.command == "run":
             args = [wine.windows_path(ROOT / "pipeline.py"), *args]
             python, vc_runtime = host.python, not options.wine_system32
+        elif options.command == "pytest":
+            chosen = [] if any(not arg.startswith("-") for arg in args) else quick_tests()  # options only: the list's
+            args = ["-m", "pytest", "-p", "no:cacheprovider", *args, *chosen]
+            python, vc_runtime = host.python, True
         else:
             python, vc_runtime = copy_of(host, options.copy_to) if options.copy_to else host.python, True
-        ran = run(python, args, options.cache_dir, cwd=options.workdir, vc_runtime=vc_runtime)
+        ran = run(python, args, options.cache_dir, cwd=cwd, vc_runtime=vc_runtime, cuda_path=cuda_path)
     except (UserError, dll_providers.ProviderError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    where = found.label if (found := wine.find()) else "Wine"
     sys.stdout.write(ran.stdout)
     sys.stderr.write(wine.without_noise(ran.stderr) + "\n")
     if ran.returncode is None:
-        print(f"timed out after {RUN_TIMEOUT_S:.0f} s under {wine.find() or 'Wine'}", file=sys.stderr)
+        print(f"timed out after {RUN_TIMEOUT_S:.0f} s under {where}", file=sys.stderr)
         return 124
+    if options.command == "pytest":  # what ran where: under Wine, never "on Windows"
+        print(f"pytest under {where} (CPython {host.cpython} embeddable): exit {ran.returncode}")
     return ran.returncode
 
 

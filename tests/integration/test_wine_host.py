@@ -5,18 +5,22 @@ the win-64 CPU cell. What passes here passed under Wine, not on Windows."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
+import zipfile
+from pathlib import Path, PurePosixPath
 from types import ModuleType
 
 import pytest
 
 from tests.builders import torch_plan
 from tests.conftest import REPODATA, ROOT
+from tests.cuda_win_fixture import VARIANTS, build_wheel
 from torchbuild.config import dll_providers
 from torchbuild.config.options import RunOptions
+from torchbuild.host import downloads, pip
 from torchbuild.platforms.windows import pe, providers, wine
 from torchbuild.stages.source import fetch
 
@@ -142,6 +146,7 @@ def cell_run(host: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path,
         "--wheel", wine.windows_path(work / wheel.name), "--cache-dir", cache,
         "--repodata", wine.windows_path(REPODATA),  # the stored repodata: name lookups under Wine 8.0 failed once
     )  # fmt: skip
+    print(proc.stdout + proc.stderr)  # each stage's line, for docs/windows-host-wine.md (pytest -rP shows it)
     return work, proc
 
 
@@ -176,3 +181,82 @@ def test_pip_installs_torch_from_the_channel_with_the_embeddable_cpython_under_w
                          "import torch; print(torch.__version__, torch.ones(2, 3).sum().item())")  # fmt: skip
     assert imported.returncode == 0, imported.stderr
     assert imported.stdout.strip() == "2.13.0+cpu 6.0"
+
+
+# --- provider discovery from a Windows build machine's layout (CUDA_PATH_V12_8, oneAPI) ------------------------------
+
+CUDA_HOME = "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.8"
+REPAIR_ON_THE_WINDOWS_SIDE = """
+import json, sys
+from pathlib import Path
+from torchbuild import plan
+from torchbuild.config import dll_providers, matrix
+from torchbuild.config.options import RunOptions
+from torchbuild.host import downloads, pip
+from torchbuild.platforms.windows import providers
+from torchbuild.results import Artifact
+from torchbuild.stages import Context
+from torchbuild.stages.repair import stage as repair
+from torchbuild.wheel.provenance import SourceInfo
+wheel, work = Path(sys.argv[1]), Path(sys.argv[2])
+cell = plan.resolve(matrix.Cell(platform="win-64", cuda="12.8", python="3.11", torch=sys.argv[3]),
+                    matrix.load(Path("matrix.yaml")))
+info = work / "source.json"
+SourceInfo("wheel", str(wheel), "", "", 1_700_000_000, "the Windows CUDA fixture").write(info)
+inputs = {"built_wheel": Artifact.of(wheel), "source_info": Artifact.of(info)}
+result = repair.run(Context(plan=cell, root=work / "work", options=RunOptions(cache_dir=work / "cache"), inputs=inputs))
+located = providers.locate(["mkl_core.2.dll", "libiomp5md.dll"], dll_providers.load(), cuda="12.8", cudnn=None,
+                           python="3.11", cache_dir=work / "cache", log=work / "providers.log")
+print(json.dumps({"status": str(result.status), "message": result.message,
+                  "wheel": str(result.outputs["repaired_wheel"].path) if "repaired_wheel" in result.outputs else None,
+                  "mkl": [[hit.name, hit.origin] for hit in located]}))
+"""
+
+
+def test_a_cuda_cells_repair_on_a_windows_host_vendors_from_cuda_path_and_oneapi_under_wine(
+    host: str, tmp_path: Path
+) -> None:
+    """The prefix laid out as a Windows CUDA build machine's (`--cuda-path 12.8`: CUDA_PATH_V12_8\\bin holding the
+    DLLs of NVIDIA's nvidia-cuda-runtime-cu12 and nvidia-cuda-nvrtc-cu12 win_amd64 wheels, ONEAPI_ROOT's mkl and
+    compiler folders those of the mkl and intel-openmp wheels): the repair of the Windows CUDA FIXTURE wheel (not
+    torch: tests/cuda_win_fixture.py) vendors NVIDIA's files from that folder, unchanged, and no provider wheel."""
+    variant = VARIANTS["12.8"]
+    wheel = build_wheel(variant, tmp_path, torch_plan("win-64", "12.8", "3.11", variant.torch).wheel, ())
+    script = tmp_path / "repair.py"
+    script.write_text(REPAIR_ON_THE_WINDOWS_SIDE, encoding="utf-8")
+    ran = wine_host("python", "--cuda-path", "12.8", "--", wine.windows_path(script), wine.windows_path(wheel),
+                    wine.windows_path(tmp_path), variant.torch)  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    answer = json.loads(ran.stdout.strip().splitlines()[-1])
+    print(answer["message"])  # the repair's line, for docs/windows-host-wine.md (pytest -rP shows it)
+    bin_dir = f"{CUDA_HOME}\\bin"
+    assert answer["status"] == "passed", answer["message"]
+    assert answer["message"].startswith(
+        f"delvewheel --ignore-existing --no-mangle-all: vendored {variant.nvrtc} ({bin_dir}), {variant.cudart} "
+        f"({bin_dir}), {variant.builtins} ({bin_dir}) into "
+    ), answer["message"]
+    assert answer["mkl"] == [
+        ["mkl_core.2.dll", "C:\\Program Files (x86)\\Intel\\oneAPI\\mkl\\latest\\bin"],
+        ["libiomp5md.dll", "C:\\Program Files (x86)\\Intel\\oneAPI\\compiler\\latest\\bin"],
+    ]
+    assert not (tmp_path / "cache" / "dll-providers").exists(), "a provider wheel was fetched"
+    with zipfile.ZipFile(wine.host_path(answer["wheel"])) as archive:
+        vendored = {PurePosixPath(n).name: archive.read(n) for n in archive.namelist() if n.startswith("torch.libs/")}
+    originals = {}  # the DLLs of the nvidia-* wheels the fixture pins by sha256
+    for nvidia in variant.wheels:
+        target = pip.target_args("3.11", None, ["win_amd64"])
+        root = downloads.requirement_libraries(nvidia.as_requirement(), target, CACHE, tmp_path / "fetch.log")
+        originals.update({PurePosixPath(m).name: (root / m).read_bytes() for m in nvidia.dlls})
+    assert sorted(vendored) == sorted([variant.cudart, variant.nvrtc, variant.builtins])
+    assert all(data == originals[name] for name, data in vendored.items()), "not NVIDIA's files as they are"
+
+
+def test_the_quick_tests_of_under_wine_txt_pass_under_wine(host: str) -> None:
+    """tests/under_wine.txt's files with pytest in the host (python.exe -m pytest under Wine); what cannot run
+    there skips with its reason."""
+    ran = wine_host("pytest", "--", "-q", "-rs")
+    out = ran.stdout.replace("\r\n", "\n")
+    print(out[-3000:])  # the skips and their reasons (pytest -rP shows them)
+    assert ran.returncode == 0, out[-4000:] + ran.stderr
+    assert out.rstrip().endswith("pytest under Wine 8.0 (CPython 3.11.9 embeddable): exit 0")
+    assert " passed" in out and " failed" not in out

@@ -322,3 +322,13 @@ def test_the_summary_job_uploads_the_page_of_every_cell(nightly: dict[str, Any])
     assert (upload["with"]["name"], upload["with"]["path"], upload["if"]) == ("summary", "report.html", "always()")
     build_paths = [s for s in nightly["jobs"]["build"]["steps"] if s.get("name") == "Upload the cell's build/"]
     assert "build/report.html" in build_paths[0]["with"]["path"].split()
+
+
+def test_the_windows_host_under_wine_has_a_nightly_job_of_its_own(nightly: dict[str, Any]) -> None:
+    job = nightly["jobs"]["wine-host"]
+    assert job["runs-on"] == "ubuntu-latest" and "under Wine" in job["name"]
+    assert steps_running(job, "apt-get install -y -qq mingw-w64 wine64")
+    assert steps_running(job, "python -m pytest tests/integration/test_wine_host.py -m nightly --nightly")
+    assert (ROOT / "tests" / "under_wine.txt").is_file()  # test_wine_host.py runs its quick tests under Wine
+    (corpus,) = steps_running(nightly["jobs"]["corpus"], "python -m pytest -m nightly --nightly")
+    assert "--ignore tests/integration/test_wine_host.py" in corpus["run"]  # run once a night, by wine-host

@@ -1,0 +1,36 @@
+"""scripts/wine_host.py's parts that need no Wine: --cuda-path's bad input, the variables of a Windows CUDA build
+machine, the prefix folders its providers go to, and tests/under_wine.txt naming files that exist."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+from tests.integration.test_wine_host import _script
+
+
+def test_a_cuda_path_that_is_no_version_is_refused_naming_the_form() -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "wine_host.py"), "run", "--cuda-path", "12", "--",
+                           "plan"], capture_output=True, text=True, check=False)  # fmt: skip
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.endswith("argument --cuda-path: '12' is not a CUDA version X.Y, e.g. 12.8")
+    assert "Traceback" not in proc.stderr
+
+
+def test_the_build_machines_variables_and_folders_are_nvidias_and_intels_defaults(tmp_path: Path) -> None:
+    script = _script()
+    env = script.build_machine_env("12.8")
+    home = "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.8"
+    assert env == {"CUDA_PATH": home, "CUDA_PATH_V12_8": home, "ONEAPI_ROOT": "C:\\Program Files (x86)\\Intel\\oneAPI"}
+    assert script.build_machine_env(None) == {}
+    folder = tmp_path / "drive_c" / "Program Files" / "NVIDIA GPU Computing Toolkit" / "CUDA" / "v12.8" / "bin"
+    assert script.drive_c(tmp_path, home + "\\bin") == folder
+
+
+def test_every_quick_test_listed_for_wine_exists() -> None:
+    listed = _script().quick_tests()
+    assert "tests/unit/test_atomic_files.py" in listed
+    assert [name for name in listed if not (ROOT / name).is_file()] == []
