@@ -168,6 +168,11 @@ class Plan:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     @property
+    def platform_module(self) -> Platform:
+        """What the cell's platform decides for every stage (platforms/target.py), by its name."""
+        return platform_module(self.platform)
+
+    @property
     def is_cuda(self) -> bool:
         return self.cuda != CPU
 

@@ -76,7 +76,7 @@ def beside_host(plan: Plan) -> bool:
     """On a host of the cell's platform a smoke stage runs beside the stages it declares (it reads nothing they
     write; a failure among them still stops publish). Under Wine not: verify's loader check and the other smoke
     stage start Wine sessions too."""
-    return plan.platform == host_platform()
+    return plan.platform_module.smoke_backend(host_platform()) == "venv"
 
 
 def _skipped(
@@ -113,7 +113,8 @@ def backend_for(ctx: Context, kind: str) -> Backend | StageResult:
     """The backend that runs the cell's target on this host, or the skipped result saying why there is none."""
     plan = ctx.plan
     host = host_platform()
-    if plan.platform == host:
+    backend = plan.platform_module.smoke_backend(host)
+    if backend == "venv":
         python = find_python(plan.python)
         if python is None:
             # not a plain skip: the cell's own Python is what a user runs the package with
@@ -121,7 +122,7 @@ def backend_for(ctx: Context, kind: str) -> Backend | StageResult:
                    f"`{install_hint(plan.python)}`, then rerun")  # fmt: skip
             return _skipped(plan, kind, why, why, status="unverified")
         return VenvBackend(plan, python, _inputs(ctx, kind)["wheel"], ctx.options.cache_dir)
-    if plan.platform != "win-64" or host != "linux-64":
+    if backend is None:
         return _skipped(plan, kind, f"needs a {plan.platform} host (this host is {host})")
     found = wine.find()
     if found is None:

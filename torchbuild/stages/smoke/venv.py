@@ -166,7 +166,7 @@ class VenvBackend:
         requirements = pip_requirements(wheel_requirements(self.wheel), beside)
         _pip_install(env, [*requirements, *self.extras()])
         library_bin = ""
-        if plan.platform == "win-64" and self.cache_dir is not None:
+        if plan.platform_module.conda_windows_layout and self.cache_dir is not None:
             # torch imports from Library\bin what its run dependencies install there (intel-openmp's libiomp5md.dll);
             # rattler installed the package alone, so they come from their vendor wheels, as under Wine.
             library_bin = f"; Library\\bin: {conda_library_bin(plan, prefix(env), self.cache_dir, env.log).describe()}"
