@@ -291,7 +291,7 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
             Path(tmp),
             sorted({hit.path.parent for hit in located}),
             sorted({hit.name for hit in located}),
-            [*plan.driver_dlls, *cuda_wheels.provided_libraries(plan.declared_libraries)],
+            [*windows.facts_of(plan).driver_dlls, *cuda_wheels.provided_libraries(plan.declared_libraries)],
         )
         run_tool(argv, stage=NAME, log=log, env=tool_env(ctx), timeout=DELVEWHEEL_TIMEOUT_S, what="delvewheel repair")
         made = sorted(Path(tmp).glob("*.whl"))

@@ -122,15 +122,15 @@ def backend_for(ctx: Context, kind: str) -> Backend | StageResult:
                    f"`{install_hint(plan.python)}`, then rerun")  # fmt: skip
             return _skipped(plan, kind, why, why, status="unverified")
         return VenvBackend(plan, python, _inputs(ctx, kind)["wheel"], ctx.options.cache_dir)
-    if backend is None:
+    if backend is None or plan.windows is None:  # Wine runs win-64 cells only
         return _skipped(plan, kind, f"needs a {plan.platform} host (this host is {host})")
     found = wine.find()
     if found is None:
         return _skipped(plan, kind, f"needs a win-64 host or Wine ({wine.INSTALL_HINT}; this host is {host})",
                         f"needs a win-64 host or Wine ({wine.INSTALL_HINT})")  # fmt: skip
-    pinned = plan.embeddable
+    pinned = plan.windows.embeddable
     if pinned is None:
-        missing = not_pinned(plan.embeddable_missing)
+        missing = not_pinned(plan.windows.embeddable_missing)
         return _skipped(plan, kind, str(missing), f"needs a win-64 host: {missing.short}")
     paths = _inputs(ctx, kind)
     name = stage_name(kind)

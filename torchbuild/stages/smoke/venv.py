@@ -132,7 +132,8 @@ class VenvBackend:
         """What the environment gets besides the artifacts: smoke_envs.yaml's numpy and extras (a Windows host under
         Wine takes the rows for Wine: numpy >= 2.1 imports complex-math functions that are stubs in Wine 8.0's
         ucrtbase), and the matrix's test_requires."""
-        chosen = self.plan.smoke_extras_wine if wine_version() else self.plan.smoke_extras
+        windows = self.plan.windows
+        chosen = (windows.smoke_extras_wine if windows else ()) if wine_version() else self.plan.smoke_extras
         test = self.plan.user_test
         return [w.requirement for w in chosen] + list(test.requires if test else ())
 
