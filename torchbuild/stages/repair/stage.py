@@ -360,6 +360,8 @@ def _outputs(ctx: Context, target: Path) -> dict[str, Artifact]:
 
 # --- platforms -------------------------------------------------------------------------------------------
 
+# The cell's Platform (platforms/target.py) names its repairer; this stage runs it.
+
 REPAIRERS: Mapping[RepairTool, Callable[[Context, Path], StageResult]] = {
     "auditwheel": _repair_linux,
     "delvewheel": _repair_windows,
