@@ -94,6 +94,24 @@ class SolveTarget:
 
 
 @dataclass(frozen=True, kw_only=True)
+class WindowsFacts:
+    """What only a win-64 cell has. The DLL names its binaries may take from redistributables (the repair vendors
+    those the wheel imports), and (loader, what it loads by name at run time) for the DLLs no import table names; the
+    providers of redistributable DLLs (dll_providers.yaml, its unsigned rows for this cell), the package directories
+    on the DLL search path, the driver's DLLs; python.org's embeddable CPython that runs the cell's artifacts under
+    Wine (or why none is pinned for its Python), and what the smoke environments get there (smoke_envs.yaml)."""
+
+    redistributable_dlls: tuple[str, ...]
+    loaded_by_name: tuple[tuple[str, tuple[str, ...]], ...]
+    dll_providers: ProviderData
+    dll_search_dirs: tuple[str, ...]
+    driver_dlls: tuple[str, ...]
+    embeddable: Pinned | None
+    embeddable_missing: str  # one line: why none is pinned for the cell's Python (config/python_embed.py)
+    smoke_extras_wine: tuple[Wanted, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     cell_id: str
     platform: str
@@ -118,25 +136,13 @@ class Plan:
     work_dir: str  # build/<cell-id>; every stage writes below it
     stage_dirs: Mapping[str, str]
     notes: tuple[str, ...]  # uncertain facts the resolution relied on
-    # win-64: the DLL names the cell's binaries may take from redistributables (the repair vendors those the wheel
-    # imports), and (loader, what it loads by name at run time) for the DLLs no import table names (dll_providers.yaml)
-    redistributable_dlls: tuple[str, ...] = ()
-    loaded_by_name: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    windows: WindowsFacts | None = None  # win-64 cells only
     build_timeout_hours: float = 6.0  # matrix build.timeout_hours: the compile is stopped after this
     build_deps: tuple[Dependency, ...] = ()  # downloaded for a compile (MKL, ...; data/build_deps.yaml)
     compiler_cache: str = "none"  # matrix build.compiler_cache: sccache, clcache or none
-    # What the smoke environments get besides the artifact and its requirements (smoke_envs.yaml): on a host of the
-    # cell's platform, and under Wine (win-64)
+    # What the smoke environments get besides the artifact and its requirements (smoke_envs.yaml) on a host of the
+    # cell's platform (under Wine: WindowsFacts.smoke_extras_wine)
     smoke_extras: tuple[Wanted, ...] = ()
-    smoke_extras_wine: tuple[Wanted, ...] = ()
-    # win-64 (empty elsewhere): the providers of redistributable DLLs (dll_providers.yaml, its unsigned rows for this
-    # cell), the package directories on the DLL search path, the driver's DLLs, and python.org's embeddable CPython
-    # that runs the cell's artifacts under Wine (or why none is pinned for its Python)
-    dll_providers: ProviderData | None = None
-    dll_search_dirs: tuple[str, ...] = ()
-    driver_dlls: tuple[str, ...] = ()
-    embeddable: Pinned | None = None
-    embeddable_missing: str = ""  # one line: why none is pinned for the cell's Python (config/python_embed.py)
     # torchvision / torchaudio beside torch: the release and PyPI wheel chosen for this target, or why none ships,
     # and (win-64 torchvision) the conda package the stages build from that wheel (config/pairing.py)
     companions: tuple[pairing.Companion, ...] = ()
@@ -166,6 +172,20 @@ class Plan:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    # Until stages/repair/companion.py reads plan.windows (issue 41: the per-package path replaces it)
+    @property
+    def redistributable_dlls(self) -> tuple[str, ...]:
+        return self.windows.redistributable_dlls if self.windows else ()
+
+    @property
+    def driver_dlls(self) -> tuple[str, ...]:
+        return self.windows.driver_dlls if self.windows else ()
+
+    @property
+    def platform_module(self) -> Platform:
+        """What the cell's platform decides for every stage (platforms/target.py), by its name."""
+        return platform_module(self.platform)
 
     @property
     def is_cuda(self) -> bool:
@@ -416,19 +436,11 @@ def resolve(
         work_dir=work_dir,
         stage_dirs={stage: f"{work_dir}/{stage}" for stage in (*STAGES, "recipe", "logs")},
         notes=tuple(notes),
-        redistributable_dlls=dll_providers.redistributable_dlls(
-            cell.platform, toolchain.msvc_toolset, cell.cuda, cudnn
-        ),
-        loaded_by_name=dll_providers.loaded_by_name(cell.platform, cell.cuda, cudnn),
+        windows=_windows_facts(cell, release, toolchain, cudnn),
         build_timeout_hours=options.timeout_hours,
         build_deps=build_deps.declared(cell.platform, release.version, cell.cuda),
         compiler_cache=options.compiler_cache,
         smoke_extras=smoke_envs.wanted(cell.platform, release.version, cell.cuda, cell.python, under_wine=False),
-        smoke_extras_wine=(
-            smoke_envs.wanted(cell.platform, release.version, cell.cuda, cell.python, under_wine=True)
-            if cell.platform == "win-64"
-            else ()
-        ),
         companions=pairing.choose(
             matrix.packages,
             pairing.Target(platform=cell.platform, python=cell.python, torch_release=release.version,
@@ -444,6 +456,18 @@ def resolve(
         broken_scripts=pkg.broken_scripts_for(*applies_to),
         own_build=own,
         user_test=user_test(cell, matrix),
+    )
+
+
+def _windows_facts(cell: Cell, release: TorchRelease, toolchain: Toolchain, cudnn: int | None) -> WindowsFacts | None:
+    if cell.platform != "win-64":
+        return None
+    return WindowsFacts(
+        redistributable_dlls=dll_providers.redistributable_dlls(
+            cell.platform, toolchain.msvc_toolset, cell.cuda, cudnn
+        ),
+        loaded_by_name=dll_providers.loaded_by_name(cell.platform, cell.cuda, cudnn),
+        smoke_extras_wine=smoke_envs.wanted(cell.platform, release.version, cell.cuda, cell.python, under_wine=True),
         **dll_providers.windows_facts(cell.platform, cell.cuda, cell.python),
     )
 

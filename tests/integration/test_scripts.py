@@ -93,13 +93,13 @@ def test_launcher_runs_under_wine_with_the_environments_python(tmp_path: Path) -
     if found is None:
         pytest.skip("skipped: needs Wine (apt-get install wine64)")
     plan = torch_plan("win-64", "cpu", "3.11", "2.14.1")
-    assert plan.embeddable is not None
+    assert plan.windows is not None and plan.windows.embeddable is not None
     files = {"tinytool/__init__.py": b"import sys\ndef main():\n    print('ran with', sys.argv[1:])\n    return 3\n"}
     wheel = make_wheel(
         tmp_path, "tinytool-1.0-py3-none-any.whl", files, entry_points="[console_scripts]\ntinytool = tinytool:main\n"
     )
     prefix = tmp_path / "env"
-    environments.python_env(python_embed.provision(plan.embeddable, RunOptions().cache_dir), prefix)
+    environments.python_env(python_embed.provision(plan.windows.embeddable, RunOptions().cache_dir), prefix)
     payload = install_wheel(wheel, plan.conda.install_scheme, prefix, windows=True)
     assert payload.scripts == ("Scripts/tinytool.exe",)
     with wine.Session(found, wine.fresh_prefix(found, RunOptions().cache_dir, tmp_path / "wineprefix")) as session:

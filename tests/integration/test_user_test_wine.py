@@ -26,12 +26,12 @@ def test_python_and_a_console_script_run_and_a_host_program_is_refused(tmp_path:
     if found is None:
         pytest.skip("skipped: needs Wine (apt-get install wine64)")
     plan = torch_plan("win-64", "cpu", "3.11", "2.14.1")
-    assert plan.embeddable is not None
+    assert plan.windows is not None and plan.windows.embeddable is not None
     wheel = make_wheel(tmp_path, "usertool-1.0-py3-none-any.whl", {"usertool.py": TOOL},
                        entry_points="[console_scripts]\nusertool = usertool:main\n")  # fmt: skip
     env = Env("wheel", tmp_path / "wheel", wheel, tmp_path / "log.txt")
     env.fresh()
-    environments.python_env(python_embed.provision(plan.embeddable, RunOptions().cache_dir), prefix(env))
+    environments.python_env(python_embed.provision(plan.windows.embeddable, RunOptions().cache_dir), prefix(env))
     install_wheel(wheel, plan.conda.install_scheme, prefix(env), windows=True)
     (tmp_path / "run.py").write_text("import sys\nprint('python is', sys.executable)\nsys.exit(4)\n")
     project = wine.windows_path(tmp_path)
@@ -61,8 +61,8 @@ def test_test_requires_pytest_installs_and_runs_under_wine(tmp_path: Path) -> No
     test = UserTest(command="pytest {project}/tests -q -p no:cacheprovider", requires=("pytest",),
                     project=str(tmp_path / "project"))  # fmt: skip
     plan = dataclasses.replace(torch_plan("win-64", "cpu", "3.11", "2.14.1"), user_test=test)
-    assert plan.embeddable is not None
-    embedded = python_embed.provision(plan.embeddable, cache)
+    assert plan.windows is not None and plan.windows.embeddable is not None
+    embedded = python_embed.provision(plan.windows.embeddable, cache)
     torch = make_wheel(tmp_path, "torch-2.14.1+cpu-cp311-cp311-win_amd64.whl", {"torch/__init__.py": b""})
     backend = WineBackend(plan, found, embedded, torch, cache, tmp_path)
     env = Env("wheel", tmp_path / "wheel", torch, tmp_path / "log.txt")

@@ -113,8 +113,8 @@ def probe(found: wine.Wine, made: Repaired, tmp: Path, requirements: Sequence[st
     wheel and, for the left shape, the win_amd64 wheels of its requirements (uv resolves them for Windows);
     ``requirements``: install only those projects of them."""
     plan = made.plan
-    assert plan.embeddable is not None
-    embedded = python_embed.provision(plan.embeddable, CACHE, show_progress=False)
+    assert plan.windows is not None and plan.windows.embeddable is not None
+    embedded = python_embed.provision(plan.windows.embeddable, CACHE, show_progress=False)
     root = tmp / "env"
     environments.python_env(embedded, root)
     dependencies.install(made.wheel, root, plan.conda.install_scheme)

@@ -402,7 +402,7 @@ def test_cuda_cell_vendors_the_cuda_runtime_from_its_provider_but_never_the_driv
     from torchbuild.wheel.provenance import SourceInfo
 
     plan = torch_plan("win-64", "12.4", "3.11", "2.5.1")
-    assert "cudart64_12.dll" in plan.redistributable_dlls
+    assert plan.windows is not None and "cudart64_12.dll" in plan.windows.redistributable_dlls
     files = {"torch/lib/torch_cuda.dll": pe_fixtures.cuda, "torch/_C.cp311-win_amd64.pyd": pe_fixtures.ext}
     wheel = make_wheel(
         tmp_path, plan.wheel, {"torch/__init__.py": b"", **{rel: path.read_bytes() for rel, path in files.items()}}

@@ -13,7 +13,13 @@ from torchbuild.config import dll_providers
 from torchbuild.config.dll_providers import Provider, ProviderData, ProviderError
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
+from torchbuild.plan import Plan, WindowsFacts
 from torchbuild.platforms.windows import providers as provider_dlls
+
+
+def windows(plan: Plan) -> WindowsFacts:
+    assert plan.windows is not None
+    return plan.windows
 
 
 def test_the_vc_runtime_names_follow_the_toolset() -> None:
@@ -21,35 +27,36 @@ def test_the_vc_runtime_names_follow_the_toolset() -> None:
     vcruntime140_threads.dll (torch 2.14.1's torch_cpu.dll does)."""
     old = torch_plan("win-64", "9.0", "3.6", "1.1.0")
     assert old.toolchain.msvc_toolset == "14.11"
-    assert "msvcp140.dll" in old.redistributable_dlls and "vcruntime140_1.dll" not in old.redistributable_dlls
+    old_names = windows(old).redistributable_dlls
+    assert "msvcp140.dll" in old_names and "vcruntime140_1.dll" not in old_names
     new = torch_plan("win-64", "cpu", "3.11", "2.14.1")
     assert {"msvcp140.dll", "vcruntime140_1.dll", "msvcp140_atomic_wait.dll", "vcruntime140_threads.dll"} <= set(
-        new.redistributable_dlls
+        windows(new).redistributable_dlls
     )
 
 
 def test_cuda_13_cells_name_cuda_13_dlls() -> None:
     plan = torch_plan("win-64", "13.0", "3.12", "2.14.1")
-    names = set(plan.redistributable_dlls)
+    names = set(windows(plan).redistributable_dlls)
     assert {"cudart64_13.dll", "cublas64_13.dll", "cufft64_12.dll", "cusolver64_12.dll", "nvrtc64_130_0.dll"} <= names
     assert {"nvrtc-builtins64_130.dll", "nvJitLink_130_0.dll", "cudnn64_9.dll"} <= names
     # CUDA 12's names are gone, but for cuRAND and cuSPARSE (which kept theirs), CUPTI's and cuDNN's.
-    twelve = set(torch_plan("win-64", "12.6", "3.12", "2.14.1").redistributable_dlls)
+    twelve = set(windows(torch_plan("win-64", "12.6", "3.12", "2.14.1")).redistributable_dlls)
     shared = {n for n in names & twelve if not n.startswith(("msvcp", "vcruntime", "concrt", "vcomp", "libiomp"))}
     assert shared == {"curand64_10.dll", "cusparse64_12.dll", "cupti64_*.dll", "cudnn64_9.dll", "cudnn_*64_9.dll"}
     assert not {"nvcuda.dll", "nvml.dll"} & {d.lower() for d in names}
 
 
 def test_cuda_11_0_and_11_1_name_their_own_nvrtc() -> None:
-    assert "nvrtc64_110_0.dll" in torch_plan("win-64", "11.0", "3.8", "1.7.1").redistributable_dlls
-    assert "cusolver64_10.dll" in torch_plan("win-64", "11.0", "3.8", "1.7.1").redistributable_dlls
-    eleven_one = torch_plan("win-64", "11.1", "3.8", "1.8.1").redistributable_dlls
+    assert "nvrtc64_110_0.dll" in windows(torch_plan("win-64", "11.0", "3.8", "1.7.1")).redistributable_dlls
+    assert "cusolver64_10.dll" in windows(torch_plan("win-64", "11.0", "3.8", "1.7.1")).redistributable_dlls
+    eleven_one = windows(torch_plan("win-64", "11.1", "3.8", "1.8.1")).redistributable_dlls
     assert "nvrtc64_111_0.dll" in eleven_one and "nvrtc64_112_0.dll" not in eleven_one
 
 
 def test_linux_cells_take_no_dlls() -> None:
     plan = torch_plan("linux-64", "cpu", "3.11", "2.13.0")
-    assert (plan.redistributable_dlls, plan.loaded_by_name, plan.conda.provided_dlls) == ((), (), {})
+    assert (plan.windows, plan.conda.provided_dlls) == (None, {})
 
 
 def test_every_redistributable_has_a_provider() -> None:
@@ -60,7 +67,7 @@ def test_every_redistributable_has_a_provider() -> None:
 
 
 def test_what_is_loaded_by_name_is_found_to_a_fixed_point() -> None:
-    rules = torch_plan("win-64", "12.4", "3.11", "2.5.1").loaded_by_name
+    rules = windows(torch_plan("win-64", "12.4", "3.11", "2.5.1")).loaded_by_name
     present = ["torch_cuda.dll", "cudnn64_9.dll", "cublasLt64_12.dll"]
     assert dll_providers.runtime_loaded(present, rules) == [
         "cudnn_*64_9.dll",

@@ -16,6 +16,8 @@ from torchbuild.plan import Plan
 
 def print_plan(plan: Plan) -> None:
     """Key: value lines (not a table): readable in a narrow terminal and in a CI log alike."""
+    redistributable = plan.windows.redistributable_dlls if plan.windows else ()
+    loaded_by_name = plan.windows.loaded_by_name if plan.windows else ()
     rows = [
         ("torch", f"{plan.torch} (asked: {plan.torch_requested}), wheel version {plan.version}"),
         ("platform", plan.platform),
@@ -26,8 +28,8 @@ def print_plan(plan: Plan) -> None:
         ("generator", plan.toolchain.generator),
         ("build", f"{plan.build_kind}, build number {plan.build_number}, timeout {plan.build_timeout_hours:g} h"),
         ("build deps", ", ".join(f"{d.name} ({d.filename})" for d in plan.build_deps) or "-"),
-        ("DLLs from redistributables", ", ".join(plan.redistributable_dlls) or "-"),
-        ("loaded by name", "; ".join(f"{a} loads {', '.join(b)}" for a, b in plan.loaded_by_name) or "-"),
+        ("DLLs from redistributables", ", ".join(redistributable) or "-"),
+        ("loaded by name", "; ".join(f"{a} loads {', '.join(b)}" for a, b in loaded_by_name) or "-"),
         *(("declared library", line) for line in declared_lines(plan)),
         *(("added requirement", f"{r.value}: torch imports it undeclared ({r.why})") for r in plan.added_requirements),
         *(("broken script", f"{r.value}: upstream's; the smoke expects it to fail ({r.why})")

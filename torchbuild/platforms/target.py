@@ -1,12 +1,16 @@
-"""What a platform module resolves for a cell (its toolchain, build environment, site-packages and ABI tag), behind
-one Protocol; each OS implements it in its build module (platforms/windows/build.py, platforms/linux/build.py)."""
+"""What a platform module resolves and decides for a cell, behind one Protocol: its toolchain, build environment,
+site-packages and ABI tag for the build; its repairer, the reader of its libraries' imports (the closure check),
+its conda layout and the backend that runs its smoke tests on a host. Each OS implements it in its build module
+(platforms/windows/build.py, platforms/linux/build.py); the stages look it up by name (platforms/by_name.py) and
+never compare platform names."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import Literal, Protocol
 
 from torchbuild.config.compat import Compat, CudaRelease, KnownBadVisualStudio, TorchRelease
 from torchbuild.config.options import BuildOptions
@@ -42,8 +46,18 @@ class Target:
     options: BuildOptions
 
 
+RepairTool = Literal["auditwheel", "delvewheel"]
+SmokeBackend = Literal["venv", "wine"]  # a virtual environment on the host, or python.org's embeddable CPython in Wine
+
+
+class LibraryUnreadable(ValueError):
+    """A library whose imports its format's reader cannot read; the message is the reader's."""
+
+
 class Platform(Protocol):
     name: str  # conda subdir: win-64, linux-64
+    repair_tool: RepairTool  # what the repair stage runs: auditwheel (ELF) or delvewheel (PE)
+    conda_windows_layout: bool  # a conda package of it installs as on Windows (Scripts\, Library\bin)
 
     def toolchain(self, target: Target) -> Toolchain: ...
 
@@ -52,6 +66,22 @@ class Platform(Protocol):
     def site_packages(self, python: str) -> str: ...
 
     def python_abi_tag(self, python: str) -> str: ...
+
+    def compiles_on(self, host: str) -> bool:
+        """Whether a cell of this platform compiles on ``host`` (a conda subdir)."""
+        ...
+
+    def expand_env(self, value: str, env: Mapping[str, str]) -> str:
+        """A build variable's value as the build's shell reads it (cmd.exe expands %VAR%)."""
+        ...
+
+    def library_imports(self, path: Path, member: str) -> tuple[str, ...]:
+        """The libraries ``path`` (``member`` in its wheel) imports; LibraryUnreadable where it cannot be read."""
+        ...
+
+    def smoke_backend(self, host: str) -> SmokeBackend | None:
+        """How the smoke stages run this platform's artifacts on ``host``; None where they cannot."""
+        ...
 
 
 def cpython_abi_tag(python: str) -> str:

@@ -14,8 +14,6 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from elftools.common.exceptions import ELFError
-
 from torchbuild.config import cuda_wheels
 from torchbuild.config.build_deps import DependencyError
 from torchbuild.errors import StageFailed
@@ -27,8 +25,7 @@ from torchbuild.platforms.closure import (
     UpstreamOpenMp,
     with_requirement_libraries,
 )
-from torchbuild.platforms.linux import elf
-from torchbuild.platforms.windows import pe
+from torchbuild.platforms.target import LibraryUnreadable, Platform
 from torchbuild.wheel.provenance import SourceInfo
 
 if TYPE_CHECKING:
@@ -56,20 +53,17 @@ def read(plan: Plan, cache_dir: Path, log: Path, stage: str) -> tuple[Requiremen
         for member in wheel.libraries:
             name = PurePosixPath(member).name
             found.append(RequirementLibrary(
-                name=name, provider=wheel.pin, imports=_imports(plan.platform, root / member, member, stage),
+                name=name, provider=wheel.pin, imports=_imports(plan.platform_module, root / member, member, stage),
                 loads=loads.get(name.lower(), ()), loads_recorded_in=cuda_wheels.DATA_FILE if name.lower() in loads
                 else "",
             ))  # fmt: skip
     return tuple(found)
 
 
-def _imports(platform: str, path: Path, member: str, stage: str) -> tuple[str, ...]:
+def _imports(platform: Platform, path: Path, member: str, stage: str) -> tuple[str, ...]:
     try:
-        if platform == "win-64":
-            info = pe.read_pe(path.read_bytes(), member)
-            return (*info.imports, *info.delay_imports)
-        return elf.read_elf(path, member).needed
-    except (OSError, pe.PeError, ELFError) as exc:
+        return platform.library_imports(path, member)
+    except LibraryUnreadable as exc:
         raise StageFailed(stage, f"cannot read the imports of {path} ({member}): {exc}") from None
 
 

@@ -1,4 +1,5 @@
-"""win-64: MSVC toolset choice (nvcc refuses newer MSVC), generators, and the Windows build environment.
+"""win-64: MSVC toolset choice (nvcc refuses newer MSVC), generators, the Windows build environment, and what the
+later stages do with PE (delvewheel, conda's Windows layout, Wine on a Linux host).
 
 Only resolution lives here; finding Visual Studio with vswhere and running vcvarsall.bat happen in the build
 stage, at the edge.
@@ -6,9 +7,14 @@ stage, at the edge.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
+
 from torchbuild.config.compat import CPU, Range, version_key
 from torchbuild.errors import UserError
-from torchbuild.platforms.target import Target, Toolchain, cpython_abi_tag
+from torchbuild.host import downloads
+from torchbuild.platforms.target import LibraryUnreadable, RepairTool, SmokeBackend, Target, Toolchain, cpython_abi_tag
+from torchbuild.platforms.windows import pe
 
 # With Ninja and CUDA 8, PyTorch's build ran this first so nvcc found the VS2015 compiler (source document 000).
 VS2015_PREBUILD = r"%VS140COMNTOOLS%\..\..\VC\vcvarsall.bat"
@@ -16,6 +22,27 @@ VS2015_PREBUILD = r"%VS140COMNTOOLS%\..\..\VC\vcvarsall.bat"
 
 class Windows:
     name = "win-64"
+    repair_tool: RepairTool = "delvewheel"
+    conda_windows_layout = True
+
+    def compiles_on(self, host: str) -> bool:
+        return host == self.name
+
+    def expand_env(self, value: str, env: Mapping[str, str]) -> str:
+        return downloads.expand(value, env)
+
+    def library_imports(self, path: Path, member: str) -> tuple[str, ...]:
+        try:
+            info = pe.read_pe(path.read_bytes(), member)
+        except (OSError, pe.PeError) as exc:
+            raise LibraryUnreadable(str(exc)) from None
+        return (*info.imports, *info.delay_imports)
+
+    def smoke_backend(self, host: str) -> SmokeBackend | None:
+        """On a Linux host its artifacts run under Wine."""
+        if host == self.name:
+            return "venv"
+        return "wine" if host == "linux-64" else None
 
     def site_packages(self, python: str) -> str:
         return "Lib/site-packages"

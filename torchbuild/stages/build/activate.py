@@ -51,7 +51,7 @@ def discover(
     package index (``doctor`` only says it would); ``capture``: run vcvarsall.bat on Windows."""
     env = dict(os.environ if environ is None else environ)
     host = host or host_platform()
-    if plan.platform != host:
+    if not plan.platform_module.compiles_on(host):
         return Activation(
             requirements=(
                 Requirement(
@@ -86,7 +86,7 @@ def discover(
                 required=False,
             )
         )
-    if plan.platform == "win-64":
+    if plan.toolchain.compiler == "msvc":
         return _windows(plan, env, reqs, python, capture, cache_dir if provision_cuda else None, log)
     return _linux(plan, env, reqs, python, cache_dir, provision_cuda, log)
 

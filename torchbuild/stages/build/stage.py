@@ -72,7 +72,7 @@ def build_environment(
         if name in LAUNCHERS and not sccache:
             notes.append(f"{name} not set: sccache is not installed")
             continue
-        env[name] = downloads.expand(value, env) if plan.platform == "win-64" else value
+        env[name] = plan.platform_module.expand_env(value, env)
     for dep in plan.build_deps:
         env.update(downloads.environment(dep, dep_roots[dep.name], env))
     return env, notes

@@ -108,7 +108,7 @@ def _package(ctx: Context) -> StageResult:
             wheel.path,
             plan.conda.install_scheme,
             staging,
-            windows=plan.platform == "win-64",
+            windows=plan.platform_module.conda_windows_layout,
             leave_out=left_out,
             replace=replace,
         )

@@ -45,6 +45,7 @@ from torchbuild.host.proc import ToolError, run_tool
 from torchbuild.platforms.closure import ClosureReport, left_to_dependencies, with_hints
 from torchbuild.platforms.closure import F as B
 from torchbuild.platforms.linux import elf, manylinux
+from torchbuild.platforms.target import RepairTool
 from torchbuild.platforms.windows import pe
 from torchbuild.results import Artifact, StageResult
 from torchbuild.stages import Context, Stage, companion_artifacts, requirement_libraries
@@ -67,9 +68,7 @@ DELVEWHEEL_TIMEOUT_S = 3600
 
 
 def run(ctx: Context) -> StageResult:
-    repair = REPAIRERS.get(ctx.plan.platform)
-    if repair is None:
-        raise StageFailed(NAME, UNSUPPORTED.get(ctx.plan.platform, f"no repair for platform {ctx.plan.platform}"))
+    repair = REPAIRERS[ctx.plan.platform_module.repair_tool]
     wheel = ctx.inputs.get("built_wheel")
     if wheel is None:
         raise StageFailed(NAME, "no wheel from the build stage (its output 'built_wheel' is missing)")
@@ -292,7 +291,7 @@ def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
             Path(tmp),
             sorted({hit.path.parent for hit in located}),
             sorted({hit.name for hit in located}),
-            [*plan.driver_dlls, *cuda_wheels.provided_libraries(plan.declared_libraries)],
+            [*windows.facts_of(plan).driver_dlls, *cuda_wheels.provided_libraries(plan.declared_libraries)],
         )
         with as_stage_failure(NAME, ToolError):
             run_tool(argv, log=log, env=tool_env(ctx), timeout=DELVEWHEEL_TIMEOUT_S, what="delvewheel repair")
@@ -362,8 +361,12 @@ def _outputs(ctx: Context, target: Path) -> dict[str, Artifact]:
 
 # --- platforms -------------------------------------------------------------------------------------------
 
-REPAIRERS: Mapping[str, Callable[[Context, Path], StageResult]] = {"linux-64": _repair_linux, "win-64": _repair_windows}
-UNSUPPORTED: Mapping[str, str] = {}
+# The cell's Platform (platforms/target.py) names its repairer; this stage runs it.
+
+REPAIRERS: Mapping[RepairTool, Callable[[Context, Path], StageResult]] = {
+    "auditwheel": _repair_linux,
+    "delvewheel": _repair_windows,
+}
 
 
 STAGE = Stage(

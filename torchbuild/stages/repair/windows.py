@@ -39,7 +39,7 @@ from torchbuild.results import Check
 from torchbuild.wheel.repair_report import Floor, Vendored
 
 if TYPE_CHECKING:
-    from torchbuild.plan import Plan
+    from torchbuild.plan import Plan, WindowsFacts
 
 STAGE = "repair"
 LIBS_DIR = "torch.libs"  # where delvewheel puts what it vendors into the torch wheel
@@ -69,14 +69,22 @@ def _gaps(report: ClosureReport[pe.PeInfo]) -> dict[str, list[str]]:
     return found
 
 
+def facts_of(plan: Plan) -> WindowsFacts:
+    """The Plan's win-64 facts; StageFailed for a Plan of another platform."""
+    if plan.windows is None:
+        raise StageFailed(STAGE, f"the Plan of {plan.cell_id} names no DLL providers (not a win-64 Plan?)")
+    return plan.windows
+
+
 def _refuse_unknown(plan: Plan, wanted: Sequence[str], imported_by: dict[str, list[str]]) -> None:
-    unknown = [w for w in wanted if not dll_providers.matches(w, plan.redistributable_dlls)]
+    redistributable = facts_of(plan).redistributable_dlls
+    unknown = [w for w in wanted if not dll_providers.matches(w, redistributable)]
     if unknown:
         why = "; ".join(
             f"{w} (imported by {', '.join(imported_by[w.lower()][:3])})" if w.lower() in imported_by else w
             for w in unknown
         )
-        known = ", ".join(plan.redistributable_dlls) or "none"
+        known = ", ".join(redistributable) or "none"
         raise StageFailed(
             STAGE,
             f"the wheel needs {why}, which is no redistributable DLL of {plan.cell_id} (dll_providers.yaml "
@@ -91,7 +99,7 @@ def requirement_dlls(plan: Plan, cache_dir: Path, log: Path) -> dict[str, provid
     dll_providers.yaml names for that DLL (Intel's for MKL and OpenMP), or why it may come unsigned."""
     found: dict[str, provider_dlls.Located] = {}
     target = pip.target_args(plan.python, None, [plan.wheel_tags.platform])
-    providers = plan.dll_providers
+    providers = plan.windows.dll_providers if plan.windows else None
     for wheel in plan.vendored_libraries:
         try:
             archive = downloads.requirement_wheel(wheel, target, cache_dir, log)
@@ -137,6 +145,7 @@ def needs(
     ``from_requirements``: the DLLs of the declared requirements the cell vendors (requirement_dlls), taken from
     there rather than from the redistributables' providers."""
     from_requirements = from_requirements or {}
+    facts = facts_of(plan)
     machine = pe.TAG_MACHINES.get(plan.wheel_tags.platform, "AMD64")
     provided = {**cuda_wheels.provided_libraries(plan.declared_libraries), **(beside or {})}
     before = pe.check_wheel(wheel, python=plan.python, machine=machine, provided=provided, on_demand=on_demand)
@@ -148,11 +157,9 @@ def needs(
     shipped = {name.lower() for name in present}  # torch 2.3.1 ships libiomp5md.dll, which mkl_intel_thread loads
     imported_by = _gaps(before)
     wanted = list(imported_by)
-    loaded = dll_providers.runtime_loaded([*present, *wanted], plan.loaded_by_name)
+    loaded = dll_providers.runtime_loaded([*present, *wanted], facts.loaded_by_name)
     wanted += loaded
-    providers = plan.dll_providers
-    if providers is None:
-        raise StageFailed(STAGE, f"the Plan of {plan.cell_id} names no DLL providers (not a win-64 Plan?)")
+    providers = facts.dll_providers
     located: list[provider_dlls.Located] = []
     for _round in range(MAX_ROUNDS):
         todo = [w for w in wanted if not any(hit.pattern == w for hit in located)]
@@ -173,7 +180,7 @@ def needs(
         more = [name for name in _gaps(after) if name not in wanted]
         for name, importers in _gaps(after).items():
             imported_by.setdefault(name, importers)
-        more += [p for p in dll_providers.runtime_loaded([*present, *(h.name for h in located)], plan.loaded_by_name)
+        more += [p for p in dll_providers.runtime_loaded([*present, *(h.name for h in located)], facts.loaded_by_name)
                  if p not in wanted]  # fmt: skip
         kernels = [p for p in _loaded_by_requirements(plan, [h.name for h in located])
                    if p not in wanted + more and p.lower() not in shipped]  # fmt: skip

@@ -76,7 +76,7 @@ def beside_host(plan: Plan) -> bool:
     """On a host of the cell's platform a smoke stage runs beside the stages it declares (it reads nothing they
     write; a failure among them still stops publish). Under Wine not: verify's loader check and the other smoke
     stage start Wine sessions too."""
-    return plan.platform == host_platform()
+    return plan.platform_module.smoke_backend(host_platform()) == "venv"
 
 
 def _skipped(
@@ -113,7 +113,8 @@ def backend_for(ctx: Context, kind: str) -> Backend | StageResult:
     """The backend that runs the cell's target on this host, or the skipped result saying why there is none."""
     plan = ctx.plan
     host = host_platform()
-    if plan.platform == host:
+    backend = plan.platform_module.smoke_backend(host)
+    if backend == "venv":
         python = find_python(plan.python)
         if python is None:
             # not a plain skip: the cell's own Python is what a user runs the package with
@@ -121,15 +122,15 @@ def backend_for(ctx: Context, kind: str) -> Backend | StageResult:
                    f"`{install_hint(plan.python)}`, then rerun")  # fmt: skip
             return _skipped(plan, kind, why, why, status="unverified")
         return VenvBackend(plan, python, _inputs(ctx, kind)["wheel"], ctx.options.cache_dir)
-    if plan.platform != "win-64" or host != "linux-64":
+    if backend is None or plan.windows is None:  # Wine runs win-64 cells only
         return _skipped(plan, kind, f"needs a {plan.platform} host (this host is {host})")
     found = wine.find()
     if found is None:
         return _skipped(plan, kind, f"needs a win-64 host or Wine ({wine.INSTALL_HINT}; this host is {host})",
                         f"needs a win-64 host or Wine ({wine.INSTALL_HINT})")  # fmt: skip
-    pinned = plan.embeddable
+    pinned = plan.windows.embeddable
     if pinned is None:
-        missing = not_pinned(plan.embeddable_missing)
+        missing = not_pinned(plan.windows.embeddable_missing)
         return _skipped(plan, kind, str(missing), f"needs a win-64 host: {missing.short}")
     paths = _inputs(ctx, kind)
     name = stage_name(kind)

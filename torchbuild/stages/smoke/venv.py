@@ -132,7 +132,8 @@ class VenvBackend:
         """What the environment gets besides the artifacts: smoke_envs.yaml's numpy and extras (a Windows host under
         Wine takes the rows for Wine: numpy >= 2.1 imports complex-math functions that are stubs in Wine 8.0's
         ucrtbase), and the matrix's test_requires."""
-        chosen = self.plan.smoke_extras_wine if wine_version() else self.plan.smoke_extras
+        windows = self.plan.windows
+        chosen = (windows.smoke_extras_wine if windows else ()) if wine_version() else self.plan.smoke_extras
         test = self.plan.user_test
         return [w.requirement for w in chosen] + list(test.requires if test else ())
 
@@ -166,7 +167,7 @@ class VenvBackend:
         requirements = pip_requirements(wheel_requirements(self.wheel), beside)
         _pip_install(env, [*requirements, *self.extras()])
         library_bin = ""
-        if plan.platform == "win-64" and self.cache_dir is not None:
+        if plan.platform_module.conda_windows_layout and self.cache_dir is not None:
             # torch imports from Library\bin what its run dependencies install there (intel-openmp's libiomp5md.dll);
             # rattler installed the package alone, so they come from their vendor wheels, as under Wine.
             library_bin = f"; Library\\bin: {conda_library_bin(plan, prefix(env), self.cache_dir, env.log).describe()}"

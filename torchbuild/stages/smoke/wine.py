@@ -99,11 +99,11 @@ def conda_library_bin(plan: Plan, root: Path, cache_dir: Path, log: Path) -> win
     """``Library\\bin`` of a win-64 conda prefix at ``root`` with the DLLs the package's run dependencies install
     (vc14_runtime, intel-openmp, ...), from their vendor wheels. What the wheel's declared requirements install
     (mkl of torch 2.3.x) comes with its pip dependencies instead."""
-    assert plan.dll_providers is not None
+    assert plan.windows is not None
     names = {w.name: conda_name(plan.conda.pypi_names, w.name).conda for w in plan.declared_libraries}
     vendored = cuda_wheels.left_to_vendor_wheels(plan.conda.provided_dlls, plan.declared_libraries, names)
     return win_env.library_bin(
-        root, vendored, plan.dll_providers, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python,
+        root, vendored, plan.windows.dll_providers, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python,
         cache_dir=cache_dir, log=log,
     )  # fmt: skip
 
@@ -153,7 +153,8 @@ class WineBackend:
             markers = {**plan.conda.marker_environment, "python_full_version": self.embedded.pinned.cpython,
                        "implementation_version": self.embedded.pinned.cpython}  # fmt: skip
             roots = [(str(r), "torch") for r in win_deps.applicable(win_deps.metadata_requires(self.wheel), markers)]
-            roots += [(w.requirement, "smoke_envs.yaml") for w in plan.smoke_extras_wine]
+            extras = plan.windows.smoke_extras_wine if plan.windows else ()
+            roots += [(w.requirement, "smoke_envs.yaml") for w in extras]
             tested = plan.user_test.requires if plan.user_test else ()
             roots += [(line, "matrix.yaml test_requires") for line in tested]
             for name, requires in (companions or {}).items():

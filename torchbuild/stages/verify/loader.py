@@ -102,7 +102,7 @@ def installed_by(plan: Plan, missing: str) -> str:
     hint = cuda_wheels.should_have_provided(dll, plan.declared_libraries)
     if hint.startswith("the declared requirement"):
         return f"{dll}: {hint}"
-    provider = plan.dll_providers.provider_for(dll) if plan.dll_providers else None
+    provider = plan.windows.dll_providers.provider_for(dll) if plan.windows else None
     requirement = provider.requirement(values_for(plan.cuda, plan.cudnn)) if provider else None
     if requirement is None or not plan.declared_libraries:
         return ""
@@ -142,7 +142,8 @@ def loader_checks(
 ) -> list[Check]:
     """TB205 for the wheel, TB108 for the conda package, TB113 for each of ``companions`` (name -> its conda package)
     beside it (win-64 cells only)."""
-    if plan.platform != "win-64":
+    windows = plan.windows
+    if windows is None:
         return []
     beside = dict(companions or {}) if conda is not None else {}
     wanted = [(code, path) for code, path in ((TB205, wheel), (TB108, conda)) if path is not None]
@@ -154,11 +155,11 @@ def loader_checks(
     found = wine.find()
     if found is None:
         return skip(f"needs a win-64 host or Wine ({wine.INSTALL_HINT})")
-    if plan.embeddable is None:
-        return skip(plan.embeddable_missing)
+    if windows.embeddable is None:
+        return skip(windows.embeddable_missing)
     try:
         exe = loadcheck.build(cache_dir, log)
-        embedded = python_embed.provision(plan.embeddable, cache_dir, show_progress=False)
+        embedded = python_embed.provision(windows.embeddable, cache_dir, show_progress=False)
     except loadcheck.Unavailable as exc:
         return skip(str(exc))
     where = f"under {found.label} (python{embedded.tag}.dll from {embedded.pinned.label})"
@@ -173,7 +174,7 @@ def loader_checks(
                 _unpack_pe(wheel, tree)
                 files = _pe_files(tree)
                 theirs = _requirement_dlls(plan, tree, cache_dir, log)
-                dirs = [*plan.dll_search_dirs, *theirs]
+                dirs = [*windows.dll_search_dirs, *theirs]
                 run = loadcheck.check(session, exe, tree, files, python_dir=str(embedded.root), dll_dirs=dirs)
                 run.write_log(log, f"the wheel {wheel.name}")
                 declared = ", ".join(w.pin for w in plan.declared_libraries)
@@ -205,19 +206,20 @@ def _conda(
     environments.python_env(embedded, root)
     python_files = set(_pe_files(root))
     extract.extract_package(conda, root)
-    assert plan.dll_providers is not None
+    windows = plan.windows
+    assert windows is not None
     names = {w.name: conda_name(plan.conda.pypi_names, w.name).conda for w in plan.declared_libraries}
     provided = cuda_wheels.left_to_vendor_wheels(plan.conda.provided_dlls, plan.declared_libraries, names)
     extra_dirs = _requirement_dlls(plan, root, cache_dir, log, plan.conda.site_packages)
     library = environments.library_bin(
-        root, provided, plan.dll_providers, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python,
+        root, provided, windows.dll_providers, cuda=plan.cuda, cudnn=plan.cudnn, python=plan.python,
         cache_dir=cache_dir, log=log,
     )
     extra_dirs = [d for d in extra_dirs if d != environments.LIBRARY_BIN]  # the requirements' site-packages folders
     theirs = tuple(f"{d}/" for d in (environments.LIBRARY_BIN, *extra_dirs))
     files = [f for f in _pe_files(root) if f not in python_files and not f.startswith(theirs)]
     site = plan.conda.site_packages
-    dirs: Sequence[str] = [f"{site}/{d}" for d in plan.dll_search_dirs] + [environments.LIBRARY_BIN, *extra_dirs]
+    dirs: Sequence[str] = [f"{site}/{d}" for d in windows.dll_search_dirs] + [environments.LIBRARY_BIN, *extra_dirs]
     run = loadcheck.check(session, exe, root, files, python_dir=".", dll_dirs=dirs)
     run.write_log(log, f"the conda layout of {conda.name}")
     declared = ", ".join(w.pin for w in plan.declared_libraries)
