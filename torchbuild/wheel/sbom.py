@@ -210,6 +210,10 @@ def build(
     files = []
     for row in sorted(vendored, key=lambda r: r.path):
         origin = _origin(row)
+        if origin.bom_ref.value == torch.bom_ref.value:
+            # The wheel's own upstream file (what a companion's wheel bundles): a ref of its own, else cyclonedx
+            # renames one of the two to a random BomRef and the document, and the wheel, differ on every run.
+            origin.bom_ref.value = f"{origin.bom_ref.value}#upstream-wheel"
         origin = origins.setdefault(str(origin.bom_ref.value), origin)
         file = _file(row, path_prefix + row.path)
         origin.components.add(file)
