@@ -20,7 +20,7 @@ from torchbuild.conda.selectors import conda_selectors
 from torchbuild.config import build_deps, cuda_wheels, dll_providers, era_names, pairing, pypi_to_conda, smoke_envs
 from torchbuild.config.build_deps import Dependency
 from torchbuild.config.build_version import OwnBuild, build_string_label, labelled, own_facts
-from torchbuild.config.companions import UpstreamOpenMp, upstream_openmp
+from torchbuild.config.companions import TORCH, UpstreamOpenMp, upstream_openmp
 from torchbuild.config.compat import (
     CPU,
     Compat,
@@ -38,6 +38,7 @@ from torchbuild.config.dll_providers import ProviderData
 from torchbuild.config.matrix import LATEST, Cell, Matrix
 from torchbuild.config.pypi_to_conda import NameRule
 from torchbuild.config.python_embed import Pinned
+from torchbuild.config.shipped import ShippedPackage, beside
 from torchbuild.config.smoke_envs import Wanted
 from torchbuild.config.support import check_cuda, check_python, resolve_release, supporting
 from torchbuild.config.user_tests import UserTest
@@ -170,6 +171,20 @@ class Plan:
     @property
     def is_cuda(self) -> bool:
         return self.cuda != CPU
+
+    @property
+    def packages(self) -> tuple[ShippedPackage, ...]:
+        """What the cell ships, torch first, then each package the stages build beside it; every stage runs one code
+        path over them (config/shipped.py)."""
+        root = ShippedPackage(
+            name=TORCH, release=self.torch, wheel=self.wheel, package=self.conda.filename.removesuffix(".conda")
+        )
+        return (root, *(beside(c, TORCH) for c in self.companions if c.built))
+
+    @property
+    def dependents(self) -> tuple[ShippedPackage, ...]:
+        """The packages built beside torch (``packages`` less torch): each links against it."""
+        return tuple(p for p in self.packages if not p.is_root)
 
     @property
     def unlabelled_version(self) -> str | None:

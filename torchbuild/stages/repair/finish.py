@@ -1,5 +1,5 @@
 """The last step of every repair: the SBOM added and the wheel written in the deterministic form; and what every
-companion's repair (win-64: companion.py, linux-64: linux_companion.py) ends with."""
+package's repair beside torch (dependent_pe.py, dependent_elf.py) ends with."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from torchbuild.config.cuda_wheels import RequirementWheel
-from torchbuild.config.pairing import Companion
+from torchbuild.config.shipped import ShippedPackage
 from torchbuild.errors import StageFailed
 from torchbuild.host import archives
 from torchbuild.results import Artifact, Check
-from torchbuild.stages import companion_artifact
+from torchbuild.stages import package_artifact
 from torchbuild.wheel import sbom
 from torchbuild.wheel.provenance import SourceInfo
 from torchbuild.wheel.repair_report import RepairReport, Vendored
@@ -39,7 +39,7 @@ def finish_wheel(
             rename=lambda name: moved.get(name, name))  # fmt: skip
 
 
-def bundled_row(companion: Companion, member: str, data: bytes, version: str | None = None) -> Vendored:
+def bundled_row(companion: ShippedPackage, member: str, data: bytes, version: str | None = None) -> Vendored:
     """A library ``companion``'s own wheel ships (``member``, its bytes), as an SBOM row."""
     return Vendored(
         path=member,
@@ -54,8 +54,8 @@ def bundled_row(companion: Companion, member: str, data: bytes, version: str | N
     )
 
 
-def companion_outputs(
-    companion: Companion, target: Path, checks: Sequence[Check], report: RepairReport, failure: str
+def package_outputs(
+    companion: ShippedPackage, target: Path, checks: Sequence[Check], report: RepairReport, failure: str
 ) -> dict[str, Artifact]:
     """A companion's repaired ``target`` and its ``report`` (repair-<name>.json beside it) as the stage's outputs; a
     failed check fails the stage instead, ``target`` removed (``failure``: what the wheel then is not)."""
@@ -67,6 +67,6 @@ def companion_outputs(
     report_path = target.parent / f"repair-{companion.name}.json"
     report.write(report_path)
     return {
-        companion_artifact("repaired_wheel", companion.name): Artifact.of(target),
-        companion_artifact("repair_report", companion.name): Artifact.of(report_path),
+        package_artifact("repaired_wheel", companion): Artifact.of(target),
+        package_artifact("repair_report", companion): Artifact.of(report_path),
     }

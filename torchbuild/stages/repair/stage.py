@@ -27,6 +27,7 @@ torchbuild/wheel/repair_report.py).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import shutil
 import tempfile
@@ -47,8 +48,8 @@ from torchbuild.platforms.closure import F as B
 from torchbuild.platforms.linux import elf, manylinux
 from torchbuild.platforms.windows import pe
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, Stage, companion_artifacts, requirement_libraries
-from torchbuild.stages.repair import companion, windows
+from torchbuild.stages import Context, Stage, companion_artifacts, package_artifact, requirement_libraries
+from torchbuild.stages.repair import dependent_elf, dependent_pe, windows
 from torchbuild.stages.repair.auditwheel_run import Analysis, analyse, auditwheel_excludes, auditwheel_repair
 from torchbuild.stages.repair.finish import finish_wheel
 from torchbuild.wheel import path_budget
@@ -73,7 +74,32 @@ def run(ctx: Context) -> StageResult:
     wheel = ctx.inputs.get("built_wheel")
     if wheel is None:
         raise StageFailed(NAME, "no wheel from the build stage (its output 'built_wheel' is missing)")
-    return companion.repair_all(ctx, repair(ctx, wheel.path))
+    return _with_dependents(ctx, repair(ctx, wheel.path))
+
+
+def _with_dependents(ctx: Context, root: StageResult) -> StageResult:
+    """``root`` (torch's repair) with the repair of every other package the cell ships whose wheel the source stage
+    fetched, beside torch's repaired wheel (each links against it: ``ShippedPackage.links_against``)."""
+    dependents = [p for p in ctx.plan.dependents if package_artifact("source_wheel", p) in ctx.inputs]
+    if not dependents:
+        return root
+    torch = root.outputs["repaired_wheel"].path
+    if ctx.plan.platform == "linux-64":
+        loaded = dependent_elf.loaded_first(torch, ctx.plan.declared_libraries)
+    else:
+        beside = dependent_pe.torch_dlls(torch)
+    outputs, checks, said = dict(root.outputs), list(root.checks), []
+    for package in dependents:
+        wheel = ctx.inputs[package_artifact("source_wheel", package)].path
+        if ctx.plan.platform == "linux-64":
+            made, more, line = dependent_elf.repair(ctx, package, wheel, loaded)
+        else:
+            made, more, line = dependent_pe.repair(ctx, package, wheel, beside)
+        outputs.update(made)
+        checks += more
+        said.append(line)
+    message = "; ".join([root.message, *said])
+    return dataclasses.replace(root, outputs=outputs, checks=tuple(checks), message=message)
 
 
 def source_of(ctx: Context) -> SourceInfo:

@@ -1,4 +1,5 @@
-"""verify of a companion's conda package (win-64 torchvision, torchaudio), read back from disk, in the environment it
+"""verify of the conda package of a package built beside torch (``ShippedPackage.links_against``: torchvision,
+torchaudio), read back from disk, in the environment it
 shares with torch's package:
 
 - the package checks torch's package gets (conda-verify's C11xx, torchbuild's TB10x: checks/package.py);
@@ -28,7 +29,7 @@ from torchbuild.conda.archive import TB100, CondaArchive, PackageUnreadable, pat
 from torchbuild.conda.checks.package import run_checks
 from torchbuild.conda.extract import extract_package
 from torchbuild.config import cuda_wheels
-from torchbuild.config.pairing import Companion
+from torchbuild.config.shipped import ShippedPackage
 from torchbuild.plan import Plan
 from torchbuild.platforms.closure import OpenMpRuntime, UpstreamOpenMp, joint_openmp
 from torchbuild.platforms.linux import elf
@@ -41,7 +42,7 @@ TB112 = define("TB112", "every DLL (linux-64: DT_NEEDED) of the companion's pack
 TB114 = define("TB114", "one OpenMP runtime in a process that imports torch and its companions")
 
 
-def plan_problems(pkg: CondaArchive, plan: Plan, companion: Companion) -> list[str]:
+def plan_problems(pkg: CondaArchive, plan: Plan, companion: ShippedPackage) -> list[str]:
     """TB111's problems: the file, index.json's name, version, build and depends against the Plan."""
     problems = []
     if pkg.path.stem.removesuffix(".tar") != companion.package:
@@ -89,7 +90,7 @@ def elf_closure_check(pkg: CondaArchive, plan: Plan, beside: Sequence[str]) -> t
 
 
 def closure_check(
-    pkg: CondaArchive, plan: Plan, companion: Companion, beside: Sequence[str]
+    pkg: CondaArchive, plan: Plan, companion: ShippedPackage, beside: Sequence[str]
 ) -> tuple[Check, tuple[OpenMpRuntime, ...]]:
     """TB112: the companion's PE files resolve with torch's package's files (``beside``) in the same prefix; and the
     OpenMP runtimes they import."""
@@ -120,7 +121,7 @@ def joint_openmp_check(
     return result(TB114, where, [problem] if problem else [], line)
 
 
-def companion_checks(
+def dependent_checks(
     plan: Plan,
     packages: Mapping[str, Artifact],
     torch_package: Artifact | None,
@@ -132,7 +133,7 @@ def companion_checks(
     checks: list[Check] = []
     openmp: dict[str, Sequence[OpenMpRuntime]] = {} if torch_openmp is None else {"torch": torch_openmp}
     beside: list[str] | None = None
-    for companion in plan.companions:
+    for companion in plan.dependents:
         artifact = packages.get(companion.name)
         if artifact is None:
             continue

@@ -1,17 +1,17 @@
-"""The conda package of a companion the Plan builds (win-64 torchvision), from its repaired wheel, as torch's.
+"""The conda package of a package the Plan builds beside torch (``ShippedPackage.links_against``: torchvision,
+torchaudio), from its repaired wheel, as torch's.
 
 Its run requirements pin the cell's exact pytorch build (``pytorch 2.5.1 py3.11_cpu_0``: version AND build string,
-``Companion.depends``), so that no solve can pair it with another torch; the wheel's own ``torch==X`` becomes that
+``ShippedPackage.depends``), so that no solve can pair it with another torch; the wheel's own ``torch==X`` becomes that
 pin, its other Requires-Dist convert as torch's do (numpy, pillow), and the VC runtime is left to ``vc14_runtime``
 at least as new as the floor its binaries set (its repair report), as for torch. The libraries its wheel bundles
 (libpng16.dll, jpeg8.dll, libwebp.dll, zlib.dll ...) stay in the package: they are listed in its SBOM.
 
-Writes ``conda_package[<name>]``: ``<Companion.package>.conda`` (or .tar.bz2) in the conda stage's directory.
+Writes ``conda_package[<name>]``: ``<ShippedPackage.package>.conda`` (or .tar.bz2) in the conda stage's directory.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from pathlib import Path
 from typing import Any
@@ -20,12 +20,12 @@ from torchbuild.conda import info_files, licenses
 from torchbuild.conda.assembly import assemble, build_timestamp
 from torchbuild.conda.requirements import Conversion, wheel_requires
 from torchbuild.config import dll_providers
-from torchbuild.config.pairing import Companion
+from torchbuild.config.shipped import ShippedPackage
 from torchbuild.errors import as_stage_failure
 from torchbuild.host import archives, scratch
 from torchbuild.platforms.windows import vc_runtime
-from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, companion_artifact, era_kind
+from torchbuild.results import Artifact
+from torchbuild.stages import Context, package_artifact
 from torchbuild.stages.conda import era
 from torchbuild.wheel import provenance, sbom, wheelfile
 from torchbuild.wheel.install import install_wheel
@@ -35,24 +35,8 @@ NAME = "conda"
 HOMES = {"torchvision": "https://github.com/pytorch/vision", "torchaudio": "https://github.com/pytorch/audio"}
 
 
-def package_all(ctx: Context, result: StageResult) -> StageResult:
-    """``result`` (torch's package) with the package of every companion the repair stage repaired."""
-    built = [c for c in ctx.plan.companions if c.built and companion_artifact("repaired_wheel", c.name) in ctx.inputs]
-    if not built:
-        return result
-    outputs, said, aliases = dict(result.outputs), [], {}
-    for companion in built:
-        artifact, line, alias = package(ctx, companion)
-        outputs[companion_artifact("conda_package", companion.name)] = artifact
-        said.append(line)
-        if alias is not None:
-            aliases[era_kind(companion.name)] = alias
-    done = dataclasses.replace(result, outputs=outputs, message="; ".join([result.message, *said]))
-    return era.with_outputs(done, aliases)
-
-
 def depends_of(
-    ctx: Context, companion: Companion, wheel: wheelfile.WheelInfo, report: RepairReport | None
+    ctx: Context, companion: ShippedPackage, wheel: wheelfile.WheelInfo, report: RepairReport | None
 ) -> list[str]:
     """Its run requirements: the cell's Python and exact pytorch build, the wheel's other Requires-Dist, the VC
     runtime at the floor of its binaries."""
@@ -68,13 +52,13 @@ def depends_of(
     return list(dict.fromkeys([*companion.depends, *wheel_requires(wheel, conversion), *vc]))
 
 
-def package(ctx: Context, companion: Companion) -> tuple[Artifact, str, Path | None]:
+def package(ctx: Context, companion: ShippedPackage) -> tuple[Artifact, str, Path | None]:
     """Its package, what the stage says of it, and its package under the 2018 channel's name (torchvision-cpu beside
     a CPU cell of torch 0.3-1.1; None elsewhere), made from the same payload."""
     plan = ctx.plan
     with as_stage_failure(NAME, wheelfile.WheelError):
-        wheel = wheelfile.read_wheel(ctx.inputs[companion_artifact("repaired_wheel", companion.name)].path)
-    report_artifact = ctx.inputs.get(companion_artifact("repair_report", companion.name))
+        wheel = wheelfile.read_wheel(ctx.inputs[package_artifact("repaired_wheel", companion)].path)
+    report_artifact = ctx.inputs.get(package_artifact("repair_report", companion))
     report = RepairReport.read(report_artifact.path) if report_artifact else None
     depends = depends_of(ctx, companion, wheel, report)
     with archives.open_zip(wheel.path) as archive:

@@ -1,5 +1,5 @@
-"""The repair of a companion the Plan builds on a linux-64 CUDA cell (torchvision, torchaudio) from PyPI's wheel,
-beside torch's repaired wheel.
+"""The repair of a package the Plan builds beside torch (``ShippedPackage.links_against``; linux-64 CUDA cells'
+torchvision, torchaudio) from PyPI's wheel, beside torch's repaired wheel, on ELF binaries (PE: dependent_pe.py).
 
 - Its extension modules need torch's own libraries (libc10.so, libtorch_cuda.so, libtorch_python.so) and the CUDA
   runtime (libcudart.so.12) without a search path that reaches them: they load because ``import torch`` (which the
@@ -23,14 +23,14 @@ from pathlib import Path, PurePosixPath
 
 from torchbuild.config import cuda_wheels
 from torchbuild.config.companions import WHERE
-from torchbuild.config.pairing import Companion
+from torchbuild.config.shipped import ShippedPackage
 from torchbuild.errors import StageFailed
 from torchbuild.host import archives
 from torchbuild.platforms.linux import elf
 from torchbuild.results import Artifact, Check
 from torchbuild.stages import Context
 from torchbuild.stages.repair.auditwheel_run import analyse, auditwheel_repair
-from torchbuild.stages.repair.finish import bundled_row, companion_outputs, finish_wheel
+from torchbuild.stages.repair.finish import bundled_row, finish_wheel, package_outputs
 from torchbuild.wheel import provenance
 from torchbuild.wheel.provenance import ENV as EPOCH_ENV
 from torchbuild.wheel.repair_report import RepairReport, Vendored
@@ -56,7 +56,7 @@ def loaded_first(repaired_torch: Path, declared: tuple[cuda_wheels.RequirementWh
     return {**found, **torch_libraries(repaired_torch)}
 
 
-def _bundled(wheel: Path, companion: Companion) -> list[Vendored]:
+def _bundled(wheel: Path, companion: ShippedPackage) -> list[Vendored]:
     """The shared libraries the companion's own wheel ships in <name>.libs (auditwheel's grafts upstream)."""
     rows = []
     with archives.open_zip(wheel) as archive:
@@ -84,7 +84,7 @@ def _grafted(before: Path, after: Path, found_at: Mapping[str, str]) -> list[Ven
 
 
 def repair(
-    ctx: Context, companion: Companion, wheel: Path, loaded: Mapping[str, str]
+    ctx: Context, companion: ShippedPackage, wheel: Path, loaded: Mapping[str, str]
 ) -> tuple[dict[str, Artifact], list[Check], str]:
     """One companion wheel repaired beside torch's (``loaded``: ``loaded_first``): its outputs, checks and one line
     for the stage's message."""
@@ -128,7 +128,7 @@ def repair(
     report = elf.check_wheel(target, tag, scratch=out_dir, loaded=loaded)
     checks = list(report.checks())
     repair_report = RepairReport(wheel=target.name, platform=plan.platform, vendored=(*grafted, *bundled))
-    outputs = companion_outputs(companion, target, checks, repair_report, "does not resolve beside torch")
+    outputs = package_outputs(companion, target, checks, repair_report, "does not resolve beside torch")
     from_torch = sorted({r.needed for r in report.resolved if r.via == "loaded" and "in torch's" in r.target})
     from_requirements = sorted({r.needed for r in report.resolved if r.via == "loaded"} - set(from_torch))
     line = (

@@ -1,5 +1,5 @@
-"""The repair of a companion the Plan builds (win-64 torchvision, torchaudio) from PyPI's wheel, beside torch's
-repaired wheel (linux-64: linux_companion.py).
+"""The repair of a package the Plan builds beside torch (``ShippedPackage.links_against``; win-64 torchvision,
+torchaudio) from PyPI's wheel, beside torch's repaired wheel, on PE binaries (ELF: dependent_elf.py).
 
 - Its binaries import torch's own DLLs (c10.dll, torch_cpu.dll): they resolve against torch's repaired wheel, which
   is installed beside it, and are never vendored: delvewheel gets ``--exclude`` with every DLL name torch's wheel
@@ -19,23 +19,22 @@ time, as torch's. Writes ``repaired_wheel[<name>]`` and ``repair_report[<name>]`
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from torchbuild.config import dll_providers
 from torchbuild.config.companions import WHERE
-from torchbuild.config.pairing import Companion
+from torchbuild.config.shipped import ShippedPackage
 from torchbuild.errors import StageFailed
 from torchbuild.host import archives
 from torchbuild.host.proc import run_tool
 from torchbuild.plan import Plan
 from torchbuild.platforms.windows import pe, vc_runtime
-from torchbuild.results import Artifact, Check, StageResult
-from torchbuild.stages import Context, companion_artifact
-from torchbuild.stages.repair import linux_companion, windows
-from torchbuild.stages.repair.finish import bundled_row, companion_outputs, finish_wheel
+from torchbuild.results import Artifact, Check
+from torchbuild.stages import Context
+from torchbuild.stages.repair import windows
+from torchbuild.stages.repair.finish import bundled_row, finish_wheel, package_outputs
 from torchbuild.wheel import provenance
 from torchbuild.wheel.provenance import ENV as EPOCH_ENV
 from torchbuild.wheel.repair_report import RepairReport, Vendored
@@ -56,31 +55,7 @@ def torch_dlls(repaired_torch: Path) -> dict[str, str]:
     }
 
 
-def repair_all(ctx: Context, result: StageResult) -> StageResult:
-    """``result`` (torch's repair) with the repair of every companion wheel the source stage fetched."""
-    built = [c for c in ctx.plan.companions if c.built and companion_artifact("source_wheel", c.name) in ctx.inputs]
-    if not built:
-        return result
-    torch = result.outputs["repaired_wheel"].path
-    if ctx.plan.platform == "linux-64":
-        loaded = linux_companion.loaded_first(torch, ctx.plan.declared_libraries)
-    else:
-        beside = torch_dlls(torch)
-    outputs, checks, said = dict(result.outputs), list(result.checks), []
-    for companion in built:
-        wheel = ctx.inputs[companion_artifact("source_wheel", companion.name)].path
-        if ctx.plan.platform == "linux-64":
-            made, more, line = linux_companion.repair(ctx, companion, wheel, loaded)
-        else:
-            made, more, line = repair(ctx, companion, wheel, beside)
-        outputs.update(made)
-        checks += more
-        said.append(line)
-    message = "; ".join([result.message, *said])
-    return dataclasses.replace(result, outputs=outputs, checks=tuple(checks), message=message)
-
-
-def _bundled(wheel: Path, companion: Companion) -> list[Vendored]:
+def _bundled(wheel: Path, companion: ShippedPackage) -> list[Vendored]:
     """The DLLs the companion's own wheel ships (not its extensions), as SBOM rows."""
     rows = []
     with archives.open_zip(wheel) as archive:
@@ -92,7 +67,7 @@ def _bundled(wheel: Path, companion: Companion) -> list[Vendored]:
     return rows
 
 
-def _check_torch_serves(plan: Plan, companion: Companion, wheel: Path, beside: Mapping[str, str]) -> None:
+def _check_torch_serves(plan: Plan, companion: ShippedPackage, wheel: Path, beside: Mapping[str, str]) -> None:
     """Refuse a companion that imports a DLL neither its wheel, torch's repaired wheel, the system nor a
     redistributable provides: the cell's torch cannot serve it (another build, or not torch at all)."""
     before = pe.check_wheel(wheel, python=plan.python, provided=beside, on_demand=companion.on_demand_dlls)
@@ -109,7 +84,7 @@ def _check_torch_serves(plan: Plan, companion: Companion, wheel: Path, beside: M
 
 
 def repair(
-    ctx: Context, companion: Companion, wheel: Path, beside: Mapping[str, str]
+    ctx: Context, companion: ShippedPackage, wheel: Path, beside: Mapping[str, str]
 ) -> tuple[dict[str, Artifact], list[Check], str]:
     """One companion wheel repaired beside torch's: its outputs, checks and one line for the stage's message."""
     plan = ctx.plan
@@ -149,7 +124,7 @@ def repair(
     repair_report = RepairReport(
         wheel=target.name, platform=plan.platform, vendored=(*vendored, *bundled), vc_runtime_floor=found.floor
     )
-    outputs = companion_outputs(companion, target, checks, repair_report, "is not self-contained beside torch")
+    outputs = package_outputs(companion, target, checks, repair_report, "is not self-contained beside torch")
     took = ", ".join(PurePosixPath(v.path).name for v in vendored) or "nothing"
     floor = f"VC runtime floor MSVC {found.floor.version} ({found.floor.set_by})" if found.floor else "no VC floor"
     line = (
