@@ -15,7 +15,7 @@ the same stages; torch's artifacts carry the plain names, every other package's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +64,9 @@ class Stage:
     copies_inputs: bool = False
 
 
+EVERY_PACKAGE = "*"
+
+
 def companion_artifact(kind: str, name: str) -> str:
     """The artifact name of a companion's ``kind`` (``repaired_wheel``) artifact: ``repaired_wheel[torchvision]``."""
     return f"{kind}[{name}]"
@@ -76,8 +79,19 @@ def package_artifact(kind: str, package: ShippedPackage) -> str:
 
 
 def companion_artifacts(*kinds: str) -> tuple[str, ...]:
-    """Every companion's artifact name of each of ``kinds``, for a stage's declaration."""
-    return tuple(companion_artifact(kind, name) for kind in kinds for name in COMPANIONS)
+    """A stage's declaration of each of ``kinds`` for every package built beside torch, whichever the Plan ships:
+    ``repaired_wheel[*]`` (``declares``)."""
+    return tuple(companion_artifact(kind, EVERY_PACKAGE) for kind in kinds)
+
+
+def declares(declared: Sequence[str], name: str) -> bool:
+    """Whether a stage's ``declared`` names (what it reads or writes) cover the artifact ``name``: ``name`` itself,
+    or its kind for every package built beside torch (``repaired_wheel[*]`` covers ``repaired_wheel[torchvision]``;
+    the 2018 era's names, ``conda_package[era:pytorch]``, are declared one by one)."""
+    if name in declared:
+        return True
+    kind, _, package = name.partition("[")
+    return bool(package) and not package.startswith("era:") and companion_artifact(kind, EVERY_PACKAGE) in declared
 
 
 ERA_PYTORCH, ERA_SELECTOR = "era:pytorch", "era:selector"

@@ -13,7 +13,8 @@
   virtual packages of a typical machine, must pick this very build.
 - each package built beside torch (``Plan.dependents``: torchvision, torchaudio; dependents.py beside this module):
   its package's checks, TB111 (the Plan's package, pinning the exact pytorch build) and TB112 (its DLLs resolve
-  beside torch's package), and TB302: ``pytorch`` and the companions solved together against a channel of them all must pick every one of them.
+  beside torch's package), and TB302: ``pytorch`` and the companions solved together against a channel of them all
+  must pick every one of them.
 
 Every check goes into the StageResult and into ``checks.json`` in the stage directory; any failed check fails the
 stage with a message naming each failed check's code and file. Each check carries its seconds (report.json, ``-v``):
