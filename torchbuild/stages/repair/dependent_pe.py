@@ -55,7 +55,7 @@ def torch_dlls(repaired_torch: Path) -> dict[str, str]:
     }
 
 
-def _bundled(wheel: Path, companion: ShippedPackage) -> list[Vendored]:
+def _bundled(wheel: Path, shipped: ShippedPackage) -> list[Vendored]:
     """The DLLs the companion's own wheel ships (not its extensions), as SBOM rows."""
     rows = []
     with archives.open_zip(wheel) as archive:
@@ -63,39 +63,39 @@ def _bundled(wheel: Path, companion: ShippedPackage) -> list[Vendored]:
             if not info.filename.lower().endswith(".dll") or info.filename.split("/", 1)[0].endswith(".libs"):
                 continue
             data = archive.read(info)
-            rows.append(bundled_row(companion, info.filename, data, pe.file_version(data, info.filename)))
+            rows.append(bundled_row(shipped, info.filename, data, pe.file_version(data, info.filename)))
     return rows
 
 
-def _check_torch_serves(plan: Plan, companion: ShippedPackage, wheel: Path, beside: Mapping[str, str]) -> None:
+def _check_torch_serves(plan: Plan, shipped: ShippedPackage, wheel: Path, beside: Mapping[str, str]) -> None:
     """Refuse a companion that imports a DLL neither its wheel, torch's repaired wheel, the system nor a
     redistributable provides: the cell's torch cannot serve it (another build, or not torch at all)."""
-    before = pe.check_wheel(wheel, python=plan.python, provided=beside, on_demand=companion.on_demand_dlls)
+    before = pe.check_wheel(wheel, python=plan.python, provided=beside, on_demand=shipped.on_demand_dlls)
     redistributable = plan.redistributable_dlls
     lacking = sorted({m.needed.lower() for m in before.missing if not dll_providers.matches(m.needed, redistributable)})
     if lacking:
         importers = sorted({m.file for m in before.missing if m.needed.lower() in lacking})
         raise StageFailed(
             NAME,
-            f"{wheel.name} ({companion.name} {companion.release}) imports {', '.join(lacking)} (from "
+            f"{wheel.name} ({shipped.name} {shipped.release}) imports {', '.join(lacking)} (from "
             f"{', '.join(importers[:4])}), which torch's repaired wheel does not hold: this cell's torch cannot serve "
-            f"it. Pass the torch build it pairs with, or leave {companion.name} out (--packages torch)",
+            f"it. Pass the torch build it pairs with, or leave {shipped.name} out (--packages torch)",
         )
 
 
 def repair(
-    ctx: Context, companion: ShippedPackage, wheel: Path, beside: Mapping[str, str]
+    ctx: Context, shipped: ShippedPackage, wheel: Path, beside: Mapping[str, str]
 ) -> tuple[dict[str, Artifact], list[Check], str]:
     """One companion wheel repaired beside torch's: its outputs, checks and one line for the stage's message."""
     plan = ctx.plan
     out_dir = ctx.stage_dir(NAME)
     target = out_dir / wheel.name
-    log = ctx.stage_dir("logs") / f"{NAME}-{companion.name}.log"
-    source = provenance.source_info("wheel", f"PyPI {wheel.name}", companion.sha256, "", provenance.wheel_epoch(wheel))
-    _check_torch_serves(plan, companion, wheel, beside)
-    on_demand = companion.on_demand_dlls
+    log = ctx.stage_dir("logs") / f"{NAME}-{shipped.name}.log"
+    source = provenance.source_info("wheel", f"PyPI {wheel.name}", shipped.sha256, "", provenance.wheel_epoch(wheel))
+    _check_torch_serves(plan, shipped, wheel, beside)
+    on_demand = shipped.on_demand_dlls
     found = windows.needs(plan, wheel, ctx.options.cache_dir, log, beside=beside, on_demand=on_demand)
-    libs = f"{companion.name}.libs"
+    libs = f"{shipped.name}.libs"
     with tempfile.TemporaryDirectory(prefix="delvewheel-", dir=out_dir) as tmp:
         argv = windows.delvewheel_argv(
             wheel,
@@ -111,7 +111,7 @@ def repair(
             got = ", ".join(p.name for p in made) or "no wheel"
             raise StageFailed(NAME, f"{what} made {got}; expected {wheel.name}")
         vendored = windows.vendored(made[0], found.located, found.signers, libs_dir=libs)
-        bundled = _bundled(made[0], companion)
+        bundled = _bundled(made[0], shipped)
         finish_wheel(made[0], target, [*vendored, *bundled], source)
 
     machine = pe.TAG_MACHINES.get(plan.wheel_tags.platform, "AMD64")
@@ -124,7 +124,7 @@ def repair(
     repair_report = RepairReport(
         wheel=target.name, platform=plan.platform, vendored=(*vendored, *bundled), vc_runtime_floor=found.floor
     )
-    outputs = package_outputs(companion, target, checks, repair_report, "is not self-contained beside torch")
+    outputs = package_outputs(shipped, target, checks, repair_report, "is not self-contained beside torch")
     took = ", ".join(PurePosixPath(v.path).name for v in vendored) or "nothing"
     floor = f"VC runtime floor MSVC {found.floor.version} ({found.floor.set_by})" if found.floor else "no VC floor"
     line = (

@@ -39,23 +39,23 @@ def finish_wheel(
             rename=lambda name: moved.get(name, name))  # fmt: skip
 
 
-def bundled_row(companion: ShippedPackage, member: str, data: bytes, version: str | None = None) -> Vendored:
-    """A library ``companion``'s own wheel ships (``member``, its bytes), as an SBOM row."""
+def bundled_row(shipped: ShippedPackage, member: str, data: bytes, version: str | None = None) -> Vendored:
+    """A library ``shipped``'s own wheel ships (``member``, its bytes), as an SBOM row."""
     return Vendored(
         path=member,
         sha256=hashlib.sha256(data).hexdigest(),
         size=len(data),
         version=version,
         provider=BUNDLED_BY,
-        origin=companion.wheel,
-        origin_sha256=companion.sha256,
-        origin_name=companion.name,
-        origin_version=companion.release or "",
+        origin=shipped.wheel,
+        origin_sha256=shipped.sha256,
+        origin_name=shipped.name,
+        origin_version=shipped.release or "",
     )
 
 
 def package_outputs(
-    companion: ShippedPackage, target: Path, checks: Sequence[Check], report: RepairReport, failure: str
+    shipped: ShippedPackage, target: Path, checks: Sequence[Check], report: RepairReport, failure: str
 ) -> dict[str, Artifact]:
     """A companion's repaired ``target`` and its ``report`` (repair-<name>.json beside it) as the stage's outputs; a
     failed check fails the stage instead, ``target`` removed (``failure``: what the wheel then is not)."""
@@ -64,9 +64,9 @@ def package_outputs(
         target.unlink()
         problems = "; ".join(c.message for c in failed[:8])
         raise StageFailed(NAME, f"the repaired {target.name} {failure}: {problems}", checks)
-    report_path = target.parent / f"repair-{companion.name}.json"
+    report_path = target.parent / f"repair-{shipped.name}.json"
     report.write(report_path)
     return {
-        package_artifact("repaired_wheel", companion): Artifact.of(target),
-        package_artifact("repair_report", companion): Artifact.of(report_path),
+        package_artifact("repaired_wheel", shipped): Artifact.of(target),
+        package_artifact("repair_report", shipped): Artifact.of(report_path),
     }

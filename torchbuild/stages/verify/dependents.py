@@ -42,22 +42,22 @@ TB112 = define("TB112", "every DLL (linux-64: DT_NEEDED) of the companion's pack
 TB114 = define("TB114", "one OpenMP runtime in a process that imports torch and its companions")
 
 
-def plan_problems(pkg: CondaArchive, plan: Plan, companion: ShippedPackage) -> list[str]:
+def plan_problems(pkg: CondaArchive, plan: Plan, shipped: ShippedPackage) -> list[str]:
     """TB111's problems: the file, index.json's name, version, build and depends against the Plan."""
     problems = []
-    if pkg.path.stem.removesuffix(".tar") != companion.package:
-        problems.append(f"file name {pkg.path.name}, the Plan's is {companion.package}.conda")
-    wanted = {"name": companion.name, "version": companion.release, "build": plan.conda.build_string}
+    if pkg.path.stem.removesuffix(".tar") != shipped.package:
+        problems.append(f"file name {pkg.path.name}, the Plan's is {shipped.package}.conda")
+    wanted = {"name": shipped.name, "version": shipped.release, "build": plan.conda.build_string}
     problems += [
         f"index.json {key} is {pkg.index.get(key)!r}, the Plan's is {value!r}"
         for key, value in wanted.items()
         if pkg.index.get(key) != value
     ]
     depends = [str(d) for d in pkg.index.get("depends") or []]
-    missing = [spec for spec in companion.depends if spec not in depends]
+    missing = [spec for spec in shipped.depends if spec not in depends]
     if missing:
         problems.append(f"index.json depends lacks the Plan's {', '.join(missing)} (it has {', '.join(depends)})")
-    others = [d for d in depends if d.split()[0] == plan.conda.name and d not in companion.depends]
+    others = [d for d in depends if d.split()[0] == plan.conda.name and d not in shipped.depends]
     if others:
         problems.append(f"index.json depends names {plan.conda.name} again, loosely: {', '.join(others)}")
     return problems
@@ -90,7 +90,7 @@ def elf_closure_check(pkg: CondaArchive, plan: Plan, beside: Sequence[str]) -> t
 
 
 def closure_check(
-    pkg: CondaArchive, plan: Plan, companion: ShippedPackage, beside: Sequence[str]
+    pkg: CondaArchive, plan: Plan, shipped: ShippedPackage, beside: Sequence[str]
 ) -> tuple[Check, tuple[OpenMpRuntime, ...]]:
     """TB112: the companion's PE files resolve with torch's package's files (``beside``) in the same prefix; and the
     OpenMP runtimes they import."""
@@ -99,10 +99,10 @@ def closure_check(
     site = plan.conda.site_packages
     files = [m.name for m in pkg.files()]
     pes = [m.pe for m in pkg.files() if m.pe is not None]
-    searched = [f"{site}/{d}" for d in (*SEARCHED, f"{companion.name}.libs")] + [LIBRARY_BIN]
+    searched = [f"{site}/{d}" for d in (*SEARCHED, f"{shipped.name}.libs")] + [LIBRARY_BIN]
     closure = pe.resolve(
         pes, [*files, *beside], python=plan.python, search_dirs=searched, provided=plan.conda.provided_dlls,
-        on_demand=companion.on_demand_dlls,
+        on_demand=shipped.on_demand_dlls,
     )  # fmt: skip
     gaps = [m.message.replace("in the wheel", "in the environment") for m in closure.missing]
     beside_set = set(beside)
@@ -133,8 +133,8 @@ def dependent_checks(
     checks: list[Check] = []
     openmp: dict[str, Sequence[OpenMpRuntime]] = {} if torch_openmp is None else {"torch": torch_openmp}
     beside: list[str] | None = None
-    for companion in plan.dependents:
-        artifact = packages.get(companion.name)
+    for shipped in plan.dependents:
+        artifact = packages.get(shipped.name)
         if artifact is None:
             continue
         try:
@@ -143,12 +143,12 @@ def dependent_checks(
             checks.append(result(TB100, artifact.path, [str(exc)]))
             continue
         checks += [result(TB100, pkg.path, [], f"{pkg.format}, {len(pkg.files()):,} payload files"), *run_checks(pkg)]
-        checks.append(result(TB111, pkg.path, plan_problems(pkg, plan, companion), ", ".join(companion.depends)))
+        checks.append(result(TB111, pkg.path, plan_problems(pkg, plan, shipped), ", ".join(shipped.depends)))
         if torch_package is None:
             checks.append(skipped(TB112, pkg.path, "no conda package of torch to resolve against"))
             continue
         beside = beside if beside is not None else torch_files(torch_package.path)
-        check, openmp[companion.name] = closure_check(pkg, plan, companion, beside)
+        check, openmp[shipped.name] = closure_check(pkg, plan, shipped, beside)
         checks.append(check)
     if torch_package is not None and "torch" in openmp and len(openmp) > 1:
         checks.append(joint_openmp_check(torch_package.path, openmp, upstream))
