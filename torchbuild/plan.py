@@ -20,7 +20,7 @@ from torchbuild.conda.selectors import conda_selectors
 from torchbuild.config import build_deps, cuda_wheels, dll_providers, era_names, pairing, pypi_to_conda, smoke_envs
 from torchbuild.config.build_deps import Dependency
 from torchbuild.config.build_version import OwnBuild, build_string_label, labelled, own_facts
-from torchbuild.config.companions import UpstreamOpenMp, upstream_openmp
+from torchbuild.config.companions import TORCH, UpstreamOpenMp, upstream_openmp
 from torchbuild.config.compat import (
     CPU,
     Compat,
@@ -38,6 +38,7 @@ from torchbuild.config.dll_providers import ProviderData
 from torchbuild.config.matrix import LATEST, Cell, Matrix
 from torchbuild.config.pypi_to_conda import NameRule
 from torchbuild.config.python_embed import Pinned
+from torchbuild.config.shipped import ShippedPackage, beside
 from torchbuild.config.smoke_envs import Wanted
 from torchbuild.config.support import check_cuda, check_python, resolve_release, supporting
 from torchbuild.config.user_tests import UserTest
@@ -173,15 +174,6 @@ class Plan:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
-    # Until stages/repair/companion.py reads plan.windows (issue 41: the per-package path replaces it)
-    @property
-    def redistributable_dlls(self) -> tuple[str, ...]:
-        return self.windows.redistributable_dlls if self.windows else ()
-
-    @property
-    def driver_dlls(self) -> tuple[str, ...]:
-        return self.windows.driver_dlls if self.windows else ()
-
     @property
     def platform_module(self) -> Platform:
         """What the cell's platform decides for every stage (platforms/target.py), by its name."""
@@ -190,6 +182,20 @@ class Plan:
     @property
     def is_cuda(self) -> bool:
         return self.cuda != CPU
+
+    @property
+    def packages(self) -> tuple[ShippedPackage, ...]:
+        """What the cell ships, torch first, then each package the stages build beside it; every stage runs one code
+        path over them (config/shipped.py)."""
+        root = ShippedPackage(
+            name=TORCH, release=self.torch, wheel=self.wheel, package=self.conda.filename.removesuffix(".conda")
+        )
+        return (root, *(beside(c, TORCH) for c in self.companions if c.built))
+
+    @property
+    def dependents(self) -> tuple[ShippedPackage, ...]:
+        """The packages built beside torch (``packages`` less torch): each links against it."""
+        return tuple(p for p in self.packages if not p.is_root)
 
     @property
     def unlabelled_version(self) -> str | None:

@@ -13,8 +13,8 @@ from tests.builders import make_wheel, torch_plan
 from torchbuild.errors import StageFailed
 from torchbuild.platforms.linux import elf
 from torchbuild.results import Check
-from torchbuild.stages.repair.finish import bundled_row, companion_outputs
-from torchbuild.stages.repair.linux_companion import loaded_first, torch_libraries
+from torchbuild.stages.repair.dependent_elf import loaded_first, torch_libraries
+from torchbuild.stages.repair.finish import bundled_row, package_outputs
 from torchbuild.stages.source import _relabel_companion
 from torchbuild.wheel.repair_report import RepairReport
 
@@ -93,7 +93,7 @@ def test_a_companion_of_another_cuda_is_not_relabelled(tmp_path: Path) -> None:
 def test_a_companions_repair_ends_with_its_report_or_fails_removing_the_wheel(tmp_path: Path) -> None:
     """The end both companion repairs share (finish.py): every check passed, repair-<name>.json is written beside
     the wheel and both are the stage's outputs; a failed check fails the stage naming it, the wheel removed."""
-    (vision,) = [c for c in torch_plan("win-64", "cpu", "3.11", "2.5.1").companions if c.built]
+    (vision,) = torch_plan("win-64", "cpu", "3.11", "2.5.1").dependents
     row = bundled_row(vision, "torchvision/libpng16.dll", b"png", "1.6.37")
     assert (row.provider, row.origin, row.origin_name, row.origin_version) == (
         "upstream wheel", vision.wheel, "torchvision", "0.20.1")  # fmt: skip
@@ -101,7 +101,7 @@ def test_a_companions_repair_ends_with_its_report_or_fails_removing_the_wheel(tm
     target = make_wheel(tmp_path, vision.wheel, {"torchvision/__init__.py": b""})
     report = RepairReport(wheel=target.name, platform="win-64", vendored=(row,))
     passed = [Check(name="closure", status="passed", message="complete")]
-    outputs = companion_outputs(vision, target, passed, report, "is not self-contained beside torch")
+    outputs = package_outputs(vision, target, passed, report, "is not self-contained beside torch")
     written = tmp_path / "repair-torchvision.json"
     assert {name: a.path for name, a in outputs.items()} == {
         "repaired_wheel[torchvision]": target, "repair_report[torchvision]": written}  # fmt: skip
@@ -109,7 +109,7 @@ def test_a_companions_repair_ends_with_its_report_or_fails_removing_the_wheel(tm
     written.unlink()
     failed = [*passed, Check(name="closure", status="failed", message="c10.dll: not found")]
     with pytest.raises(StageFailed) as caught:
-        companion_outputs(vision, target, failed, report, "is not self-contained beside torch")
+        package_outputs(vision, target, failed, report, "is not self-contained beside torch")
     assert str(caught.value) == (
         f"repair: the repaired {target.name} is not self-contained beside torch: c10.dll: not found")
     assert caught.value.checks == tuple(failed)

@@ -48,7 +48,7 @@ from torchbuild.results import Artifact, StageResult, sha256_of
 from torchbuild.run import report, repro, state
 from torchbuild.run.records import EXIT_UNVERIFIED, CellRun, StageRecord
 from torchbuild.run.state import State
-from torchbuild.stages import Context, Stage, era_artifacts, publish, smoke_conda, smoke_wheel, source
+from torchbuild.stages import Context, Stage, declares, era_artifacts, publish, smoke_conda, smoke_wheel, source
 from torchbuild.stages.build import stage as build
 from torchbuild.stages.conda import stage as conda
 from torchbuild.stages.repair import stage as repair
@@ -85,7 +85,7 @@ def check_flow(stages: Sequence[Stage]) -> None:
     earlier than it, and one that reads what a stage it runs beside writes."""
     written: list[str] = []
     for index, stage in enumerate(stages):
-        unknown = [name for name in stage.reads if name not in written]
+        unknown = [name for name in stage.reads if not declares(written, name)]
         if unknown:
             earlier = ", ".join(written) or "nothing"
             raise UserError(
@@ -100,7 +100,7 @@ def check_flow(stages: Sequence[Stage]) -> None:
                     f"{', '.join(earlier_stages) or 'none'}). Fix the stage's declaration in "
                     f"{declared_in(stage.name)}."
                 )
-            clash = sorted(set(stage.reads) & set(earlier_stages[other].writes))
+            clash = sorted(name for name in stage.reads if declares(earlier_stages[other].writes, name))
             if clash:
                 raise UserError(
                     f"stage '{stage.name}' runs beside '{other}' but reads {', '.join(clash)}, which '{other}' "
@@ -184,7 +184,7 @@ def _run_stage(stage: Stage, function: StageFunction, ctx: Context, key: str, an
         return StageRecord(stage.name, "failed", time.monotonic() - started, message=message, key=key)
     finally:
         progress.ended(stage.name)
-    undeclared = sorted(set(result.outputs) - set(stage.writes))
+    undeclared = sorted(name for name in result.outputs if not declares(stage.writes, name))
     if undeclared:
         message = f"{stage.name}: wrote {', '.join(undeclared)}, which it does not declare (it writes {stage.writes})"
         return StageRecord(stage.name, "failed", time.monotonic() - started, message=message, key=key)
@@ -238,7 +238,7 @@ class _CellRun:
 
     def prepare(self, stage: Stage) -> _Job | StageRecord:
         """The job that runs ``stage``, or its cached record when its last run still holds (recorded already)."""
-        inputs = {name: self.available[name] for name in stage.reads if name in self.available}
+        inputs = {name: artifact for name, artifact in self.available.items() if declares(stage.reads, name)}
         key = input_key(stage, self.plan, self.options, inputs)
         previous = self.state.stages.get(stage.name)
         if previous is not None and _reusable(stage, previous, key, self.options):

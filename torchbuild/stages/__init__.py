@@ -5,8 +5,9 @@ artifact names below) and which run options shape its output. The runner gives a
 options and the artifacts it declared it reads; a stage reads nothing else, and the stages never import each other
 (the two smoke stages share ``stages/smoke/``, which is no stage of its own).
 
-A companion the Plan builds (``Companion.built``: win-64 torchvision) goes through the same stages under artifact
-names of its own, ``<torch's artifact>[<companion>]``: ``source_wheel[torchvision]``, ``repaired_wheel[torchvision]``,
+Each package the cell ships (``Plan.packages``: torch, then those built beside it, config/shipped.py) goes through
+the same stages; torch's artifacts carry the plain names, every other package's its name,
+``<torch's artifact>[<package>]``: ``source_wheel[torchvision]``, ``repaired_wheel[torchvision]``,
 ``repair_report[torchvision]``, ``conda_package[torchvision]``. The 2018 channel's names a cell of that era adds
 (stages/conda/era.py) are ``conda_package[era:pytorch]`` (pytorch-cpu), ``conda_package[era:selector]`` (cudaXY) and
 ``conda_package[era:<companion>]`` (torchvision-cpu).
@@ -14,12 +15,13 @@ names of its own, ``<torch's artifact>[<companion>]``: ``source_wheel[torchvisio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchbuild.config.companions import COMPANIONS
 from torchbuild.config.options import RunOptions
+from torchbuild.config.shipped import ShippedPackage
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, StageResult
 
@@ -62,14 +64,34 @@ class Stage:
     copies_inputs: bool = False
 
 
+EVERY_PACKAGE = "*"
+
+
 def companion_artifact(kind: str, name: str) -> str:
     """The artifact name of a companion's ``kind`` (``repaired_wheel``) artifact: ``repaired_wheel[torchvision]``."""
     return f"{kind}[{name}]"
 
 
+def package_artifact(kind: str, package: ShippedPackage) -> str:
+    """The artifact name of ``package``'s ``kind`` artifact: ``repaired_wheel`` for torch (the root),
+    ``repaired_wheel[torchvision]`` for a package built beside it."""
+    return kind if package.is_root else companion_artifact(kind, package.name)
+
+
 def companion_artifacts(*kinds: str) -> tuple[str, ...]:
-    """Every companion's artifact name of each of ``kinds``, for a stage's declaration."""
-    return tuple(companion_artifact(kind, name) for kind in kinds for name in COMPANIONS)
+    """A stage's declaration of each of ``kinds`` for every package built beside torch, whichever the Plan ships:
+    ``repaired_wheel[*]`` (``declares``)."""
+    return tuple(companion_artifact(kind, EVERY_PACKAGE) for kind in kinds)
+
+
+def declares(declared: Sequence[str], name: str) -> bool:
+    """Whether a stage's ``declared`` names (what it reads or writes) cover the artifact ``name``: ``name`` itself,
+    or its kind for every package built beside torch (``repaired_wheel[*]`` covers ``repaired_wheel[torchvision]``;
+    the 2018 era's names, ``conda_package[era:pytorch]``, are declared one by one)."""
+    if name in declared:
+        return True
+    kind, _, package = name.partition("[")
+    return bool(package) and not package.startswith("era:") and companion_artifact(kind, EVERY_PACKAGE) in declared
 
 
 ERA_PYTORCH, ERA_SELECTOR = "era:pytorch", "era:selector"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from torchbuild.channels.backends import open_channel
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, Stage, companion_artifact, companion_artifacts, era_artifacts
+from torchbuild.stages import Context, Stage, companion_artifacts, era_artifacts, package_artifact
 
 NAME = "publish"
 
@@ -19,9 +19,9 @@ def run(ctx: Context) -> StageResult:
         raise StageFailed(NAME, f"no {missing} artifact from the earlier stages to publish") from None
     # The companions built beside torch (win-64 torchvision) go in the same publish: one plan, one index.
     companions: dict[str, Artifact] = {}  # a companion's input name (conda_package[torchvision]) -> its file
-    for companion in plan.companions:
+    for package in plan.dependents:
         for kind in ("conda_package", "repaired_wheel"):
-            if (name := companion_artifact(kind, companion.name)) in ctx.inputs:
+            if (name := package_artifact(kind, package)) in ctx.inputs:
                 companions[name] = ctx.inputs[name]
     # The 2018 channel's names a cell of that era adds (pytorch-cpu, torchvision-cpu, cudaXY): stages/conda/era.py
     companions.update({name: ctx.inputs[name] for name in era_artifacts("conda_package") if name in ctx.inputs})

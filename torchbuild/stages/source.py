@@ -51,7 +51,7 @@ from torchbuild.host.console import console
 from torchbuild.host.files import copy_atomic, link, link_atomic
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, StageResult, sha256_of
-from torchbuild.stages import Context, Stage, companion_artifact, companion_artifacts
+from torchbuild.stages import Context, Stage, companion_artifacts, package_artifact
 from torchbuild.wheel import provenance, version_py, wheelfile
 from torchbuild.wheel import version as wheel_version
 
@@ -72,7 +72,7 @@ def run(ctx: Context) -> StageResult:
 def _with_companions(ctx: Context, result: StageResult) -> StageResult:
     """``result`` with PyPI's wheel of each companion the Plan builds, fetched by the sha256 companions.yaml pins
     (host/downloads.py: uv chooses, pip fetches, ``<cache>/wheels/<sha256>/``)."""
-    built = [c for c in ctx.plan.companions if c.built]
+    built = list(ctx.plan.dependents)
     if not built:
         return result
     log = ctx.stage_dir("logs") / f"{NAME}.log"
@@ -93,7 +93,7 @@ def _with_companions(ctx: Context, result: StageResult) -> StageResult:
             artifact, note = _relabel_companion(entry, companion.name, ctx.plan, ctx.stage_dir(NAME))
         else:
             artifact, note = link_atomic(entry, ctx.stage_dir(NAME) / entry.name), ""
-        outputs[companion_artifact("source_wheel", companion.name)] = artifact
+        outputs[package_artifact("source_wheel", companion)] = artifact
         said.append(f"{entry.name} ({_mb(artifact.size)}, sha256 as {WHERE} pins{note})")
     return dataclasses.replace(result, outputs=outputs, message=f"{result.message}; beside it {', '.join(said)}")
 

@@ -21,6 +21,7 @@ The wheel's license files go to ``info/licenses/`` with their relative paths, as
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from collections.abc import Mapping
@@ -36,8 +37,17 @@ from torchbuild.host.console import console
 from torchbuild.plan import Plan
 from torchbuild.platforms.windows import vc_runtime
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import ERA_PYTORCH, ERA_SELECTOR, Context, Stage, companion_artifacts, era_artifacts
-from torchbuild.stages.conda import companion, era, recipe
+from torchbuild.stages import (
+    ERA_PYTORCH,
+    ERA_SELECTOR,
+    Context,
+    Stage,
+    companion_artifacts,
+    era_artifacts,
+    era_kind,
+    package_artifact,
+)
+from torchbuild.stages.conda import dependent, era, recipe
 from torchbuild.wheel import sbom, wheelfile
 from torchbuild.wheel.install import install_wheel
 from torchbuild.wheel.provenance import SourceInfo
@@ -57,11 +67,28 @@ def run(ctx: Context) -> StageResult:
     """The package; what the libraries it uses refuse (a wheel's requirement, its members, the assembly) fails the
     stage with their message."""
     try:
-        return companion.package_all(ctx, _package(ctx))
+        return _with_dependents(ctx, _package(ctx))
     except StageFailed:
         raise
     except UserError as exc:
         raise StageFailed(NAME, str(exc)) from None
+
+
+def _with_dependents(ctx: Context, root: StageResult) -> StageResult:
+    """``root`` (torch's package) with the package of every other package the cell ships that the repair stage
+    repaired, each pinning torch's exact build."""
+    dependents = [p for p in ctx.plan.dependents if package_artifact("repaired_wheel", p) in ctx.inputs]
+    if not dependents:
+        return root
+    outputs, said, aliases = dict(root.outputs), [], {}
+    for package in dependents:
+        artifact, line, alias = dependent.package(ctx, package)
+        outputs[package_artifact("conda_package", package)] = artifact
+        said.append(line)
+        if alias is not None:
+            aliases[era_kind(package.name)] = alias
+    done = dataclasses.replace(root, outputs=outputs, message="; ".join([root.message, *said]))
+    return era.with_outputs(done, aliases)
 
 
 def _package(ctx: Context) -> StageResult:

@@ -1,24 +1,26 @@
 """The last step of every repair: the SBOM added and the wheel written in the deterministic form; and what every
-companion's repair (win-64: companion.py, linux-64: linux_companion.py) ends with."""
+package's repair beside torch (dependent_pe.py, dependent_elf.py) ends with."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from torchbuild.config.cuda_wheels import RequirementWheel
-from torchbuild.config.pairing import Companion
+from torchbuild.config.shipped import ShippedPackage
 from torchbuild.errors import StageFailed
 from torchbuild.host import archives
 from torchbuild.results import Artifact, Check
-from torchbuild.stages import companion_artifact
+from torchbuild.stages import package_artifact
 from torchbuild.wheel import sbom
 from torchbuild.wheel.provenance import SourceInfo
 from torchbuild.wheel.repair_report import RepairReport, Vendored
 from torchbuild.wheel.rewrite import dist_info_of, rewrite
 
 NAME = "repair"
+# One package's repair beside torch's repaired wheel: its outputs, checks and one line for the stage's message
+RepairBeside = Callable[[ShippedPackage, Path], tuple[dict[str, Artifact], list[Check], str]]
 BUNDLED_BY = "upstream wheel"  # Vendored.provider of a library a companion's own wheel ships
 
 
@@ -39,23 +41,23 @@ def finish_wheel(
             rename=lambda name: moved.get(name, name))  # fmt: skip
 
 
-def bundled_row(companion: Companion, member: str, data: bytes, version: str | None = None) -> Vendored:
-    """A library ``companion``'s own wheel ships (``member``, its bytes), as an SBOM row."""
+def bundled_row(shipped: ShippedPackage, member: str, data: bytes, version: str | None = None) -> Vendored:
+    """A library ``shipped``'s own wheel ships (``member``, its bytes), as an SBOM row."""
     return Vendored(
         path=member,
         sha256=hashlib.sha256(data).hexdigest(),
         size=len(data),
         version=version,
         provider=BUNDLED_BY,
-        origin=companion.wheel,
-        origin_sha256=companion.sha256,
-        origin_name=companion.name,
-        origin_version=companion.release or "",
+        origin=shipped.wheel,
+        origin_sha256=shipped.sha256,
+        origin_name=shipped.name,
+        origin_version=shipped.release or "",
     )
 
 
-def companion_outputs(
-    companion: Companion, target: Path, checks: Sequence[Check], report: RepairReport, failure: str
+def package_outputs(
+    shipped: ShippedPackage, target: Path, checks: Sequence[Check], report: RepairReport, failure: str
 ) -> dict[str, Artifact]:
     """A companion's repaired ``target`` and its ``report`` (repair-<name>.json beside it) as the stage's outputs; a
     failed check fails the stage instead, ``target`` removed (``failure``: what the wheel then is not)."""
@@ -64,9 +66,9 @@ def companion_outputs(
         target.unlink()
         problems = "; ".join(c.message for c in failed[:8])
         raise StageFailed(NAME, f"the repaired {target.name} {failure}: {problems}", checks)
-    report_path = target.parent / f"repair-{companion.name}.json"
+    report_path = target.parent / f"repair-{shipped.name}.json"
     report.write(report_path)
     return {
-        companion_artifact("repaired_wheel", companion.name): Artifact.of(target),
-        companion_artifact("repair_report", companion.name): Artifact.of(report_path),
+        package_artifact("repaired_wheel", shipped): Artifact.of(target),
+        package_artifact("repair_report", shipped): Artifact.of(report_path),
     }

@@ -27,6 +27,7 @@ torchbuild/wheel/repair_report.py).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import shutil
 import tempfile
@@ -48,10 +49,10 @@ from torchbuild.platforms.linux import elf, manylinux
 from torchbuild.platforms.target import RepairTool
 from torchbuild.platforms.windows import pe
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, Stage, companion_artifacts, requirement_libraries
-from torchbuild.stages.repair import companion, windows
+from torchbuild.stages import Context, Stage, companion_artifacts, package_artifact, requirement_libraries
+from torchbuild.stages.repair import dependent_elf, dependent_pe, windows
 from torchbuild.stages.repair.auditwheel_run import Analysis, analyse, auditwheel_excludes, auditwheel_repair
-from torchbuild.stages.repair.finish import finish_wheel
+from torchbuild.stages.repair.finish import RepairBeside, finish_wheel
 from torchbuild.wheel import path_budget
 from torchbuild.wheel.provenance import ENV as EPOCH_ENV
 from torchbuild.wheel.provenance import SourceInfo
@@ -72,7 +73,24 @@ def run(ctx: Context) -> StageResult:
     wheel = ctx.inputs.get("built_wheel")
     if wheel is None:
         raise StageFailed(NAME, "no wheel from the build stage (its output 'built_wheel' is missing)")
-    return companion.repair_all(ctx, repair(ctx, wheel.path))
+    return _with_dependents(ctx, repair(ctx, wheel.path))
+
+
+def _with_dependents(ctx: Context, root: StageResult) -> StageResult:
+    """``root`` (torch's repair) with the repair of every other package the cell ships whose wheel the source stage
+    fetched, beside torch's repaired wheel (each links against it: ``ShippedPackage.links_against``)."""
+    dependents = [p for p in ctx.plan.dependents if package_artifact("source_wheel", p) in ctx.inputs]
+    if not dependents:
+        return root
+    repair_beside = DEPENDENT_REPAIRERS[ctx.plan.platform_module.repair_tool](ctx, root.outputs["repaired_wheel"].path)
+    outputs, checks, said = dict(root.outputs), list(root.checks), []
+    for package in dependents:
+        made, more, line = repair_beside(package, ctx.inputs[package_artifact("source_wheel", package)].path)
+        outputs.update(made)
+        checks += more
+        said.append(line)
+    message = "; ".join([root.message, *said])
+    return dataclasses.replace(root, outputs=outputs, checks=tuple(checks), message=message)
 
 
 def source_of(ctx: Context) -> SourceInfo:
@@ -363,6 +381,11 @@ def _outputs(ctx: Context, target: Path) -> dict[str, Artifact]:
 
 # The cell's Platform (platforms/target.py) names its repairer; this stage runs it.
 
+# Each repairer of the packages that link against torch: given torch's repaired wheel, what repairs one of them
+DEPENDENT_REPAIRERS: Mapping[RepairTool, Callable[[Context, Path], RepairBeside]] = {
+    "auditwheel": dependent_elf.repairer,
+    "delvewheel": dependent_pe.repairer,
+}
 REPAIRERS: Mapping[RepairTool, Callable[[Context, Path], StageResult]] = {
     "auditwheel": _repair_linux,
     "delvewheel": _repair_windows,

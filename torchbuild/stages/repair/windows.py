@@ -2,7 +2,7 @@
 
 What is vendored is derived from the wheel: the DLLs its PE files import that are nowhere else (the gaps of its
 import closure), what those DLLs import in turn, and what ``loaded_by_name`` says is loaded at run time by a name in
-no import table; each must be a redistributable DLL the cell's data names (``plan.redistributable_dlls``), and comes
+no import table; each must be a redistributable DLL the cell's data names (``redistributable_dlls``), and comes
 from its provider (dll_providers.py). A VC runtime older than the floor the binaries set (vc_runtime.py) is refused
 before anything is written.
 

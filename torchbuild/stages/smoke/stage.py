@@ -67,7 +67,7 @@ def reads(kind: str) -> tuple[str, ...]:
 
 def _companions(ctx: Context, kind: str) -> dict[str, Path]:
     """The smoked companions' artifacts of ``kind`` that this run made (the Plan builds them), by name."""
-    built = [c.name for c in ctx.plan.companions if c.built and c.name in SMOKED]
+    built = [p.name for p in ctx.plan.dependents if p.name in SMOKED]
     found = {name: ctx.inputs.get(companion_artifact(INPUTS[kind], name)) for name in built}
     return {name: artifact.path for name, artifact in found.items() if artifact is not None}
 
@@ -84,7 +84,7 @@ def _skipped(
 ) -> StageResult:
     """Every check of the stage not run, for ``reason``: "skipped", or "unverified" where the cell is published
     without a check a user relies on (its Python is missing here)."""
-    built = [c.name for c in plan.companions if c.built]
+    built = [p.name for p in plan.dependents]
     said = "skipped" if status == "skipped" else "not run"
     names = [*smoke_checks.check_names(built), *([user_test.NAME] if plan.user_test else [])]
     checks = tuple(Check(name=f"{kind}: {name}", status=status, message=f"{said}: {reason}") for name in names)

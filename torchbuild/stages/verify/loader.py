@@ -271,7 +271,7 @@ def _companion(
     where: str,
 ) -> Check:
     """TB113: ``package`` laid out in the conda layout ``root`` that holds torch's package, its own files loaded."""
-    companion = next(c for c in plan.companions if c.name == name)
+    companion = next(p for p in plan.packages if p.name == name)
     before = set(_pe_files(root))
     extract.extract_package(package, root)
     files = [f for f in _pe_files(root) if f not in before]

@@ -11,9 +11,10 @@
 - the solve (TB301): ``pytorch`` with the cell's Python, against a temporary channel holding only the new package
   plus the real repodata of the cell's era (conda-forge; `main` of 2018 for Python 3.5/3.6 win-64 cells), with the
   virtual packages of a typical machine, must pick this very build.
-- a companion the Plan builds (win-64 torchvision; companion.py beside this module): its package's checks, TB111
-  (the Plan's package, pinning the exact pytorch build) and TB112 (its DLLs resolve beside torch's package), and
-  TB302: ``pytorch`` and the companions solved together against a channel of them all must pick every one of them.
+- each package built beside torch (``Plan.dependents``: torchvision, torchaudio; dependents.py beside this module):
+  its package's checks, TB111 (the Plan's package, pinning the exact pytorch build) and TB112 (its DLLs resolve
+  beside torch's package), and TB302: ``pytorch`` and the companions solved together against a channel of them all
+  must pick every one of them.
 
 Every check goes into the StageResult and into ``checks.json`` in the stage directory; any failed check fails the
 stage with a message naming each failed check's code and file. Each check carries its seconds (report.json, ``-v``):
@@ -52,8 +53,8 @@ from torchbuild.results import (
     timed_together,
     with_time,
 )
-from torchbuild.stages import Context, Stage, companion_artifact, companion_artifacts, requirement_libraries
-from torchbuild.stages.verify import companion
+from torchbuild.stages import Context, Stage, companion_artifacts, package_artifact, requirement_libraries
+from torchbuild.stages.verify import dependents
 from torchbuild.stages.verify.environment import environment_checks, environment_closure
 from torchbuild.stages.verify.loader import loader_checks
 from torchbuild.stages.verify.solve import TB301, solve_check
@@ -171,11 +172,13 @@ def run(ctx: Context) -> StageResult:
         follow = _follower(ctx)
         found, torch_openmp = conda_checks(conda, plan, options.repodata, work, repaired, follow, options.cache_dir)
         checks += found
-    built = {c.name: a for c in plan.companions if (a := ctx.inputs.get(companion_artifact("conda_package", c.name)))}
+    built = {
+        p.name: a for p in plan.dependents if (a := ctx.inputs.get(package_artifact("conda_package", p)))
+    }
     if built:
         upstream, openmp = _upstream(ctx), torch_openmp
         checks += timed_together("the companions' packages",
-                                 lambda: companion.companion_checks(plan, built, conda, openmp, upstream))  # fmt: skip
+                                 lambda: dependents.dependent_checks(plan, built, conda, openmp, upstream))  # fmt: skip
         if conda is not None:
             paths, torch = {name: artifact.path for name, artifact in built.items()}, conda.path
             checks.append(timed(lambda: solve_check(torch, plan, options.repodata, work, paths, options.cache_dir)))

@@ -1,17 +1,17 @@
-"""The conda package of a companion the Plan builds (win-64 torchvision), from its repaired wheel, as torch's.
+"""The conda package of a package the Plan builds beside torch (``ShippedPackage.links_against``: torchvision,
+torchaudio), from its repaired wheel, as torch's.
 
 Its run requirements pin the cell's exact pytorch build (``pytorch 2.5.1 py3.11_cpu_0``: version AND build string,
-``Companion.depends``), so that no solve can pair it with another torch; the wheel's own ``torch==X`` becomes that
+``ShippedPackage.depends``), so that no solve can pair it with another torch; the wheel's own ``torch==X`` becomes that
 pin, its other Requires-Dist convert as torch's do (numpy, pillow), and the VC runtime is left to ``vc14_runtime``
 at least as new as the floor its binaries set (its repair report), as for torch. The libraries its wheel bundles
 (libpng16.dll, jpeg8.dll, libwebp.dll, zlib.dll ...) stay in the package: they are listed in its SBOM.
 
-Writes ``conda_package[<name>]``: ``<Companion.package>.conda`` (or .tar.bz2) in the conda stage's directory.
+Writes ``conda_package[<name>]``: ``<ShippedPackage.package>.conda`` (or .tar.bz2) in the conda stage's directory.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from pathlib import Path
 from typing import Any
@@ -20,12 +20,12 @@ from torchbuild.conda import info_files, licenses
 from torchbuild.conda.assembly import assemble, build_timestamp
 from torchbuild.conda.requirements import Conversion, wheel_requires
 from torchbuild.config import dll_providers
-from torchbuild.config.pairing import Companion
+from torchbuild.config.shipped import ShippedPackage
 from torchbuild.errors import as_stage_failure
 from torchbuild.host import archives, scratch
 from torchbuild.platforms.windows import vc_runtime
-from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, companion_artifact, era_kind
+from torchbuild.results import Artifact
+from torchbuild.stages import Context, package_artifact
 from torchbuild.stages.conda import era
 from torchbuild.wheel import provenance, sbom, wheelfile
 from torchbuild.wheel.install import install_wheel
@@ -35,29 +35,13 @@ NAME = "conda"
 HOMES = {"torchvision": "https://github.com/pytorch/vision", "torchaudio": "https://github.com/pytorch/audio"}
 
 
-def package_all(ctx: Context, result: StageResult) -> StageResult:
-    """``result`` (torch's package) with the package of every companion the repair stage repaired."""
-    built = [c for c in ctx.plan.companions if c.built and companion_artifact("repaired_wheel", c.name) in ctx.inputs]
-    if not built:
-        return result
-    outputs, said, aliases = dict(result.outputs), [], {}
-    for companion in built:
-        artifact, line, alias = package(ctx, companion)
-        outputs[companion_artifact("conda_package", companion.name)] = artifact
-        said.append(line)
-        if alias is not None:
-            aliases[era_kind(companion.name)] = alias
-    done = dataclasses.replace(result, outputs=outputs, message="; ".join([result.message, *said]))
-    return era.with_outputs(done, aliases)
-
-
 def depends_of(
-    ctx: Context, companion: Companion, wheel: wheelfile.WheelInfo, report: RepairReport | None
+    ctx: Context, shipped: ShippedPackage, wheel: wheelfile.WheelInfo, report: RepairReport | None
 ) -> list[str]:
     """Its run requirements: the cell's Python and exact pytorch build, the wheel's other Requires-Dist, the VC
     runtime at the floor of its binaries."""
     plan = ctx.plan
-    pin = companion.depends[-1]
+    pin = shipped.depends[-1]
     conversion = Conversion(
         markers=plan.conda.marker_environment,
         overrides={**plan.conda.requirement_overrides, "torch": pin},
@@ -65,51 +49,51 @@ def depends_of(
     )
     rule = plan.conda.vc_runtime
     vc = [vc_runtime.conda_spec(rule, report.vc_runtime_floor if report else None)] if rule else []
-    return list(dict.fromkeys([*companion.depends, *wheel_requires(wheel, conversion), *vc]))
+    return list(dict.fromkeys([*shipped.depends, *wheel_requires(wheel, conversion), *vc]))
 
 
-def package(ctx: Context, companion: Companion) -> tuple[Artifact, str, Path | None]:
+def package(ctx: Context, shipped: ShippedPackage) -> tuple[Artifact, str, Path | None]:
     """Its package, what the stage says of it, and its package under the 2018 channel's name (torchvision-cpu beside
     a CPU cell of torch 0.3-1.1; None elsewhere), made from the same payload."""
     plan = ctx.plan
     with as_stage_failure(NAME, wheelfile.WheelError):
-        wheel = wheelfile.read_wheel(ctx.inputs[companion_artifact("repaired_wheel", companion.name)].path)
-    report_artifact = ctx.inputs.get(companion_artifact("repair_report", companion.name))
+        wheel = wheelfile.read_wheel(ctx.inputs[package_artifact("repaired_wheel", shipped)].path)
+    report_artifact = ctx.inputs.get(package_artifact("repair_report", shipped))
     report = RepairReport.read(report_artifact.path) if report_artifact else None
-    depends = depends_of(ctx, companion, wheel, report)
+    depends = depends_of(ctx, shipped, wheel, report)
     with archives.open_zip(wheel.path) as archive:
         left_out = dll_providers.provided_members(archive.namelist(), plan.conda.provided_dlls)
         unpacked_size = sum(info.file_size for info in archive.infolist())
     source = provenance.source_info(
-        "wheel", f"PyPI {companion.wheel}", companion.sha256, "", provenance.wheel_epoch(wheel.path)
+        "wheel", f"PyPI {shipped.wheel}", shipped.sha256, "", provenance.wheel_epoch(wheel.path)
     )
-    name = f"{companion.package}.{ctx.options.conda_format}"
-    out_dir = ctx.stage_dir(NAME) / companion.name
+    name = f"{shipped.package}.{ctx.options.conda_format}"
+    out_dir = ctx.stage_dir(NAME) / shipped.name
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in [*out_dir.glob("*.conda"), *out_dir.glob("*.tar.bz2")]:
         stale.unlink()
     vendored = [row for row in (report.vendored if report else ()) if row.path not in left_out]
-    subject = sbom.Subject(artifact=name, name=companion.name, version=companion.release or "", source=source)
+    subject = sbom.Subject(artifact=name, name=shipped.name, version=shipped.release or "", source=source)
     info_sbom = out_dir / sbom.FILE_NAME
     document = sbom.build(subject, vendored, source.epoch, path_prefix=plan.conda.site_packages + "/")
     info_sbom.write_bytes(document.encode("utf-8"))  # not text mode: Windows would write CRLF (TB109 compares it)
     meta: dict[str, Any] = {
-        "package": {"name": companion.name, "version": companion.release},
+        "package": {"name": shipped.name, "version": shipped.release},
         "build": {"string": plan.conda.build_string, "number": plan.conda.build_number},
         "requirements": {"run": depends},
         "about": {
-            "home": HOMES.get(companion.name, "https://pytorch.org/"),
+            "home": HOMES.get(shipped.name, "https://pytorch.org/"),
             "license": "BSD-3-Clause",
             "license_family": "BSD",
-            "summary": f"{companion.name} {companion.release} for pytorch {plan.conda.version} "
-            f"{plan.conda.build_string}, packaged by torchbuild from PyPI's {companion.wheel}.",
+            "summary": f"{shipped.name} {shipped.release} for pytorch {plan.conda.version} "
+            f"{plan.conda.build_string}, packaged by torchbuild from PyPI's {shipped.wheel}.",
         },
     }
     with scratch.directory(unpacked_size, out_dir, "torchbuild-conda-payload-") as staging:
         replace = {sbom.wheel_member(wheel.dist_info): document.encode("utf-8")}
         payload = install_wheel(
-            wheel.path, plan.conda.install_scheme, staging, windows=plan.platform == "win-64", leave_out=left_out,
-            replace=replace,
+            wheel.path, plan.conda.install_scheme, staging, windows=plan.platform_module.conda_windows_layout,
+            leave_out=left_out, replace=replace,
         )
         moved = licenses.take(staging / plan.conda.site_packages, wheel.dist_info, out_dir / "info-licenses")
 
@@ -130,8 +114,8 @@ def package(ctx: Context, companion: Companion) -> tuple[Artifact, str, Path | N
 
         path = package(meta)
         alias = None
-        if alias_name := plan.conda.era.companions.get(companion.name):
-            pinned = era.alias_depends(depends, companion.depends[-1], plan.conda.era.cpu_package)
+        if alias_name := plan.conda.era.companions.get(shipped.name):
+            pinned = era.alias_depends(depends, shipped.depends[-1], plan.conda.era.cpu_package)
             alias = package(era.renamed(meta, alias_name, pinned))
     info_sbom.unlink()
     shutil.rmtree(moved.root)

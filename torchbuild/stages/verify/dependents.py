@@ -1,4 +1,5 @@
-"""verify of a companion's conda package (win-64 torchvision, torchaudio), read back from disk, in the environment it
+"""verify of the conda package of a package built beside torch (``ShippedPackage.links_against``: torchvision,
+torchaudio), read back from disk, in the environment it
 shares with torch's package:
 
 - the package checks torch's package gets (conda-verify's C11xx, torchbuild's TB10x: checks/package.py);
@@ -28,7 +29,7 @@ from torchbuild.conda.archive import TB100, CondaArchive, PackageUnreadable, pat
 from torchbuild.conda.checks.package import run_checks
 from torchbuild.conda.extract import extract_package
 from torchbuild.config import cuda_wheels
-from torchbuild.config.pairing import Companion
+from torchbuild.config.shipped import ShippedPackage
 from torchbuild.plan import Plan
 from torchbuild.platforms.closure import OpenMpRuntime, UpstreamOpenMp, joint_openmp
 from torchbuild.platforms.linux import elf
@@ -41,22 +42,22 @@ TB112 = define("TB112", "every DLL (linux-64: DT_NEEDED) of the companion's pack
 TB114 = define("TB114", "one OpenMP runtime in a process that imports torch and its companions")
 
 
-def plan_problems(pkg: CondaArchive, plan: Plan, companion: Companion) -> list[str]:
+def plan_problems(pkg: CondaArchive, plan: Plan, shipped: ShippedPackage) -> list[str]:
     """TB111's problems: the file, index.json's name, version, build and depends against the Plan."""
     problems = []
-    if pkg.path.stem.removesuffix(".tar") != companion.package:
-        problems.append(f"file name {pkg.path.name}, the Plan's is {companion.package}.conda")
-    wanted = {"name": companion.name, "version": companion.release, "build": plan.conda.build_string}
+    if pkg.path.stem.removesuffix(".tar") != shipped.package:
+        problems.append(f"file name {pkg.path.name}, the Plan's is {shipped.package}.conda")
+    wanted = {"name": shipped.name, "version": shipped.release, "build": plan.conda.build_string}
     problems += [
         f"index.json {key} is {pkg.index.get(key)!r}, the Plan's is {value!r}"
         for key, value in wanted.items()
         if pkg.index.get(key) != value
     ]
     depends = [str(d) for d in pkg.index.get("depends") or []]
-    missing = [spec for spec in companion.depends if spec not in depends]
+    missing = [spec for spec in shipped.depends if spec not in depends]
     if missing:
         problems.append(f"index.json depends lacks the Plan's {', '.join(missing)} (it has {', '.join(depends)})")
-    others = [d for d in depends if d.split()[0] == plan.conda.name and d not in companion.depends]
+    others = [d for d in depends if d.split()[0] == plan.conda.name and d not in shipped.depends]
     if others:
         problems.append(f"index.json depends names {plan.conda.name} again, loosely: {', '.join(others)}")
     return problems
@@ -89,19 +90,26 @@ def elf_closure_check(pkg: CondaArchive, plan: Plan, beside: Sequence[str]) -> t
 
 
 def closure_check(
-    pkg: CondaArchive, plan: Plan, companion: Companion, beside: Sequence[str]
+    pkg: CondaArchive, plan: Plan, shipped: ShippedPackage, beside: Sequence[str]
+) -> tuple[Check, tuple[OpenMpRuntime, ...]]:
+    """TB112 of the cell's library format (its platform's repairer: auditwheel for ELF, delvewheel for PE)."""
+    if plan.platform_module.repair_tool == "auditwheel":
+        return elf_closure_check(pkg, plan, beside)
+    return pe_closure_check(pkg, plan, shipped, beside)
+
+
+def pe_closure_check(
+    pkg: CondaArchive, plan: Plan, shipped: ShippedPackage, beside: Sequence[str]
 ) -> tuple[Check, tuple[OpenMpRuntime, ...]]:
     """TB112: the companion's PE files resolve with torch's package's files (``beside``) in the same prefix; and the
     OpenMP runtimes they import."""
-    if plan.platform == "linux-64":
-        return elf_closure_check(pkg, plan, beside)
     site = plan.conda.site_packages
     files = [m.name for m in pkg.files()]
     pes = [m.pe for m in pkg.files() if m.pe is not None]
-    searched = [f"{site}/{d}" for d in (*SEARCHED, f"{companion.name}.libs")] + [LIBRARY_BIN]
+    searched = [f"{site}/{d}" for d in (*SEARCHED, f"{shipped.name}.libs")] + [LIBRARY_BIN]
     closure = pe.resolve(
         pes, [*files, *beside], python=plan.python, search_dirs=searched, provided=plan.conda.provided_dlls,
-        on_demand=companion.on_demand_dlls,
+        on_demand=shipped.on_demand_dlls,
     )  # fmt: skip
     gaps = [m.message.replace("in the wheel", "in the environment") for m in closure.missing]
     beside_set = set(beside)
@@ -120,7 +128,7 @@ def joint_openmp_check(
     return result(TB114, where, [problem] if problem else [], line)
 
 
-def companion_checks(
+def dependent_checks(
     plan: Plan,
     packages: Mapping[str, Artifact],
     torch_package: Artifact | None,
@@ -132,8 +140,8 @@ def companion_checks(
     checks: list[Check] = []
     openmp: dict[str, Sequence[OpenMpRuntime]] = {} if torch_openmp is None else {"torch": torch_openmp}
     beside: list[str] | None = None
-    for companion in plan.companions:
-        artifact = packages.get(companion.name)
+    for shipped in plan.dependents:
+        artifact = packages.get(shipped.name)
         if artifact is None:
             continue
         try:
@@ -142,12 +150,12 @@ def companion_checks(
             checks.append(result(TB100, artifact.path, [str(exc)]))
             continue
         checks += [result(TB100, pkg.path, [], f"{pkg.format}, {len(pkg.files()):,} payload files"), *run_checks(pkg)]
-        checks.append(result(TB111, pkg.path, plan_problems(pkg, plan, companion), ", ".join(companion.depends)))
+        checks.append(result(TB111, pkg.path, plan_problems(pkg, plan, shipped), ", ".join(shipped.depends)))
         if torch_package is None:
             checks.append(skipped(TB112, pkg.path, "no conda package of torch to resolve against"))
             continue
         beside = beside if beside is not None else torch_files(torch_package.path)
-        check, openmp[companion.name] = closure_check(pkg, plan, companion, beside)
+        check, openmp[shipped.name] = closure_check(pkg, plan, shipped, beside)
         checks.append(check)
     if torch_package is not None and "torch" in openmp and len(openmp) > 1:
         checks.append(joint_openmp_check(torch_package.path, openmp, upstream))

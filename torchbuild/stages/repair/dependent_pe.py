@@ -1,5 +1,5 @@
-"""The repair of a companion the Plan builds (win-64 torchvision, torchaudio) from PyPI's wheel, beside torch's
-repaired wheel (linux-64: linux_companion.py).
+"""The repair of a package the Plan builds beside torch (``ShippedPackage.links_against``; win-64 torchvision,
+torchaudio) from PyPI's wheel, beside torch's repaired wheel, on PE binaries (ELF: dependent_elf.py).
 
 - Its binaries import torch's own DLLs (c10.dll, torch_cpu.dll): they resolve against torch's repaired wheel, which
   is installed beside it, and are never vendored: delvewheel gets ``--exclude`` with every DLL name torch's wheel
@@ -19,23 +19,22 @@ time, as torch's. Writes ``repaired_wheel[<name>]`` and ``repair_report[<name>]`
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from torchbuild.config import dll_providers
 from torchbuild.config.companions import WHERE
-from torchbuild.config.pairing import Companion
+from torchbuild.config.shipped import ShippedPackage
 from torchbuild.errors import StageFailed, as_stage_failure
 from torchbuild.host import archives
 from torchbuild.host.proc import ToolError, run_tool
 from torchbuild.plan import Plan
 from torchbuild.platforms.windows import pe, vc_runtime
-from torchbuild.results import Artifact, Check, StageResult
-from torchbuild.stages import Context, companion_artifact
-from torchbuild.stages.repair import linux_companion, windows
-from torchbuild.stages.repair.finish import bundled_row, companion_outputs, finish_wheel
+from torchbuild.results import Artifact, Check
+from torchbuild.stages import Context
+from torchbuild.stages.repair import windows
+from torchbuild.stages.repair.finish import RepairBeside, bundled_row, finish_wheel, package_outputs
 from torchbuild.wheel import provenance
 from torchbuild.wheel.provenance import ENV as EPOCH_ENV
 from torchbuild.wheel.repair_report import RepairReport, Vendored
@@ -56,31 +55,7 @@ def torch_dlls(repaired_torch: Path) -> dict[str, str]:
     }
 
 
-def repair_all(ctx: Context, result: StageResult) -> StageResult:
-    """``result`` (torch's repair) with the repair of every companion wheel the source stage fetched."""
-    built = [c for c in ctx.plan.companions if c.built and companion_artifact("source_wheel", c.name) in ctx.inputs]
-    if not built:
-        return result
-    torch = result.outputs["repaired_wheel"].path
-    if ctx.plan.platform == "linux-64":
-        loaded = linux_companion.loaded_first(torch, ctx.plan.declared_libraries)
-    else:
-        beside = torch_dlls(torch)
-    outputs, checks, said = dict(result.outputs), list(result.checks), []
-    for companion in built:
-        wheel = ctx.inputs[companion_artifact("source_wheel", companion.name)].path
-        if ctx.plan.platform == "linux-64":
-            made, more, line = linux_companion.repair(ctx, companion, wheel, loaded)
-        else:
-            made, more, line = repair(ctx, companion, wheel, beside)
-        outputs.update(made)
-        checks += more
-        said.append(line)
-    message = "; ".join([result.message, *said])
-    return dataclasses.replace(result, outputs=outputs, checks=tuple(checks), message=message)
-
-
-def _bundled(wheel: Path, companion: Companion) -> list[Vendored]:
+def _bundled(wheel: Path, shipped: ShippedPackage) -> list[Vendored]:
     """The DLLs the companion's own wheel ships (not its extensions), as SBOM rows."""
     rows = []
     with archives.open_zip(wheel) as archive:
@@ -88,46 +63,53 @@ def _bundled(wheel: Path, companion: Companion) -> list[Vendored]:
             if not info.filename.lower().endswith(".dll") or info.filename.split("/", 1)[0].endswith(".libs"):
                 continue
             data = archive.read(info)
-            rows.append(bundled_row(companion, info.filename, data, pe.file_version(data, info.filename)))
+            rows.append(bundled_row(shipped, info.filename, data, pe.file_version(data, info.filename)))
     return rows
 
 
-def _check_torch_serves(plan: Plan, companion: Companion, wheel: Path, beside: Mapping[str, str]) -> None:
+def _check_torch_serves(plan: Plan, shipped: ShippedPackage, wheel: Path, beside: Mapping[str, str]) -> None:
     """Refuse a companion that imports a DLL neither its wheel, torch's repaired wheel, the system nor a
     redistributable provides: the cell's torch cannot serve it (another build, or not torch at all)."""
-    before = pe.check_wheel(wheel, python=plan.python, provided=beside, on_demand=companion.on_demand_dlls)
-    redistributable = plan.redistributable_dlls
+    before = pe.check_wheel(wheel, python=plan.python, provided=beside, on_demand=shipped.on_demand_dlls)
+    redistributable = windows.facts_of(plan).redistributable_dlls
     lacking = sorted({m.needed.lower() for m in before.missing if not dll_providers.matches(m.needed, redistributable)})
     if lacking:
         importers = sorted({m.file for m in before.missing if m.needed.lower() in lacking})
         raise StageFailed(
             NAME,
-            f"{wheel.name} ({companion.name} {companion.release}) imports {', '.join(lacking)} (from "
+            f"{wheel.name} ({shipped.name} {shipped.release}) imports {', '.join(lacking)} (from "
             f"{', '.join(importers[:4])}), which torch's repaired wheel does not hold: this cell's torch cannot serve "
-            f"it. Pass the torch build it pairs with, or leave {companion.name} out (--packages torch)",
+            f"it. Pass the torch build it pairs with, or leave {shipped.name} out (--packages torch)",
         )
 
 
+def repairer(ctx: Context, torch: Path) -> RepairBeside:
+    """What repairs each package that links against ``torch`` (the repaired wheel), with what it needs of torch's
+    wheel read once."""
+    beside = torch_dlls(torch)
+    return lambda shipped, wheel: repair(ctx, shipped, wheel, beside)
+
+
 def repair(
-    ctx: Context, companion: Companion, wheel: Path, beside: Mapping[str, str]
+    ctx: Context, shipped: ShippedPackage, wheel: Path, beside: Mapping[str, str]
 ) -> tuple[dict[str, Artifact], list[Check], str]:
     """One companion wheel repaired beside torch's: its outputs, checks and one line for the stage's message."""
     plan = ctx.plan
     out_dir = ctx.stage_dir(NAME)
     target = out_dir / wheel.name
-    log = ctx.stage_dir("logs") / f"{NAME}-{companion.name}.log"
-    source = provenance.source_info("wheel", f"PyPI {wheel.name}", companion.sha256, "", provenance.wheel_epoch(wheel))
-    _check_torch_serves(plan, companion, wheel, beside)
-    on_demand = companion.on_demand_dlls
+    log = ctx.stage_dir("logs") / f"{NAME}-{shipped.name}.log"
+    source = provenance.source_info("wheel", f"PyPI {wheel.name}", shipped.sha256, "", provenance.wheel_epoch(wheel))
+    _check_torch_serves(plan, shipped, wheel, beside)
+    on_demand = shipped.on_demand_dlls
     found = windows.needs(plan, wheel, ctx.options.cache_dir, log, beside=beside, on_demand=on_demand)
-    libs = f"{companion.name}.libs"
+    libs = f"{shipped.name}.libs"
     with tempfile.TemporaryDirectory(prefix="delvewheel-", dir=out_dir) as tmp:
         argv = windows.delvewheel_argv(
             wheel,
             Path(tmp),
             sorted({hit.path.parent for hit in found.located}),
             sorted({hit.name for hit in found.located}),
-            [*plan.driver_dlls, *beside, *on_demand],
+            [*windows.facts_of(plan).driver_dlls, *beside, *on_demand],
         )
         what = f"delvewheel repair of {wheel.name}"
         with as_stage_failure(NAME, ToolError):
@@ -137,7 +119,7 @@ def repair(
             got = ", ".join(p.name for p in made) or "no wheel"
             raise StageFailed(NAME, f"{what} made {got}; expected {wheel.name}")
         vendored = windows.vendored(made[0], found.located, found.signers, libs_dir=libs)
-        bundled = _bundled(made[0], companion)
+        bundled = _bundled(made[0], shipped)
         finish_wheel(made[0], target, [*vendored, *bundled], source)
 
     machine = pe.TAG_MACHINES.get(plan.wheel_tags.platform, "AMD64")
@@ -150,7 +132,7 @@ def repair(
     repair_report = RepairReport(
         wheel=target.name, platform=plan.platform, vendored=(*vendored, *bundled), vc_runtime_floor=found.floor
     )
-    outputs = companion_outputs(companion, target, checks, repair_report, "is not self-contained beside torch")
+    outputs = package_outputs(shipped, target, checks, repair_report, "is not self-contained beside torch")
     took = ", ".join(PurePosixPath(v.path).name for v in vendored) or "nothing"
     floor = f"VC runtime floor MSVC {found.floor.version} ({found.floor.set_by})" if found.floor else "no VC floor"
     line = (

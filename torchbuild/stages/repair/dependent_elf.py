@@ -1,5 +1,5 @@
-"""The repair of a companion the Plan builds on a linux-64 CUDA cell (torchvision, torchaudio) from PyPI's wheel,
-beside torch's repaired wheel.
+"""The repair of a package the Plan builds beside torch (``ShippedPackage.links_against``; linux-64 CUDA cells'
+torchvision, torchaudio) from PyPI's wheel, beside torch's repaired wheel, on ELF binaries (PE: dependent_pe.py).
 
 - Its extension modules need torch's own libraries (libc10.so, libtorch_cuda.so, libtorch_python.so) and the CUDA
   runtime (libcudart.so.12) without a search path that reaches them: they load because ``import torch`` (which the
@@ -23,14 +23,14 @@ from pathlib import Path, PurePosixPath
 
 from torchbuild.config import cuda_wheels
 from torchbuild.config.companions import WHERE
-from torchbuild.config.pairing import Companion
+from torchbuild.config.shipped import ShippedPackage
 from torchbuild.errors import StageFailed
 from torchbuild.host import archives
 from torchbuild.platforms.linux import elf
 from torchbuild.results import Artifact, Check
 from torchbuild.stages import Context
 from torchbuild.stages.repair.auditwheel_run import analyse, auditwheel_repair
-from torchbuild.stages.repair.finish import bundled_row, companion_outputs, finish_wheel
+from torchbuild.stages.repair.finish import RepairBeside, bundled_row, finish_wheel, package_outputs
 from torchbuild.wheel import provenance
 from torchbuild.wheel.provenance import ENV as EPOCH_ENV
 from torchbuild.wheel.repair_report import RepairReport, Vendored
@@ -56,14 +56,14 @@ def loaded_first(repaired_torch: Path, declared: tuple[cuda_wheels.RequirementWh
     return {**found, **torch_libraries(repaired_torch)}
 
 
-def _bundled(wheel: Path, companion: Companion) -> list[Vendored]:
+def _bundled(wheel: Path, shipped: ShippedPackage) -> list[Vendored]:
     """The shared libraries the companion's own wheel ships in <name>.libs (auditwheel's grafts upstream)."""
     rows = []
     with archives.open_zip(wheel) as archive:
         for info in archive.infolist():
-            if not info.filename.startswith(f"{companion.name}.libs/") or not elf.SHARED_OBJECT.search(info.filename):
+            if not info.filename.startswith(f"{shipped.name}.libs/") or not elf.SHARED_OBJECT.search(info.filename):
                 continue
-            rows.append(bundled_row(companion, info.filename, archive.read(info)))
+            rows.append(bundled_row(shipped, info.filename, archive.read(info)))
     return rows
 
 
@@ -83,8 +83,15 @@ def _grafted(before: Path, after: Path, found_at: Mapping[str, str]) -> list[Ven
     return rows
 
 
+def repairer(ctx: Context, torch: Path) -> RepairBeside:
+    """What repairs each package that links against ``torch`` (the repaired wheel), with what it needs of torch's
+    wheel read once."""
+    beside = loaded_first(torch, ctx.plan.declared_libraries)
+    return lambda shipped, wheel: repair(ctx, shipped, wheel, beside)
+
+
 def repair(
-    ctx: Context, companion: Companion, wheel: Path, loaded: Mapping[str, str]
+    ctx: Context, shipped: ShippedPackage, wheel: Path, loaded: Mapping[str, str]
 ) -> tuple[dict[str, Artifact], list[Check], str]:
     """One companion wheel repaired beside torch's (``loaded``: ``loaded_first``): its outputs, checks and one line
     for the stage's message."""
@@ -92,17 +99,17 @@ def repair(
     tag = plan.wheel_tags.platform
     out_dir = ctx.stage_dir(NAME)
     target = out_dir / wheel.name
-    log = ctx.stage_dir("logs") / f"{NAME}-{companion.name}.log"
-    source = provenance.source_info("wheel", f"PyPI {companion.wheel}", companion.sha256, "",
+    log = ctx.stage_dir("logs") / f"{NAME}-{shipped.name}.log"
+    source = provenance.source_info("wheel", f"PyPI {shipped.wheel}", shipped.sha256, "",
                                     provenance.wheel_epoch(wheel))  # fmt: skip
     before = elf.check_wheel(wheel, tag, scratch=out_dir, loaded=loaded)
     if before.missing:
         gaps = "; ".join(m.message for m in before.missing[:6])
         raise StageFailed(
             NAME,
-            f"{wheel.name} ({companion.name} {companion.release}) needs libraries that neither it, torch's repaired "
+            f"{wheel.name} ({shipped.name} {shipped.release}) needs libraries that neither it, torch's repaired "
             f"wheel nor torch's declared requirements provide: {gaps}. This cell's torch cannot serve it: pass the "
-            f"torch build it pairs with, or leave {companion.name} out (--packages torch)",
+            f"torch build it pairs with, or leave {shipped.name} out (--packages torch)",
         )
     excludes = {**elf.DRIVER_LIBRARIES, **{name: f"loaded first: {where}" for name, where in loaded.items()}}
     with archives.open_zip(wheel) as archive:
@@ -123,12 +130,12 @@ def repair(
         else:
             made, grafted = wheel, []
             how = f"auditwheel: already {tag}, nothing to graft (copied through, SBOM added)"
-        bundled = _bundled(made, companion)
+        bundled = _bundled(made, shipped)
         finish_wheel(made, target, [*grafted, *bundled], source)
     report = elf.check_wheel(target, tag, scratch=out_dir, loaded=loaded)
     checks = list(report.checks())
     repair_report = RepairReport(wheel=target.name, platform=plan.platform, vendored=(*grafted, *bundled))
-    outputs = companion_outputs(companion, target, checks, repair_report, "does not resolve beside torch")
+    outputs = package_outputs(shipped, target, checks, repair_report, "does not resolve beside torch")
     from_torch = sorted({r.needed for r in report.resolved if r.via == "loaded" and "in torch's" in r.target})
     from_requirements = sorted({r.needed for r in report.resolved if r.via == "loaded"} - set(from_torch))
     line = (
