@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -174,6 +175,16 @@ def test_a_killed_pipeline_takes_the_builds_whole_tree_with_it(tmp_path: Path) -
     pipeline.kill()
     pipeline.wait()
     assert _stopped(beats), "the build's grandchild still runs after the pipeline was killed"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="skipped: a process's signals are POSIX's")
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_a_build_ended_by_a_signal_says_which(tmp_path: Path, signum: int) -> None:
+    body = f"import os\nos.kill(os.getpid(), {int(signum)})\n"
+    outcome = run_build(_script(tmp_path, body), cwd=tmp_path, env=dict(os.environ), log=tmp_path / "build.log",
+                        timeout_s=60, progress=Progress("build", io.StringIO(), interactive=False))  # fmt: skip
+    assert outcome.returncode == -signum
+    assert outcome.failure_message("the build", 60).startswith(f"the build failed (exit {-signum}) after 0:0")
 
 
 def test_heartbeat_off_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:

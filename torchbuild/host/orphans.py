@@ -55,8 +55,9 @@ if pid == 0:
         os._exit({NOT_FOUND})
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-if code < 0:
-    signal.signal(-code, signal.SIG_DFL)
+if code < 0:  # ended by a signal: the same one ends the launcher (SIGKILL's action cannot be set, nor need be)
+    if -code != signal.SIGKILL:
+        signal.signal(-code, signal.SIG_DFL)
     os.kill(os.getpid(), -code)
 os._exit(code)
 """
