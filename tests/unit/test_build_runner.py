@@ -178,9 +178,10 @@ def test_a_killed_pipeline_takes_the_builds_whole_tree_with_it(tmp_path: Path) -
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="skipped: a process's signals are POSIX's")
-@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
-def test_a_build_ended_by_a_signal_says_which(tmp_path: Path, signum: int) -> None:
-    body = f"import os\nos.kill(os.getpid(), {int(signum)})\n"
+@pytest.mark.parametrize("name", ["SIGKILL", "SIGTERM"])
+def test_a_build_ended_by_a_signal_says_which(tmp_path: Path, name: str) -> None:
+    signum = int(getattr(signal, name))
+    body = f"import os\nos.kill(os.getpid(), {signum})\n"
     outcome = run_build(_script(tmp_path, body), cwd=tmp_path, env=dict(os.environ), log=tmp_path / "build.log",
                         timeout_s=60, progress=Progress("build", io.StringIO(), interactive=False))  # fmt: skip
     assert outcome.returncode == -signum
