@@ -223,10 +223,11 @@ def build_machine_env(cuda: str | None) -> dict[str, str]:
 
 def run(
     python: Path, args: list[str], cache_dir: Path, *, cwd: Path = ROOT, vc_runtime: bool = True,
-    cuda_path: str | None = None,
+    cuda_path: str | None = None, pe_fixtures: bool = False,
 ) -> wine.Ran:  # fmt: skip
     """``python.exe *args`` under Wine in a fresh prefix (System32 with the real VC runtime unless ``vc_runtime``
-    is False; with ``cuda_path`` X.Y, CUDA_PATH_VX_Y's bin and ONEAPI_ROOT's MKL and OpenMP folders laid out)."""
+    is False; with ``cuda_path`` X.Y, CUDA_PATH_VX_Y's bin and ONEAPI_ROOT's MKL and OpenMP folders laid out;
+    ``pe_fixtures``: the tests' PE fixtures built on this side, see ``prebuilt_pe_fixtures``)."""
     found = wine.find()
     if found is None:
         raise UserError(f"Wine is not installed ({wine.INSTALL_HINT})")
@@ -235,11 +236,28 @@ def run(
     with tempfile.TemporaryDirectory(prefix="wine-host-") as tmp:
         prefix = wine.fresh_prefix(found, cache_dir, Path(tmp) / "prefix")
         lay_out_system32(prefix, dlls)
+        if pe_fixtures:
+            env.update(prebuilt_pe_fixtures(Path(tmp) / "pe-fixtures"))
         if cuda_path is not None:
             lay_out_providers(prefix, CUDA_PROVIDERS, cuda_path, env, cache_dir)
             lay_out_providers(prefix, ONEAPI_PROVIDERS, cuda_path, env, cache_dir)
         with wine.Session(found, prefix, env) as session:
             return session.run([python, *args], timeout=RUN_TIMEOUT_S, cwd=cwd)
+
+
+def prebuilt_pe_fixtures(dest: Path) -> dict[str, str]:
+    """The tests' PE fixtures compiled with mingw-w64 here into ``dest``, and the variable that tells the Windows
+    side's pe_fixtures fixture where they are (mingw-w64 cannot run there). Nothing where mingw-w64 is missing: those
+    tests then skip, saying so."""
+    from tests import pe_fixtures  # pytest's side of the source tree, needed only by the `pytest` subcommand
+
+    if pe_fixtures.missing_tools():
+        return {}
+    try:
+        pe_fixtures.compile_all(dest)
+    except RuntimeError as exc:
+        raise UserError(f"the tests' PE fixtures could not be built with mingw-w64: {exc}") from None
+    return {pe_fixtures.PREBUILT: wine.windows_path(dest)}
 
 
 def quick_tests(listing: Path = UNDER_WINE) -> list[str]:
@@ -308,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
             python, vc_runtime = host.python, True
         else:
             python, vc_runtime = copy_of(host, options.copy_to) if options.copy_to else host.python, True
-        ran = run(python, args, options.cache_dir, cwd=cwd, vc_runtime=vc_runtime, cuda_path=cuda_path)
+        ran = run(python, args, options.cache_dir, cwd=cwd, vc_runtime=vc_runtime, cuda_path=cuda_path,
+                  pe_fixtures=options.command == "pytest")  # fmt: skip
     except (UserError, dll_providers.ProviderError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -5,10 +5,15 @@ __delayLoadHelper2 thunk are all there and work at run time) but leaves the opti
 directory empty, which MSVC's link.exe fills in. ``_fill_delay_directory`` writes that one header field the way
 link.exe does, from the descriptor's address in the DLL's own symbol table, so that the fixture has what the
 delay-loading DLLs in real wheels have.
+
+Where mingw-w64 cannot run (python.exe under Wine: the Linux compilers are not Windows programs), ``build`` copies
+the fixtures from the folder $TORCHBUILD_PE_FIXTURES names, which ``compile_all`` filled on the Linux side
+(scripts/wine_host.py pytest does).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -24,6 +29,7 @@ DLLTOOL = "x86_64-w64-mingw32-dlltool"
 NM = "x86_64-w64-mingw32-nm"
 DELAY_IMPORT = 13  # IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT
 DELAY_DESCRIPTOR_SIZE = 32
+PREBUILT = "TORCHBUILD_PE_FIXTURES"  # a folder compile_all filled elsewhere, used where mingw-w64 is missing
 
 
 @dataclass(frozen=True)
@@ -65,11 +71,26 @@ def _fill_delay_directory(dll: Path, symbol: str) -> None:
 
 
 def build(dest: Path) -> PeFixtures:
-    """Build every fixture into ``dest`` (seconds). Skips the test when mingw-w64 is not installed."""
-    missing = [tool for tool in (GCC64, GCC32, DLLTOOL, NM) if shutil.which(tool) is None]
+    """Build every fixture into ``dest`` (seconds), or copy them from $TORCHBUILD_PE_FIXTURES where mingw-w64 is
+    missing. Skips the test when neither is there."""
+    missing = missing_tools()
+    prebuilt = os.environ.get(PREBUILT)
+    if missing and prebuilt:
+        shutil.copytree(prebuilt, dest, dirs_exist_ok=True)
+        return fixtures_in(dest)
     if missing:
         tools = ", ".join(missing)
         pytest.skip(f"skipped: mingw-w64 is not installed ({tools} not on PATH; apt-get install mingw-w64)")
+    compile_all(dest)
+    return fixtures_in(dest)
+
+
+def missing_tools() -> list[str]:
+    return [tool for tool in (GCC64, GCC32, DLLTOOL, NM) if shutil.which(tool) is None]
+
+
+def compile_all(dest: Path) -> None:
+    """Every fixture, compiled with mingw-w64 into ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
     names = ("base.c", "lazy.c", "user.c", "ext.c", "main.c", "cuda.c", "old.c", "newer.c")
     src = {name: str(SOURCES / name) for name in names}
@@ -81,14 +102,12 @@ def build(dest: Path) -> PeFixtures:
     _run([*user, "-lbase", "-lmissing", "-llazy"], dest)
     _fill_delay_directory(dest / "user.dll", "__DELAY_IMPORT_DESCRIPTOR_liblazy_a")
     _implib(SOURCES / "msvcp.def", "MSVCP140.dll", "libmsvcp.a", dest)
-    pyds = {}
     for py in ("311", "310"):
         (dest / f"python{py}.def").write_text(f"LIBRARY python{py}.dll\nEXPORTS\nPyFunc\n", encoding="ascii")
         _implib(dest / f"python{py}.def", f"python{py}.dll", f"libpy{py}.a", dest)
         out = dest / f"py{py}" / "ext.pyd"
         out.parent.mkdir(exist_ok=True)
         _run([GCC64, "-shared", "-o", str(out), src["ext.c"], "-L.", f"-lpy{py}", "-lmsvcp"], dest)
-        pyds[py] = out
     _run([GCC64, "-o", "tool.exe", src["main.c"], "-L.", "-lbase"], dest)
     _implib(SOURCES / "cudart.def", "cudart64_12.dll", "libcudart.a", dest)
     _implib(SOURCES / "nvcuda.def", "nvcuda.dll", "libnvcuda.a", dest)
@@ -98,18 +117,26 @@ def build(dest: Path) -> PeFixtures:
     _run([GCC64, "-shared", "-o", "newer.dll", src["newer.c"], "-L.", "-lold"], dest)
     (dest / "x86").mkdir(exist_ok=True)
     _run([GCC32, "-shared", "-o", "x86/base.dll", src["base.c"]], dest)
-    return PeFixtures(
+
+
+def fixtures_in(dest: Path) -> PeFixtures:
+    """The fixtures ``compile_all`` made in ``dest``; RuntimeError naming the first one that is not there."""
+    fixtures = PeFixtures(
         base=dest / "base.dll",
         lazy=dest / "lazy.dll",
         user=dest / "user.dll",
-        ext=pyds["311"],
-        ext310=pyds["310"],
+        ext=dest / "py311" / "ext.pyd",
+        ext310=dest / "py310" / "ext.pyd",
         tool=dest / "tool.exe",
         base32=dest / "x86" / "base.dll",
         cuda=dest / "cuda.dll",
         old=dest / "old.dll",
         newer=dest / "newer.dll",
     )
+    for path in vars(fixtures).values():
+        if not path.is_file():
+            raise RuntimeError(f"{path} is missing: ${PREBUILT} must name a folder that compile_all filled")
+    return fixtures
 
 
 def with_linker(dll: Path, dest: Path, version: str) -> Path:

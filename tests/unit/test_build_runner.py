@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -12,7 +14,6 @@ import pytest
 
 from torchbuild.host import build_runner
 from torchbuild.host.build_runner import Progress, first_error, run_build, step_of
-from torchbuild.host.platform import wine_version
 
 GCC_FAIL = """\
 [1/3] /usr/bin/c++ -O3 -fPIC -c /src/ext.cpp -o ext.cpp.o
@@ -100,30 +101,91 @@ def test_failure_message_has_first_error_tail_and_log(tmp_path: Path) -> None:
     assert message.endswith(f"Full log: {log}")
 
 
-NO_TREE_KILL = ("skipped: under Wine (8.0) taskkill has no /T, which stops the tree on Windows "
-                "('Error: Unknown or invalid command line option specified.')")  # fmt: skip
+# The build starts a grandchild that would outlive a plain kill; the grandchild appends to ``beats`` every 0.1 s
+# for a minute, so a file that stops growing says it was stopped (the same on Linux and on Windows).
+TREE = """\
+import os, subprocess, sys, time
+beats = sys.argv[1]
+beat = "import sys, time\\nfor _ in range(600):\\n    open(sys.argv[1], 'a').write('.')\\n    time.sleep(0.1)\\n"
+subprocess.Popen([sys.executable, '-c', beat, beats])
+deadline = time.monotonic() + 20
+while not os.path.exists(beats) and time.monotonic() < deadline:
+    time.sleep(0.05)
+print('started the grandchild', flush=True)
+time.sleep(60)
+"""
 
 
-@pytest.mark.skipif(wine_version() is not None, reason=NO_TREE_KILL)
+def _tree(tmp_path: Path) -> tuple[list[str], Path]:
+    beats = tmp_path / "beats"
+    return [*_script(tmp_path, TREE), str(beats)], beats
+
+
+def _stopped(beats: Path) -> bool:
+    """Whether the grandchild has stopped beating (it had started: the build waited for the file)."""
+    size = beats.stat().st_size
+    time.sleep(1.0)
+    return beats.stat().st_size == size
+
+
 def test_timeout_kills_the_whole_tree(tmp_path: Path) -> None:
-    # the child starts a grandchild that would outlive a plain kill
-    body = ("import subprocess, sys, time\n"
-            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-            "print('grandchild', p.pid, flush=True)\n"
-            "time.sleep(60)\n")
+    argv, beats = _tree(tmp_path)
     log = tmp_path / "build.log"
     started = time.monotonic()
-    outcome = run_build(_script(tmp_path, body), cwd=tmp_path, env=dict(os.environ), log=log, timeout_s=1.5,
+    outcome = run_build(argv, cwd=tmp_path, env=dict(os.environ), log=log, timeout_s=3,
                         progress=Progress("build", io.StringIO(), interactive=False))
     assert time.monotonic() - started < 20
     assert outcome.returncode is None and not outcome.ok
-    assert "timed out after 0:01 (the Plan's build timeout)" in outcome.failure_message("the build", 1.5)
-    grandchild = int(log.read_text().split("grandchild ")[1].split()[0])
-    time.sleep(0.5)
-    status = Path(f"/proc/{grandchild}/status")
-    if status.exists():  # killed but not yet reaped by init (a zombie) counts as stopped
-        assert "\nState:\tZ" in status.read_text()
+    assert "timed out after 0:03 (the Plan's build timeout)" in outcome.failure_message("the build", 3)
     assert "[timed out after" in log.read_text()
+    assert _stopped(beats), "the build's grandchild still runs after the timeout"
+
+
+def test_an_interrupted_build_is_stopped_with_its_whole_tree(tmp_path: Path) -> None:
+    argv, beats = _tree(tmp_path)
+
+    def interrupt(line: str) -> None:  # Ctrl-C arriving while the build runs
+        if line == "started the grandchild":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_build(argv, cwd=tmp_path, env=dict(os.environ), log=tmp_path / "build.log", timeout_s=60,
+                  progress=Progress("build", io.StringIO(), interactive=False), on_line=interrupt)
+    assert _stopped(beats), "the build's grandchild still runs after the interrupt"
+
+
+# A pipeline running a build, killed outright (kill -9, TerminateProcess): no handler of ours runs.
+PIPELINE = """\
+import io, os, sys
+from pathlib import Path
+from torchbuild.host.build_runner import Progress, run_build
+run_build(sys.argv[1:], cwd=Path.cwd(), env=dict(os.environ), log=Path('build.log'), timeout_s=120,
+          progress=Progress('build', io.StringIO(), interactive=False))
+"""
+
+
+def test_a_killed_pipeline_takes_the_builds_whole_tree_with_it(tmp_path: Path) -> None:
+    argv, beats = _tree(tmp_path)
+    root = str(Path(__file__).resolve().parents[2])
+    pipeline = subprocess.Popen([sys.executable, "-c", PIPELINE, *argv], cwd=tmp_path,
+                                env={**os.environ, "PYTHONPATH": root})  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not beats.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pipeline.kill()
+    pipeline.wait()
+    assert _stopped(beats), "the build's grandchild still runs after the pipeline was killed"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="skipped: a process's signals are POSIX's")
+@pytest.mark.parametrize("name", ["SIGKILL", "SIGTERM"])
+def test_a_build_ended_by_a_signal_says_which(tmp_path: Path, name: str) -> None:
+    signum = int(getattr(signal, name))
+    body = f"import os\nos.kill(os.getpid(), {signum})\n"
+    outcome = run_build(_script(tmp_path, body), cwd=tmp_path, env=dict(os.environ), log=tmp_path / "build.log",
+                        timeout_s=60, progress=Progress("build", io.StringIO(), interactive=False))  # fmt: skip
+    assert outcome.returncode == -signum
+    assert outcome.failure_message("the build", 60).startswith(f"the build failed (exit {-signum}) after 0:0")
 
 
 def test_heartbeat_off_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,6 @@
 """scripts/wine_host.py's parts that need no Wine: --cuda-path's bad input, the variables of a Windows CUDA build
-machine, the prefix folders its providers go to, and tests/under_wine.txt naming files that exist."""
+machine, the prefix folders its providers go to, tests/under_wine.txt naming files that exist, and the PE fixtures
+built on this side for the tests under Wine."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests import pe_fixtures
 from tests.conftest import ROOT
 from tests.integration.test_wine_host import _script
 
@@ -34,3 +38,28 @@ def test_every_quick_test_listed_for_wine_exists() -> None:
     listed = _script().quick_tests()
     assert "tests/unit/test_atomic_files.py" in listed
     assert [name for name in listed if not (ROOT / name).is_file()] == []
+
+
+def test_the_pe_fixtures_built_here_are_what_the_fixture_takes_where_mingw_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if pe_fixtures.missing_tools():
+        pytest.skip("skipped: mingw-w64 is not installed (apt-get install mingw-w64)")
+    built = tmp_path / "built"
+    env = _script().prebuilt_pe_fixtures(built)
+    assert env == {"TORCHBUILD_PE_FIXTURES": "Z:" + str(built).replace("/", "\\")}
+    # the Windows side under Wine: no mingw-w64 on PATH, the variable naming the folder (here by its Linux path)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))
+    monkeypatch.setenv("TORCHBUILD_PE_FIXTURES", str(built))
+    taken = pe_fixtures.build(tmp_path / "taken")
+    assert taken.user == tmp_path / "taken" / "user.dll"
+    assert taken.user.read_bytes() == (built / "user.dll").read_bytes()
+    assert taken.ext310.read_bytes() == (built / "py310" / "ext.pyd").read_bytes()
+
+
+def test_a_prebuilt_folder_without_the_fixtures_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))
+    monkeypatch.setenv("TORCHBUILD_PE_FIXTURES", str(tmp_path / "empty"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RuntimeError, match=r"base\.dll is missing: \$TORCHBUILD_PE_FIXTURES must name a folder"):
+        pe_fixtures.build(tmp_path / "taken")

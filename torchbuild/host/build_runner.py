@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 from torchbuild.host import orphans
+from torchbuild.host.win_jobs import Job, JobError
 
 TAIL_LINES = 30
 HEARTBEAT_S = 60.0  # off a terminal (CI), a progress line at most this often
@@ -157,7 +158,7 @@ def run_build(
         handle.write(f"$ {subprocess.list2cmdline(command)}\n  (in {cwd})\n")
         handle.flush()
         proc = subprocess.Popen(
-            orphans.with_parent(command, env, cwd),  # the build's own children: _kill_tree, on a timeout
+            orphans.with_group(command, env, cwd),  # its whole tree dies with us; _kill_tree stops it earlier
             cwd=cwd,
             env=dict(env),
             stdout=subprocess.PIPE,
@@ -169,11 +170,12 @@ def run_build(
             start_new_session=os.name != "nt",
             creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0),
         )
+        job = _job_around(proc)
         killed = threading.Event()
 
         def on_timeout() -> None:
             killed.set()
-            _kill_tree(proc)
+            _kill_tree(proc, job)
 
         timer = threading.Timer(timeout_s, on_timeout) if timeout_s else None
         if timer is not None:
@@ -191,9 +193,14 @@ def run_build(
                 if on_line is not None:
                     on_line(line)
             code = proc.wait()
+        except BaseException:  # interrupted (Ctrl-C, SIGTERM): the compilers must not go on without us
+            _kill_tree(proc, job)
+            raise
         finally:
             if timer is not None:
                 timer.cancel()
+            if job is not None:
+                job.close()
             progress.done()
         timed_out = killed.is_set()
         handle.write(f"[{'timed out' if timed_out else f'exit {code}'} after {_clock(time.monotonic() - started)}]\n")
@@ -217,16 +224,32 @@ def first_error_in_log(log: Path, last_command_only: bool = True) -> str | None:
     return first_error(text.splitlines())
 
 
-def _kill_tree(proc: subprocess.Popen[str]) -> None:
+def _job_around(proc: subprocess.Popen[str]) -> Job | None:
+    """On Windows, a job holding the build and what it starts (None elsewhere, or where Windows refuses one)."""
+    if os.name != "nt":
+        return None
+    try:
+        return Job.around(proc.pid)
+    except JobError:
+        return None
+
+
+def _kill_tree(proc: subprocess.Popen[str], job: Job | None) -> None:
     """Stop the build and every compiler it started (a bare kill would leave ninja's children running)."""
+    if os.name == "nt":
+        if job is not None and job.terminate():
+            return
+        if proc.poll() is not None:
+            return
+        stopped = subprocess.run(["taskkill", "/F", "/T", "/PID", str(proc.pid)], capture_output=True, check=False)
+        if stopped.returncode != 0:  # no taskkill, or one without /T (Wine 8.0's): at least the build itself
+            proc.kill()
+        return
     if proc.poll() is not None:
         return
-    if os.name == "nt":
-        subprocess.run(["taskkill", "/F", "/T", "/PID", str(proc.pid)], capture_output=True, check=False)
-    else:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            time.sleep(2)
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        time.sleep(2)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
