@@ -11,15 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from torchbuild.config import companions, compat
+from torchbuild.config import companions, compat, datafiles
 from torchbuild.config import matrix as matrix_mod
-from torchbuild.config.companions import COMPANIONS
 from torchbuild.config.matrix import Cell, Matrix, MatrixError
 from torchbuild.config.options import RunOptions
 from torchbuild.config.pairing import NOT_BUILT, Target, choose
 from torchbuild.errors import UserError
 from torchbuild.host import pip
 from torchbuild.plan import resolve
+
+
+# The installed data's packages section, which every table names (a table without it is refused first).
+PACKAGES = datafiles.raw(companions.DATA_FILE)["packages"]
 
 
 def target(platform: str, torch: str, local: str, python: str = "3.11") -> Target:
@@ -36,7 +39,7 @@ def test_every_torch_release_has_a_row_and_each_pair_admits_its_torch() -> None:
     releases = [r.version for r in compat.load().releases]
     assert sorted(table.pairs) == sorted(releases)
     for torch, row in table.pairs.items():
-        for name in COMPANIONS:
+        for name in table.names:
             pair = row[name]
             assert pair.release or pair.none, (torch, name)
             if pair.release:
@@ -171,7 +174,7 @@ def test_a_companion_that_brings_a_second_openmp_runtime_is_left_out_and_refused
 
 def test_a_bad_openmp_entry_is_refused_naming_the_row() -> None:
     with pytest.raises(UserError) as info:
-        companions._parse({"torchaudio": {"2.5.1": {"win-64": {"openmp": ["vcomp140"]}}}})
+        companions._parse({"packages": PACKAGES, "torchaudio": {"2.5.1": {"win-64": {"openmp": ["vcomp140"]}}}})
     assert str(info.value) == (
         "torchbuild/data/companions.yaml: torchaudio 2.5.1 win-64 openmp: 'vcomp140' is not a DLL name (give e.g. "
         "vcomp140.dll)"
@@ -255,7 +258,7 @@ def test_packages_default_to_every_companion_that_pairs() -> None:
 )  # fmt: skip
 def test_a_broken_table_is_refused_naming_the_row(raw: dict[str, object], message: str) -> None:
     with pytest.raises(UserError) as info:
-        companions._parse(raw)
+        companions._parse({"packages": PACKAGES, **raw})
     assert str(info.value).startswith("torchbuild/data/companions.yaml: ") and message in str(info.value)
 
 
