@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from torchbuild.config import companions, compat, datafiles
 from torchbuild.config import matrix as matrix_mod
@@ -254,6 +255,10 @@ def test_packages_default_to_every_companion_that_pairs() -> None:
         ({"pairs": {"2.0.0": {"torchvision": {"release": "9.9"}, "torchaudio": {"none": "x"}}}},
          "pairs 2.0.0 torchvision: release 9.9 has no entry"),
         ({"pairs": {"2.0.0": {"torchvision": {"none": "x"}}}}, "pairs 2.0.0: names no torchaudio"),
+        ({"packages": {"torchvision": {"built_on": []}}}, "packages torchvision: give its repository (https://...)"),
+        ({"packages": {"torchvision": {"repository": "https://x", "not_built": {"linux-64 gpu": "why"}}}},
+         "packages torchvision not_built: give {'<platform> cpu' or '<platform> cuda': why}"),
+        ({"packages": None}, "packages: give {name: {repository: URL, built_on: [platforms]}}"),
     ],
 )  # fmt: skip
 def test_a_broken_table_is_refused_naming_the_row(raw: dict[str, object], message: str) -> None:
@@ -308,3 +313,26 @@ def test_a_linux_cpu_plan_builds_no_companion_and_says_why_in_one_line_each() ->
         "not built yet: the stages build linux-64 companions for CUDA cells only (PyPI's CPU builds are of old "
         "releases)"
     )
+
+
+def test_a_file_in_torchbuild_data_stands_in_for_the_installed_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TORCHBUILD_DATA: its companions.yaml is read instead of the installed one (one package fewer here), and
+    a broken one is refused naming that file."""
+    raw = datafiles.raw(companions.DATA_FILE)
+    (tmp_path / companions.DATA_FILE).write_text(
+        yaml.safe_dump({**raw, "packages": {"torchvision": raw["packages"]["torchvision"]}})
+    )
+    monkeypatch.setenv(datafiles.STAND_INS, str(tmp_path))
+    assert companions.companion_names() == ("torchvision",)
+    with pytest.raises(UserError) as info:
+        companions.parse_package("torchaudio")
+    assert "Give torch or torchvision, a companion" in str(info.value)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / companions.DATA_FILE).write_text("packages: [\n")
+    monkeypatch.setenv(datafiles.STAND_INS, str(broken))
+    with pytest.raises(UserError) as info:
+        companions.load()
+    assert str(info.value).startswith(f"{broken / companions.DATA_FILE} is not valid YAML: ")
+    monkeypatch.delenv(datafiles.STAND_INS)
+    assert companions.companion_names() == ("torchvision", "torchaudio")
