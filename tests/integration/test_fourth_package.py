@@ -47,7 +47,8 @@ def _data_with_the_fixture(folder: Path, sha256: str) -> Path:
     data = datafiles.raw(companions.DATA_FILE)
     data = {**data, "packages": {**data["packages"], NAME: {"repository": "https://github.com/example/torchfixture",
                                                             "built_on": ["linux-64"]}}}  # fmt: skip
-    data[NAME] = {"0.1.0": {"linux-64": {"requires_torch": "==2.13.0", "build": "cpu", "wheels": {"3.11": [WHEEL, sha256]}}}}
+    build = {"requires_torch": "==2.13.0", "build": "cpu", "wheels": {"3.11": [WHEEL, sha256]}}
+    data[NAME] = {"0.1.0": {"linux-64": build}}
     data["pairs"] = {
         torch: {**row, NAME: {"release": "0.1.0", "by": "metadata: its wheels pin this torch exactly"}
                 if torch == "2.13.0" else {"none": "torchfixture pairs with torch 2.13.0 only"}}

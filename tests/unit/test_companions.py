@@ -21,7 +21,6 @@ from torchbuild.errors import UserError
 from torchbuild.host import pip
 from torchbuild.plan import resolve
 
-
 # The installed data's packages section, which every table names (a table without it is refused first).
 PACKAGES = datafiles.raw(companions.DATA_FILE)["packages"]
 
@@ -315,7 +314,9 @@ def test_a_linux_cpu_plan_builds_no_companion_and_says_why_in_one_line_each() ->
     )
 
 
-def test_a_file_in_torchbuild_data_stands_in_for_the_installed_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_in_torchbuild_data_stands_in_for_the_installed_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """TORCHBUILD_DATA: its companions.yaml is read instead of the installed one (one package fewer here), and
     a broken one is refused naming that file."""
     raw = datafiles.raw(companions.DATA_FILE)

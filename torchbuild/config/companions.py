@@ -333,5 +333,6 @@ def check_packages(texts: tuple[str, ...]) -> tuple[str, ...]:
     if twice:
         raise UserError(f"{one_of(twice)} is named more than once in packages; name each package once.")
     if TORCH not in names:
-        raise UserError(f"packages must include torch: every cell ships torch, with {one_of(companion_names())} beside it.")
+        beside = one_of(companion_names())
+        raise UserError(f"packages must include torch: every cell ships torch, with {beside} beside it.")
     return tuple(texts)
