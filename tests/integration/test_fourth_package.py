@@ -21,6 +21,7 @@ import yaml
 
 from tests.builders import make_wheel, torch_plan
 from tests.conftest import REPODATA
+from torchbuild.conda.archive import read_package
 from torchbuild.config import companions, datafiles
 from torchbuild.config.options import RunOptions
 from torchbuild.results import StageResult, sha256_of
@@ -100,6 +101,9 @@ def test_a_fourth_package_goes_through_every_stage_with_data_alone(
     assert "left to torch: libc10.so" in repaired
     conda = f"{NAME}-0.1.0-{plan.conda.build_string}.conda"
     assert f"{conda}: " in records["conda"].message and f"depends on {python}, {pin}" in records["conda"].message
+    made = read_package(tmp_path / plan.stage_dirs["conda"] / NAME / conda, payload=False)
+    about = json.loads(made.info["info/about.json"])
+    assert about["home"] == "https://github.com/example/torchfixture"  # its repository, from the data
     verified = {c.code: c for c in records["verify"].checks if c.code in ("TB111", "TB112")}
     assert {code: c.status for code, c in verified.items()} == {"TB111": "passed", "TB112": "passed"}
     assert "from torch's package: libc10.so" in verified["TB112"].message
