@@ -1,16 +1,16 @@
 """repair: make the wheel self-contained for its platform tag, then prove it with a static import-closure check.
 
-linux-64: auditwheel (with patchelf) vendors what the wheel needs beyond the manylinux policy of the Plan's tag and
-sets that tag. What must never be vendored is excluded (see ``auditwheel_excludes``). When auditwheel's analysis
-finds nothing to vendor and the wheel already carries the Plan's name, the wheel is copied through: running
-auditwheel's repair on a 1 GB archive only to get the same bytes back costs minutes. The closure check runs on the
-result either way.
+linux-64 (linux.py): auditwheel (with patchelf) vendors what the wheel needs beyond the manylinux policy of the Plan's
+tag and sets that tag. What must never be vendored is excluded (auditwheel_run.py ``auditwheel_excludes``). When
+auditwheel's analysis finds nothing to vendor and the wheel already carries the Plan's name, the wheel is copied
+through: running auditwheel's repair on a 1 GB archive only to get the same bytes back costs minutes. The closure
+check runs on the result either way.
 
-win-64: delvewheel vendors what the wheel's own import tables need and what is loaded by name at run time (derived in
-windows.py beside this module, with the name-mangling policy), from the Plan's DLL providers, keeping torch's own DLLs
-as they are. The PE import-closure check (platforms/windows/pe.py) then proves every .dll/.pyd resolves each import,
-that what is loaded by name is there, and that every VC runtime DLL serves the binaries' MSVC. Every DLL taken from a
-provider must carry its vendor's valid Authenticode signature (windows.signer_of).
+win-64 (here): delvewheel vendors what the wheel's own import tables need and what is loaded by name at run time
+(derived in windows.py beside this module, with the name-mangling policy), from the Plan's DLL providers, keeping
+torch's own DLLs as they are. The PE import-closure check (platforms/windows/pe.py) then proves every .dll/.pyd resolves
+each import, that what is loaded by name is there, and that every VC runtime DLL serves the binaries' MSVC. Every DLL
+taken from a provider must carry its vendor's valid Authenticode signature (windows.signer_of).
 
 Both: one OpenMP runtime per process, counted with what the declared requirements' libraries (kept or vendored)
 import and load by name in turn, read from their pinned wheels (stages/requirement_libraries.py); upstream's own
