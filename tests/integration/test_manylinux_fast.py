@@ -13,7 +13,7 @@ import pytest
 from tests.builders import real_torch_wheel, torch_plan
 from tests.integration.support_source_repair import build_so, wheel_from_tree
 from torchbuild.platforms.linux import elf, manylinux
-from torchbuild.stages.repair import stage
+from torchbuild.stages.repair import auditwheel_run
 
 PLAN = torch_plan()
 TAG = PLAN.wheel_tags.platform
@@ -60,7 +60,7 @@ CASES: dict[str, tuple[Callable[[Path, pytest.MonkeyPatch], Path], bool]] = {
 
 def _both_verdicts(wheel: Path, tmp_path: Path) -> tuple[manylinux.Verdict, bool, str]:
     fast = manylinux.verdict(wheel, TAG, elf.check_wheel(wheel, TAG, scratch=tmp_path), scratch=tmp_path)
-    analysis = stage.analyse(wheel, TAG, stage.auditwheel_excludes(wheel))
+    analysis = auditwheel_run.analyse(wheel, TAG, auditwheel_run.auditwheel_excludes(wheel))
     compliant = analysis.eligible and not analysis.graft and not analysis.unlocated
     return fast, compliant, f"auditwheel: graft {analysis.graft}, consistent with {analysis.consistent_with}"
 

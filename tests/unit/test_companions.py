@@ -10,16 +10,19 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
-from torchbuild.config import companions, compat
+from torchbuild.config import companions, compat, datafiles
 from torchbuild.config import matrix as matrix_mod
-from torchbuild.config.companions import COMPANIONS
 from torchbuild.config.matrix import Cell, Matrix, MatrixError
 from torchbuild.config.options import RunOptions
 from torchbuild.config.pairing import NOT_BUILT, Target, choose
 from torchbuild.errors import UserError
 from torchbuild.host import pip
 from torchbuild.plan import resolve
+
+# The installed data's packages section, which every table names (a table without it is refused first).
+PACKAGES = datafiles.raw(companions.DATA_FILE)["packages"]
 
 
 def target(platform: str, torch: str, local: str, python: str = "3.11") -> Target:
@@ -36,7 +39,7 @@ def test_every_torch_release_has_a_row_and_each_pair_admits_its_torch() -> None:
     releases = [r.version for r in compat.load().releases]
     assert sorted(table.pairs) == sorted(releases)
     for torch, row in table.pairs.items():
-        for name in COMPANIONS:
+        for name in table.names:
             pair = row[name]
             assert pair.release or pair.none, (torch, name)
             if pair.release:
@@ -171,7 +174,7 @@ def test_a_companion_that_brings_a_second_openmp_runtime_is_left_out_and_refused
 
 def test_a_bad_openmp_entry_is_refused_naming_the_row() -> None:
     with pytest.raises(UserError) as info:
-        companions._parse({"torchaudio": {"2.5.1": {"win-64": {"openmp": ["vcomp140"]}}}})
+        companions._parse({"packages": PACKAGES, "torchaudio": {"2.5.1": {"win-64": {"openmp": ["vcomp140"]}}}})
     assert str(info.value) == (
         "torchbuild/data/companions.yaml: torchaudio 2.5.1 win-64 openmp: 'vcomp140' is not a DLL name (give e.g. "
         "vcomp140.dll)"
@@ -251,11 +254,15 @@ def test_packages_default_to_every_companion_that_pairs() -> None:
         ({"pairs": {"2.0.0": {"torchvision": {"release": "9.9"}, "torchaudio": {"none": "x"}}}},
          "pairs 2.0.0 torchvision: release 9.9 has no entry"),
         ({"pairs": {"2.0.0": {"torchvision": {"none": "x"}}}}, "pairs 2.0.0: names no torchaudio"),
+        ({"packages": {"torchvision": {"built_on": []}}}, "packages torchvision: give its repository (https://...)"),
+        ({"packages": {"torchvision": {"repository": "https://x", "not_built": {"linux-64 gpu": "why"}}}},
+         "packages torchvision not_built: give {'<platform> cpu' or '<platform> cuda': why}"),
+        ({"packages": None}, "packages: give {name: {repository: URL, built_on: [platforms]}}"),
     ],
 )  # fmt: skip
 def test_a_broken_table_is_refused_naming_the_row(raw: dict[str, object], message: str) -> None:
     with pytest.raises(UserError) as info:
-        companions._parse(raw)
+        companions._parse({"packages": PACKAGES, **raw})
     assert str(info.value).startswith("torchbuild/data/companions.yaml: ") and message in str(info.value)
 
 
@@ -305,3 +312,28 @@ def test_a_linux_cpu_plan_builds_no_companion_and_says_why_in_one_line_each() ->
         "not built yet: the stages build linux-64 companions for CUDA cells only (PyPI's CPU builds are of old "
         "releases)"
     )
+
+
+def test_a_file_in_torchbuild_data_stands_in_for_the_installed_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TORCHBUILD_DATA: its companions.yaml is read instead of the installed one (one package fewer here), and
+    a broken one is refused naming that file."""
+    raw = datafiles.raw(companions.DATA_FILE)
+    (tmp_path / companions.DATA_FILE).write_text(
+        yaml.safe_dump({**raw, "packages": {"torchvision": raw["packages"]["torchvision"]}})
+    )
+    monkeypatch.setenv(datafiles.STAND_INS, str(tmp_path))
+    assert companions.companion_names() == ("torchvision",)
+    with pytest.raises(UserError) as info:
+        companions.parse_package("torchaudio")
+    assert "Give torch or torchvision, a companion" in str(info.value)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / companions.DATA_FILE).write_text("packages: [\n")
+    monkeypatch.setenv(datafiles.STAND_INS, str(broken))
+    with pytest.raises(UserError) as info:
+        companions.load()
+    assert str(info.value).startswith(f"{broken / companions.DATA_FILE} is not valid YAML: ")
+    monkeypatch.delenv(datafiles.STAND_INS)
+    assert companions.companion_names() == ("torchvision", "torchaudio")

@@ -27,6 +27,7 @@ from torchbuild.stages import Context
 from torchbuild.stages.build.activate import Activation
 from torchbuild.stages.build.stage import build_environment
 from torchbuild.stages.repair import stage as repair
+from torchbuild.stages.repair import torch_wheel
 from torchbuild.stages.source import fetch
 from torchbuild.wheel import checks, wheelfile
 from torchbuild.wheel.wheelfile import WheelError, with_requirements
@@ -183,12 +184,12 @@ def test_the_mkl_wheel_goes_through_the_same_finish(tmp_path: Path) -> None:
     compiled = make_wheel(tmp_path / "built", plan.wheel, requires=["filelock"])
     target = tmp_path / "out" / plan.wheel
     target.parent.mkdir()
-    dropped, added, _renamed = repair.finish(_ctx(tmp_path, plan, compiled), compiled, target, [])
+    dropped, added, _renamed = torch_wheel.finish(_ctx(tmp_path, plan, compiled), compiled, target, [])
     assert (dropped, added) == ([], ['mkl <=2021.4.0,>=2021.1.1 ; platform_system == "Windows"'])
     assert wheelfile.read_wheel(target).requires == ("filelock", *added)
     assert _metadata_and_record(target)[1] == []
     # mkl-the-requirement brings intel-openmp and tbb: the one line declares all three
-    assert repair.declared_requirements(plan) == added
+    assert torch_wheel.declared_requirements(plan) == added
 
 
 def test_a_malformed_requires_dist_in_the_wheel_fails_the_stage_naming_it(tmp_path: Path) -> None:
@@ -239,7 +240,7 @@ def test_pypis_wheels_declare_every_line_already(platform: str, tmp_path: Path) 
     plan = CUDA_128 if platform == "linux-64" else torch_plan("win-64", "cpu", "3.12", "2.3.1")
     wheel = fetch(plan, RunOptions().cache_dir, tmp_path / "pip.log", version=plan.torch).path
     metadata = _metadata_and_record(wheel)[0]
-    assert with_requirements(metadata, repair.declared_requirements(plan)) == (metadata, [])
+    assert with_requirements(metadata, torch_wheel.declared_requirements(plan)) == (metadata, [])
     # and every line the Plan passes to a compiled build is one the wheel declares
     passed = plan.env.get(VARIABLE, "")
     declared = {Requirement(r).name for r in wheelfile.read_wheel(wheel).requires}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchbuild.config import companions
+from torchbuild.config import companions, datafiles
 from torchbuild.config.matrix import Cell, Matrix
 from torchbuild.errors import UserError
 from torchbuild.plan import resolve
@@ -41,7 +41,8 @@ def test_the_table_names_ffmpegs_dlls_for_torchaudios_win_wheels_with_ffmpeg_ext
     ],
 )  # fmt: skip
 def test_a_bad_on_demand_entry_is_refused_naming_the_row(on_demand: object, message: str) -> None:
-    raw = {"torchaudio": {"2.5.1": {"win-64": {"on_demand": on_demand}}}}
+    raw = {"packages": datafiles.raw(companions.DATA_FILE)["packages"],
+           "torchaudio": {"2.5.1": {"win-64": {"on_demand": on_demand}}}}  # fmt: skip
     with pytest.raises(UserError) as info:
         companions._parse(raw)
     assert str(info.value).startswith("torchbuild/data/companions.yaml: torchaudio 2.5.1 win-64 on_demand")

@@ -15,7 +15,7 @@ import pytest
 from tests.builders import torch_plan
 from tests.conftest import ROOT
 from tests.unit.test_openmp import dll_importing, runtime_dll
-from torchbuild.config import companions
+from torchbuild.config import companions, datafiles
 from torchbuild.config.matrix import Cell, load
 from torchbuild.errors import UserError
 from torchbuild.plan import resolve
@@ -214,7 +214,8 @@ def test_elf_a_declared_requirements_library_needing_gnu_openmp_is_counted() -> 
 )  # fmt: skip
 def test_a_bad_upstream_openmp_row_is_refused_naming_it(row: dict[str, object], problem: str) -> None:
     with pytest.raises(UserError) as info:
-        companions._parse({"upstream_openmp": {"win-64": {"2.3.1": row}}})
+        packages = datafiles.raw(companions.DATA_FILE)["packages"]
+        companions._parse({"packages": packages, "upstream_openmp": {"win-64": {"2.3.1": row}}})
     assert str(info.value) == f"torchbuild/data/companions.yaml: upstream_openmp win-64 2.3.1{problem}"
 
 

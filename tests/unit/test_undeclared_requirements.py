@@ -20,6 +20,7 @@ from torchbuild.plan import Plan
 from torchbuild.results import Artifact
 from torchbuild.stages import Context
 from torchbuild.stages.repair import stage as repair
+from torchbuild.stages.repair import torch_wheel
 from torchbuild.wheel import checks, wheelfile
 
 LINE = 'importlib-metadata; python_version < "3.10"'
@@ -67,9 +68,9 @@ def test_a_wheel_that_declares_it_is_left_as_it_is(tmp_path: Path) -> None:
     fixed = make_wheel(tmp_path / "built", plan.wheel, requires=["filelock", "importlib-metadata>=4"])
     target = tmp_path / "out" / plan.wheel
     target.parent.mkdir()
-    assert repair.finish(_ctx(tmp_path, plan, fixed), fixed, target, []) == ([], [], {})
+    assert torch_wheel.finish(_ctx(tmp_path, plan, fixed), fixed, target, []) == ([], [], {})
     assert wheelfile.read_wheel(target).requires == ("filelock", "importlib-metadata>=4")
-    assert repair.said_added([], plan) == ""
+    assert torch_wheel.said_added([], plan) == ""
 
 
 def test_the_plan_command_says_it(tmp_path: Path) -> None:

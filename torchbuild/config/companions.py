@@ -1,8 +1,9 @@
-"""torchbuild/data/companions.yaml, parsed once: which torchvision and torchaudio release pairs with each torch
-release, what each requires of torch, and the wheels PyPI has of it per platform (its build, the torch libraries
-its extension modules link, the files by Python version with sha256). Also the names ``packages:`` takes, the
-OpenMP runtimes torch's own wheels import (``torch_openmp``) and the releases whose own wheels load more than one
-(``upstream_openmp``)."""
+"""torchbuild/data/companions.yaml, parsed once: the packages a cell may ship beside torch (its ``packages:``
+section: torchvision, torchaudio, and whatever comes next: each one's repository and the platforms the stages build
+it for), which release of each pairs with each torch release, what each requires of torch, and the wheels PyPI has
+of it per platform (its build, the torch libraries its extension modules link, the files by Python version with
+sha256). Also the names ``packages:`` takes, the OpenMP runtimes torch's own wheels import (``torch_openmp``) and
+the releases whose own wheels load more than one (``upstream_openmp``)."""
 
 from __future__ import annotations
 
@@ -22,13 +23,26 @@ from torchbuild.errors import UserError, one_of
 DATA_FILE = "companions.yaml"
 WHERE = f"torchbuild/data/{DATA_FILE}"
 TORCH = "torch"
-COMPANIONS = ("torchvision", "torchaudio")
-PACKAGES = (TORCH, *COMPANIONS)
 ANY_PYTHON = "any-python"  # a py3-none wheel: one file for every Python
 ANY_PLATFORM = "any"  # a pure-Python wheel: one file for every platform
-REPOSITORIES = {"torchvision": "https://github.com/pytorch/vision", "torchaudio": "https://github.com/pytorch/audio"}
 # What a CUDA build of a companion links that a CPU torch does not have.
 _CUDA_LIBRARY = re.compile(r"lib(torch_cuda|c10_cuda|cudart|nvjpeg)[.\w-]*\.so[.\d]*$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Package:
+    """A package a cell may ship beside torch (an entry of ``packages:``)."""
+
+    name: str
+    repository: str  # its source repository: what a checkout clones, its conda package's about.home
+    built_on: tuple[str, ...]  # the platforms whose cells the stages build it for, from PyPI's wheel
+    # "<platform> cpu|cuda" -> why the stages do not build it for such a cell though a wheel of it pairs
+    not_built: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def why_not_built(self, platform: str, local_version: str) -> str | None:
+        """Why the stages do not build it for a cell of ``platform`` and torch build ``local_version`` (cpu, cu130)
+        though its platform is one they build it for; None where nothing stops them."""
+        return self.not_built.get(f"{platform} {'cpu' if local_version == 'cpu' else 'cuda'}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,12 +121,22 @@ class UpstreamOpenMp:
 
 @dataclass(frozen=True, kw_only=True)
 class Table:
+    packages: Mapping[str, Package]  # name -> the package, in the order the plan lists them
     pairs: Mapping[str, Mapping[str, Pair]]  # torch release -> companion name -> Pair
     releases: Mapping[str, Mapping[str, Release]]  # companion name -> version -> Release
     # platform -> torch release -> the OpenMP runtimes torch's wheel imports (read from PyPI's wheels)
     torch_openmp: Mapping[str, Mapping[str, tuple[str, ...]]] = dataclasses.field(default_factory=dict)
     # platform -> torch release -> what its own wheels load together, where that is more than one runtime
     upstream_openmp: Mapping[str, Mapping[str, UpstreamOpenMp]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The packages a cell may ship beside torch (torchvision, torchaudio), in the data's order."""
+        return tuple(self.packages)
+
+    def built_on(self, platform: str) -> tuple[str, ...]:
+        """The packages the stages build for cells of ``platform`` (none: the pin step asks the indexes nothing)."""
+        return tuple(name for name, package in self.packages.items() if platform in package.built_on)
 
     def pair(self, name: str, torch_release: str) -> Pair:
         row = self.pairs.get(torch_release)
@@ -200,9 +224,31 @@ def _pair(raw: Any, where: str, known: Mapping[str, Release]) -> Pair:
     return Pair(release=release, by=str(raw.get("by", "")))
 
 
+def _packages(raw: Any) -> dict[str, Package]:
+    if not isinstance(raw, dict) or not raw:
+        raise _fail("packages", "give {name: {repository: URL, built_on: [platforms]}} for each package beside torch")
+    found = {}
+    for name, row in raw.items():
+        where = f"packages {name}"
+        if not isinstance(row, dict) or not str(row.get("repository", "")).startswith("https://"):
+            raise _fail(where, "give its repository (https://...) and built_on: [platforms], [] where none")
+        if str(name) == TORCH:
+            raise _fail(where, "torch is the package the others ship beside; list only those")
+        not_built = row.get("not_built") or {}
+        if not isinstance(not_built, dict) or any(not re.fullmatch(r"\S+ (cpu|cuda)", str(k)) for k in not_built):
+            raise _fail(f"{where} not_built", "give {'<platform> cpu' or '<platform> cuda': why}")
+        found[str(name)] = Package(
+            name=str(name), repository=str(row["repository"]),
+            built_on=_strings(row.get("built_on", []), f"{where} built_on"),
+            not_built={str(k): " ".join(str(v).split()) for k, v in not_built.items()},
+        )  # fmt: skip
+    return found
+
+
 def _parse(raw: Mapping[str, Any]) -> Table:
+    packages = _packages(raw.get("packages"))
     releases: dict[str, dict[str, Release]] = {}
-    for name in COMPANIONS:
+    for name in packages:
         releases[name] = {}
         for version, platforms in (raw.get(name) or {}).items():
             try:
@@ -213,18 +259,20 @@ def _parse(raw: Mapping[str, Any]) -> Table:
             releases[name][str(version)] = Release(name=name, version=str(version), builds=builds)
     pairs = {}
     for torch_release, row in (raw.get("pairs") or {}).items():
-        missing = [name for name in COMPANIONS if name not in (row or {})]
+        missing = [name for name in packages if name not in (row or {})]
         if missing:
             raise _fail(f"pairs {torch_release}", f"names no {one_of(missing)}")
         pairs[str(torch_release)] = {
-            name: _pair(row[name], f"pairs {torch_release} {name}", releases[name]) for name in COMPANIONS
+            name: _pair(row[name], f"pairs {torch_release} {name}", releases[name]) for name in packages
         }
     openmp = {
         str(platform): {str(release): _dll_names(dlls, f"torch_openmp {platform} {release}") for release, dlls in
                         (rows or {}).items()}
         for platform, rows in (raw.get("torch_openmp") or {}).items()
     }  # fmt: skip
-    return Table(pairs=pairs, releases=releases, torch_openmp=openmp, upstream_openmp=_upstream_openmp(raw))
+    return Table(
+        packages=packages, pairs=pairs, releases=releases, torch_openmp=openmp, upstream_openmp=_upstream_openmp(raw)
+    )
 
 
 def _upstream_openmp(raw: Mapping[str, Any]) -> dict[str, dict[str, UpstreamOpenMp]]:
@@ -253,16 +301,22 @@ def load() -> Table:
     return datafiles.table(DATA_FILE, _parse)
 
 
+def companion_names() -> tuple[str, ...]:
+    """The packages a cell may ship beside torch (torchvision, torchaudio), in the data's order."""
+    return load().names
+
+
 def parse_package(text: str) -> tuple[str, str | None]:
     """``torchvision`` or ``torchvision==0.28.0`` -> (name, release or None); anything else is refused naming the
     packages a cell can ship (and, for an unknown release, the releases the data knows)."""
     name, sep, release = text.strip().partition("==")
     name = name.strip().lower()
-    if name not in PACKAGES or (sep and not release.strip()):
-        close = difflib.get_close_matches(name, PACKAGES, n=1, cutoff=0.6)
+    names = (TORCH, *companion_names())
+    if name not in names or (sep and not release.strip()):
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
         hint = f" Did you mean '{close[0]}'?" if close and close[0] != name else ""
         raise UserError(
-            f"'{text}' is not a package a cell ships.{hint} Give {one_of(PACKAGES)}, a companion optionally with "
+            f"'{text}' is not a package a cell ships.{hint} Give {one_of(names)}, a companion optionally with "
             "its release (torchvision==0.28.0)."
         )
     if not sep:
@@ -279,5 +333,6 @@ def check_packages(texts: tuple[str, ...]) -> tuple[str, ...]:
     if twice:
         raise UserError(f"{one_of(twice)} is named more than once in packages; name each package once.")
     if TORCH not in names:
-        raise UserError(f"packages must include torch: every cell ships torch, with {one_of(COMPANIONS)} beside it.")
+        beside = one_of(companion_names())
+        raise UserError(f"packages must include torch: every cell ships torch, with {beside} beside it.")
     return tuple(texts)

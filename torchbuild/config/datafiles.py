@@ -1,9 +1,14 @@
 """The one reader of ``torchbuild/data/*.yaml``. Each table is read once and parsed once into its typed form by the
-parser its module gives (``table(name, parse)``); no other module opens the data files."""
+parser its module gives (``table(name, parse)``); no other module opens the data files.
+
+Where the environment variable ``TORCHBUILD_DATA`` names a folder, a file of that folder stands in for the
+installed file of the same name (a companions.yaml with one more package: a user's extension, a test's fixture
+package); the others are read from the installation. It is read at each call, not at import."""
 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -17,24 +22,40 @@ T = TypeVar("T")
 # libyaml's loader where PyYAML was built with it (the wheels are): the same safe subset, ten times faster.
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 PACKAGE = "torchbuild.data"
+STAND_INS = "TORCHBUILD_DATA"  # a folder whose files stand in for the installed data files of the same name
+
+
+def _stand_in(name: str) -> Path | None:
+    """The file standing in for ``torchbuild/data/<name>`` (``TORCHBUILD_DATA``), or None."""
+    folder = os.environ.get(STAND_INS)
+    path = Path(folder) / name if folder else None
+    return path if path is not None and path.is_file() else None
+
+
+def raw(name: str) -> Any:
+    """The parsed YAML of ``torchbuild/data/<name>`` (or of the file standing in for it)."""
+    return _raw(name, _stand_in(name))
 
 
 @functools.cache
-def raw(name: str) -> Any:
-    """The parsed YAML of ``torchbuild/data/<name>``."""
+def _raw(name: str, stand_in: Path | None) -> Any:
+    where = str(stand_in) if stand_in else f"torchbuild/data/{name}"
     try:
-        text = resources.files(PACKAGE).joinpath(name).read_text(encoding="utf-8")
+        if stand_in:
+            text = stand_in.read_text(encoding="utf-8")
+        else:
+            text = resources.files(PACKAGE).joinpath(name).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"torchbuild/data/{name} is missing from this installation of torchbuild.") from None
     try:
         return yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
-        raise UserError(f"torchbuild/data/{name} is not valid YAML: {exc}") from None
+        raise UserError(f"{where} is not valid YAML: {exc}") from None
 
 
 @functools.cache
-def _parsed(name: str, parse: Callable[[Any], Any]) -> Any:
-    return parse(raw(name))
+def _parsed(name: str, stand_in: Path | None, parse: Callable[[Any], Any]) -> Any:
+    return parse(_raw(name, stand_in))
 
 
 def directory(name: str) -> Path | None:
@@ -50,6 +71,6 @@ def file(name: str) -> Path:
 
 
 def table(name: str, parse: Callable[[Any], T]) -> T:
-    """``parse`` applied to ``torchbuild/data/<name>``, once per process."""
-    result: T = _parsed(name, parse)
+    """``parse`` applied to ``torchbuild/data/<name>`` (or the file standing in for it), once per process."""
+    result: T = _parsed(name, _stand_in(name), parse)
     return result

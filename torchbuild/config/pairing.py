@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from torchbuild.config.companions import (
-    COMPANIONS,
-    REPOSITORIES,
     WHERE,
     Build,
     Release,
@@ -28,12 +26,8 @@ from torchbuild.config.compat import version_key
 from torchbuild.errors import UserError, one_of
 
 NOT_BUILT = "not built yet (the stages ship torch only)"
-# What the stages build from PyPI's wheel beside torch, by platform; the others stay NOT_BUILT, with the reason.
-# linux-64: PyPI's linux companions are CUDA builds, so only a CUDA cell whose CUDA they were built for ships them
-# (a CPU cell says why not, _mismatch).
-BUILT: dict[str, tuple[str, ...]] = {"win-64": ("torchvision", "torchaudio"), "linux-64": ("torchvision", "torchaudio")}
-NOT_BUILT_WHY: dict[str, str] = {}
-LINUX_CPU_WHY = "the stages build linux-64 companions for CUDA cells only (PyPI's CPU builds are of old releases)"
+# What the stages build from PyPI's wheel beside torch, by platform, is data (companions.yaml packages: built_on,
+# not_built); the others stay NOT_BUILT, with the reason where the data gives one.
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,7 +104,7 @@ class Target:
 def torch_pins(platform: str, torch_package: str, depends: tuple[str, ...]) -> dict[str, str]:
     """What a companion built beside the cell's torch pins (Target's torch_package, build_string, python_spec, from
     the cell's conda package and its run dependencies): none where the stages build none."""
-    if platform not in BUILT:
+    if not load().built_on(platform):
         return {}
     python = next((d for d in depends if d.split()[0] == "python"), "")
     return {"torch_package": torch_package, "build_string": torch_package.split()[-1], "python_spec": python}
@@ -128,7 +122,8 @@ class Offered:
 def _compile_hint(name: str, release: str) -> str:
     return (
         f"to ship one, compile {name} {release} from a checkout against this cell's torch (git clone --branch "
-        f"v{release} {REPOSITORIES[name]}; pip wheel --no-deps --no-build-isolation with this torch installed)"
+        f"v{release} {load().packages[name].repository}; pip wheel --no-deps --no-build-isolation with this torch "
+        "installed)"
     )
 
 
@@ -242,14 +237,13 @@ def _choose(
         return Companion(name=name, release=None, requested=requested, paired=version, reason=why)
     wheel = build.wheel_for(target.python)
     assert wheel is not None  # _ship checked it
-    # linux-64 CPU cells: only old releases have a CPU companion on PyPI (torchaudio 0.7.0); not wired yet
-    cpu_on_linux = target.platform == "linux-64" and target.local_version == "cpu"
-    built = bool(target.torch_package) and name in BUILT.get(target.platform, ()) and not cpu_on_linux
+    package = table.packages[name]
+    why_not = package.why_not_built(target.platform, target.local_version)
+    built = bool(target.torch_package) and target.platform in package.built_on and why_not is None
     return Companion(
         package=f"{name}-{version}-{target.build_string}" if built else "",
         depends=tuple(d for d in (target.python_spec, target.torch_package) if d) if built else (),
-        not_built=(LINUX_CPU_WHY if cpu_on_linux else NOT_BUILT_WHY.get(name, "")) if target.torch_package and not built
-        else "",
+        not_built=(why_not or "") if target.torch_package and not built else "",
         name=name,
         release=version,
         requested=requested,
@@ -278,7 +272,7 @@ def choose(
     offered = offered or {}
     named = dict(parse_package(text) for text in packages) if packages is not None else None
     chosen = []
-    for name in COMPANIONS:
+    for name in table.names:
         if named is not None and name not in named:
             continue
         requested = named is not None
@@ -288,7 +282,7 @@ def choose(
             raise UserError(
                 f"{name} cannot ship with torch {target.torch_version} ({target.platform}, Python {target.python}): "
                 f"{companion.reason}. Leave {name} out of packages (matrix.yaml or --packages), or choose another "
-                f"cell; valid packages: {one_of(['torch', *COMPANIONS])}."
+                f"cell; valid packages: {one_of(['torch', *table.names])}."
             )
         chosen.append(companion)
     return tuple(chosen)

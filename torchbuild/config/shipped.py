@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torchbuild.config import companions
 from torchbuild.config.pairing import Companion
 
 
@@ -27,6 +28,7 @@ class ShippedPackage:
     links_against: tuple[str, ...] = ()  # the shipped packages whose libraries are loaded before its own
     # What its extension modules import that it loads only where installed (FFmpeg's DLLs for torchaudio), by library
     on_demand: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    repository: str = ""  # its source repository (companions.yaml packages), its conda package's about.home
 
     @property
     def on_demand_dlls(self) -> dict[str, str]:
@@ -51,4 +53,5 @@ def beside(companion: Companion, root: str) -> ShippedPackage:
         depends=companion.depends,
         links_against=(root,),
         on_demand=companion.on_demand,
+        repository=companions.load().packages[companion.name].repository,
     )

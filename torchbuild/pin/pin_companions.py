@@ -20,7 +20,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from torchbuild.config import pairing
-from torchbuild.config.companions import COMPANIONS, parse_package
+from torchbuild.config.companions import companion_names, load, parse_package
 from torchbuild.config.compat import Compat, TorchRelease
 from torchbuild.config.matrix import Cell, Matrix
 from torchbuild.config.options import RunOptions
@@ -61,9 +61,9 @@ def _offered(
 def _wanted(matrix: Matrix) -> list[str]:
     """The companions the cell asks for without naming their release (those named with one are taken as named)."""
     if matrix.packages is None:
-        return list(COMPANIONS)
+        return list(companion_names())
     named = dict(parse_package(text) for text in matrix.packages)
-    return [name for name in COMPANIONS if name in named and named[name] is None]
+    return [name for name in companion_names() if name in named and named[name] is None]
 
 
 def offered(
@@ -71,7 +71,7 @@ def offered(
 ) -> dict[str, pairing.Offered]:
     """Per companion the cell builds, what the indexes offer where it is not the release that pairs (for
     plan.resolve); nothing for a cell whose platform builds no companion."""
-    if cell.platform not in pairing.BUILT:
+    if not load().built_on(cell.platform):
         return {}
     query = probe(cell, torch, compat)
     target = pairing.Target(

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchbuild.config.companions import COMPANIONS
+from torchbuild.config import era_names
 from torchbuild.config.options import RunOptions
 from torchbuild.config.shipped import ShippedPackage
 from torchbuild.plan import Plan
@@ -103,6 +103,7 @@ def era_kind(companion: str) -> str:
 
 
 def era_artifacts(kind: str) -> tuple[str, ...]:
-    """Every era artifact name of ``kind`` (conda_package, published_conda), for a stage's declaration."""
-    names = (ERA_PYTORCH, ERA_SELECTOR, *(era_kind(name) for name in COMPANIONS))
+    """Every era artifact name of ``kind`` (conda_package, published_conda), for a stage's declaration: one per
+    2018 name era_names.yaml records (a companion has one only where it had a CPU name: torchvision-cpu)."""
+    names = (ERA_PYTORCH, ERA_SELECTOR, *(era_kind(name) for name in era_names.load().cpu_companions))
     return tuple(companion_artifact(kind, name) for name in names)

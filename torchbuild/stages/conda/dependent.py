@@ -32,7 +32,6 @@ from torchbuild.wheel.install import install_wheel
 from torchbuild.wheel.repair_report import RepairReport
 
 NAME = "conda"
-HOMES = {"torchvision": "https://github.com/pytorch/vision", "torchaudio": "https://github.com/pytorch/audio"}
 
 
 def depends_of(
@@ -82,7 +81,7 @@ def package(ctx: Context, shipped: ShippedPackage) -> tuple[Artifact, str, Path 
         "build": {"string": plan.conda.build_string, "number": plan.conda.build_number},
         "requirements": {"run": depends},
         "about": {
-            "home": HOMES.get(shipped.name, "https://pytorch.org/"),
+            "home": shipped.repository or "https://pytorch.org/",
             "license": "BSD-3-Clause",
             "license_family": "BSD",
             "summary": f"{shipped.name} {shipped.release} for pytorch {plan.conda.version} "
