@@ -72,8 +72,11 @@ class Measured:
 def _pipeline(work: Path, platform: str, *extra: str) -> float:
     argv = [sys.executable, str(ROOT / "pipeline.py"), "--platform", platform, "--cuda", "cpu", "--py", "3.11",
             "--matrix", str(ROOT / "matrix.yaml"), "--channel", str(work / "channel"), *extra]  # fmt: skip
+    # As a user's install runs it: with bytecode (pip writes it on install; a shell here may set
+    # PYTHONDONTWRITEBYTECODE, which would make every rerun compile torchbuild's sources again, a second of it).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     started = time.perf_counter()
-    result = subprocess.run(argv, cwd=work, capture_output=True, text=True, check=False)
+    result = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - started
     if result.returncode != 0:
         sys.stderr.write(result.stdout[-4000:] + result.stderr[-4000:])
