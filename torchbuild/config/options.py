@@ -9,6 +9,8 @@ from typing import Literal
 import platformdirs
 
 DEFAULT_GIT_URL = "https://github.com/pytorch/pytorch"
+# the user's cache folder: ~/.cache/torchbuild (XDG_CACHE_HOME), %LOCALAPPDATA%\torchbuild\Cache on Windows
+DEFAULT_CACHE_DIR = Path(platformdirs.user_cache_dir("torchbuild", appauthor=False))
 
 
 @dataclass(frozen=True)
@@ -16,8 +18,7 @@ class RunOptions:
     wheel: Path | None = None  # --wheel: prebuilt source
     force: bool = False
     replace: bool = False  # --replace: publish over a different file under a published name
-    # the user's cache folder: ~/.cache/torchbuild (XDG_CACHE_HOME), %LOCALAPPDATA%\torchbuild\Cache on Windows
-    cache_dir: Path = Path(platformdirs.user_cache_dir("torchbuild", appauthor=False))
+    cache_dir: Path = DEFAULT_CACHE_DIR
     conda_format: Literal["conda", "tar.bz2"] = "conda"
     compression_level: int = 5
     compression_threads: int = 2
