@@ -18,6 +18,7 @@ of the N runs' ratios (each measured in one run, on the same load).
     python bench/main_job.py --platform win-64     # one
     python bench/main_job.py --repeat 3            # each cell three times, the medians shown (a busy machine
                                                    # moves single runs by 20%)
+    python bench/main_job.py --repodata DIR        # verify solves against stored repodata (offline)
 """
 
 from __future__ import annotations
@@ -117,11 +118,12 @@ def _delvewheel_each(wheels: list[Path], repaired_torch: Path, work: Path) -> fl
     return seconds
 
 
-def measure(platform: str) -> Measured:
+def measure(platform: str, repodata: Path | None = None) -> Measured:
     measured = Measured(platform)
     with tempfile.TemporaryDirectory(prefix=f"bench-main-{platform}-") as tmp:
         work = Path(tmp)
-        measured.total_s = _pipeline(work, platform, "--force")
+        stored = ("--repodata", str(repodata)) if repodata else ()
+        measured.total_s = _pipeline(work, platform, "--force", *stored)
         (cell,) = json.loads((work / "build" / "report.json").read_text())["cells"]
         measured.torch = cell["torch"]
         measured.stages = {s["stage"]: (s["status"], float(s["duration"])) for s in cell["stages"]}
@@ -135,7 +137,7 @@ def measure(platform: str) -> Measured:
         artifacts = cell["artifacts"]
         shipped = ["source_wheel", *sorted(k for k in artifacts if k.startswith("source_wheel["))]
         measured.wheels = [Path(artifacts[k]["path"]) for k in shipped]
-        measured.rerun_s = _pipeline(work, platform)
+        measured.rerun_s = _pipeline(work, platform, *stored)
         names = " + ".join(w.name.split("-")[0] for w in measured.wheels)
         if platform == "linux-64":
             measured.yardstick = f"python -m venv + pip install of {names}"
@@ -210,12 +212,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--platform", choices=PLATFORMS, action="append", help="a cell's platform (default: both)")
     parser.add_argument("--repeat", type=int, default=1, help="measure each cell N times; show the medians")
+    parser.add_argument("--repodata", type=Path, help="stored conda repodata for verify's solve (pipeline.py's option)")
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error(f"--repeat must be 1 or more (got {args.repeat})")
     chosen = []
     for platform in args.platform or PLATFORMS:
-        runs = [measure(platform) for _ in range(args.repeat)]
+        runs = [measure(platform, args.repodata) for _ in range(args.repeat)]
         if args.repeat > 1:
             ratios = ", ".join(f"{m.ratio:.2f}" for m in runs)
             print(f"{platform}: ratios of {args.repeat} runs {ratios}; the medians are shown", flush=True)
