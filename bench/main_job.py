@@ -204,6 +204,10 @@ def show(results: list[Measured]) -> None:
                   "platform): their times overlap; the total is wall time")  # fmt: skip
 
 
+def _load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "unknown"
+
+
 def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} s"
 
@@ -217,6 +221,7 @@ def main() -> int:
     if args.repeat < 1:
         parser.error(f"--repeat must be 1 or more (got {args.repeat})")
     chosen = []
+    print(f"load average at the start: {_load()}", flush=True)
     for platform in args.platform or PLATFORMS:
         runs = [measure(platform, args.repodata) for _ in range(args.repeat)]
         if args.repeat > 1:
@@ -224,6 +229,7 @@ def main() -> int:
             print(f"{platform}: ratios of {args.repeat} runs {ratios}; the medians are shown", flush=True)
         chosen.append(medians(runs))
     show(chosen)
+    print(f"load average at the end: {_load()} (timings on a busy machine stretch; the ratios less)")
     return 0
 
 
