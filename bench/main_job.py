@@ -6,15 +6,19 @@ For each cell (linux-64 and win-64 CPU, Python 3.11, the release `latest` pins t
   - the rerun with nothing changed (no --force): its wall time;
   - the heaviest checks, each stage's from report.json (a group of checks made in one go once, see
     results.timings): their seconds side by side;
-  - the yardstick: linux-64, a fresh `python -m venv` plus `pip install` of the same wheel (with its dependencies,
-    from the same indexes and pip cache); win-64, `delvewheel repair --ignore-existing` alone on the same wheel with
-    the same DLL providers.
-Prints one table, both cells side by side, and the ratio total / yardstick for each.
+  - the yardstick, the least a user does by hand with the wheels the cell ships (torch and each companion it
+    ships): linux-64, a fresh `python -m venv` plus one `pip install` of them (with their dependencies, from the
+    same indexes and pip cache); win-64, `delvewheel repair --ignore-existing` of each, one after the other, with
+    the same DLL providers (a companion's excluding the DLLs torch's repaired wheel holds, as a user would).
+Prints one table, both cells side by side, and the ratio total / yardstick for each. With --repeat N every figure is
+the median of the N runs (each stage's, each check's, the total, the rerun, the yardstick) and the ratio the median
+of the N runs' ratios (each measured in one run, on the same load).
 
     python bench/main_job.py                       # both cells
     python bench/main_job.py --platform win-64     # one
-    python bench/main_job.py --repeat 3            # each cell three times, the median run shown (a busy machine
+    python bench/main_job.py --repeat 3            # each cell three times, the medians shown (a busy machine
                                                    # moves single runs by 20%)
+    python bench/main_job.py --repodata DIR        # verify solves against stored repodata (offline)
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,6 +45,7 @@ from torchbuild.plan import STAGES  # noqa: E402
 from torchbuild.results import Check, timings  # noqa: E402
 from torchbuild.run.runner import pipeline  # noqa: E402
 from torchbuild.stages.repair import windows  # noqa: E402
+from torchbuild.stages.repair.companion import torch_dlls  # noqa: E402
 
 PLATFORMS = ("linux-64", "win-64")
 HEAVIEST = 8  # checks shown per cell
@@ -54,16 +60,24 @@ class Measured:
     rerun_s: float = 0.0
     yardstick: str = ""
     yardstick_s: float = 0.0
-    wheel: Path | None = None
+    wheels: list[Path] = field(default_factory=list)  # the source wheels the cell ships, torch's first
     conda: str = ""  # the conda stage's own split (unpack, assemble) and the package's sha256
     checks: dict[str, float] = field(default_factory=dict)  # "stage: check" -> seconds, its heaviest
+    median_ratio: float | None = None  # of --repeat runs: the median of their ratios
+
+    @property
+    def ratio(self) -> float:
+        return self.median_ratio if self.median_ratio is not None else self.total_s / self.yardstick_s
 
 
 def _pipeline(work: Path, platform: str, *extra: str) -> float:
     argv = [sys.executable, str(ROOT / "pipeline.py"), "--platform", platform, "--cuda", "cpu", "--py", "3.11",
             "--matrix", str(ROOT / "matrix.yaml"), "--channel", str(work / "channel"), *extra]  # fmt: skip
+    # As a user's install runs it: with bytecode (pip writes it on install; a shell here may set
+    # PYTHONDONTWRITEBYTECODE, which would make every rerun compile torchbuild's sources again, a second of it).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     started = time.perf_counter()
-    result = subprocess.run(argv, cwd=work, capture_output=True, text=True, check=False)
+    result = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - started
     if result.returncode != 0:
         sys.stderr.write(result.stdout[-4000:] + result.stderr[-4000:])
@@ -71,36 +85,45 @@ def _pipeline(work: Path, platform: str, *extra: str) -> float:
     return elapsed
 
 
-def _venv_pip_install(wheel: Path, work: Path) -> float:
+def _venv_pip_install(wheels: list[Path], work: Path) -> float:
     started = time.perf_counter()
     venv = work / "yardstick-venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    str(wheel)], check=True, capture_output=True)  # fmt: skip
+                    *map(str, wheels)], check=True, capture_output=True)  # fmt: skip
     return time.perf_counter() - started
 
 
-def _delvewheel_alone(wheel: Path, work: Path) -> float:
+def _delvewheel_each(wheels: list[Path], repaired_torch: Path, work: Path) -> float:
+    """delvewheel repair of each wheel with the providers the repair stage finds; a companion's excludes the DLLs
+    torch's repaired wheel holds (it loads them from torch). Only the repairs are timed."""
     from torchbuild import plan as plan_mod
     from torchbuild.config import matrix
     from torchbuild.config.matrix import Cell
 
-    cell = Cell(platform="win-64", cuda="cpu", python="3.11", torch=wheel.name.split("-")[1].split("+")[0])
+    cell = Cell(platform="win-64", cuda="cpu", python="3.11", torch=wheels[0].name.split("-")[1].split("+")[0])
     plan = plan_mod.resolve(cell, matrix.load(ROOT / "matrix.yaml"))
-    located = windows.needs(plan, wheel, RunOptions().cache_dir, work / "providers.log").located
-    providers = sorted({hit.path.parent for hit in located})
-    argv = [sys.executable, "-m", "delvewheel", "repair", "--ignore-existing", "-w", str(work / "plain"),
-            "--add-path", os.pathsep.join(map(str, providers)), str(wheel)]  # fmt: skip
-    started = time.perf_counter()
-    subprocess.run(argv, check=True, capture_output=True)
-    return time.perf_counter() - started
+    seconds = 0.0
+    for wheel in wheels:
+        beside = torch_dlls(repaired_torch) if wheel != wheels[0] else {}
+        located = windows.needs(plan, wheel, RunOptions().cache_dir, work / "providers.log", beside=beside).located
+        providers = sorted({hit.path.parent for hit in located})
+        argv = [sys.executable, "-m", "delvewheel", "repair", "--ignore-existing", "-w", str(work / "plain"),
+                "--add-path", os.pathsep.join(map(str, providers))]  # fmt: skip
+        if beside:
+            argv += ["--exclude", os.pathsep.join(sorted(beside))]
+        started = time.perf_counter()
+        subprocess.run([*argv, str(wheel)], check=True, capture_output=True)
+        seconds += time.perf_counter() - started
+    return seconds
 
 
-def measure(platform: str) -> Measured:
+def measure(platform: str, repodata: Path | None = None) -> Measured:
     measured = Measured(platform)
     with tempfile.TemporaryDirectory(prefix=f"bench-main-{platform}-") as tmp:
         work = Path(tmp)
-        measured.total_s = _pipeline(work, platform, "--force")
+        stored = ("--repodata", str(repodata)) if repodata else ()
+        measured.total_s = _pipeline(work, platform, "--force", *stored)
         (cell,) = json.loads((work / "build" / "report.json").read_text())["cells"]
         measured.torch = cell["torch"]
         measured.stages = {s["stage"]: (s["status"], float(s["duration"])) for s in cell["stages"]}
@@ -111,15 +134,37 @@ def measure(platform: str) -> Measured:
         measured.conda = (
             f"{split[1] if split else conda['message']}; {Path(package['path']).name} sha256 {package['sha256']}"
         )
-        wheel = Path(cell["artifacts"]["source_wheel"]["path"])
-        measured.rerun_s = _pipeline(work, platform)
+        artifacts = cell["artifacts"]
+        shipped = ["source_wheel", *sorted(k for k in artifacts if k.startswith("source_wheel["))]
+        measured.wheels = [Path(artifacts[k]["path"]) for k in shipped]
+        measured.rerun_s = _pipeline(work, platform, *stored)
+        names = " + ".join(w.name.split("-")[0] for w in measured.wheels)
         if platform == "linux-64":
-            measured.yardstick = "python -m venv + pip install of the wheel"
-            measured.yardstick_s = _venv_pip_install(wheel, work)
+            measured.yardstick = f"python -m venv + pip install of {names}"
+            measured.yardstick_s = _venv_pip_install(measured.wheels, work)
         else:
-            measured.yardstick = "delvewheel repair alone"
-            measured.yardstick_s = _delvewheel_alone(wheel, work)
+            measured.yardstick = f"delvewheel repair of {names}, one after the other"
+            repaired = Path(artifacts["repaired_wheel"]["path"])
+            measured.yardstick_s = _delvewheel_each(measured.wheels, repaired, work)
     return measured
+
+
+def medians(runs: list[Measured]) -> Measured:
+    """Each figure the median of ``runs`` (of one cell); the ratio the median of the runs' own ratios."""
+    first = runs[0]
+    stages = {
+        stage: (first.stages[stage][0], statistics.median(m.stages.get(stage, ("", 0.0))[1] for m in runs))
+        for stage in first.stages
+    }
+    names = dict.fromkeys(name for m in runs for name in m.checks)
+    # a check among the heaviest of some runs only: the median of those runs' times (the others did not keep it)
+    found = {name: statistics.median(m.checks[name] for m in runs if name in m.checks) for name in names}
+    checks = dict(sorted(found.items(), key=lambda item: item[1], reverse=True)[:HEAVIEST])
+    return Measured(
+        first.platform, first.torch, stages, statistics.median(m.total_s for m in runs),
+        statistics.median(m.rerun_s for m in runs), first.yardstick, statistics.median(m.yardstick_s for m in runs),
+        first.wheels, first.conda, checks, statistics.median(m.ratio for m in runs),
+    )
 
 
 def heaviest(stages: list[dict[str, Any]]) -> dict[str, float]:
@@ -143,7 +188,7 @@ def show(results: list[Measured]) -> None:
     print(f"{'total (wall)':28}" + "".join(f"{m.total_s:>24.1f} s" for m in results))
     print(f"{'rerun, nothing changed':28}" + "".join(f"{m.rerun_s:>24.1f} s" for m in results))
     print(f"{'yardstick':28}" + "".join(f"{m.yardstick_s:>24.1f} s" for m in results))
-    print(f"{'ratio total / yardstick':28}" + "".join(f"{m.total_s / m.yardstick_s:>26.2f}" for m in results))
+    print(f"{'ratio total / yardstick':28}" + "".join(f"{m.ratio:>26.2f}" for m in results))
     names = list(dict.fromkeys(name for m in results for name in m.checks))
     if names:
         print("heaviest checks (seconds; a group made in one go counts once):")
@@ -161,6 +206,10 @@ def show(results: list[Measured]) -> None:
                   "platform): their times overlap; the total is wall time")  # fmt: skip
 
 
+def _load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "unknown"
+
+
 def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} s"
 
@@ -168,18 +217,21 @@ def _seconds(value: float | None) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--platform", choices=PLATFORMS, action="append", help="a cell's platform (default: both)")
-    parser.add_argument("--repeat", type=int, default=1, help="measure each cell N times; show the median (by ratio)")
+    parser.add_argument("--repeat", type=int, default=1, help="measure each cell N times; show the medians")
+    parser.add_argument("--repodata", type=Path, help="stored conda repodata for verify's solve (pipeline.py's option)")
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error(f"--repeat must be 1 or more (got {args.repeat})")
     chosen = []
+    print(f"load average at the start: {_load()}", flush=True)
     for platform in args.platform or PLATFORMS:
-        runs = sorted((measure(platform) for _ in range(args.repeat)), key=lambda m: m.total_s / m.yardstick_s)
+        runs = [measure(platform, args.repodata) for _ in range(args.repeat)]
         if args.repeat > 1:
-            ratios = ", ".join(f"{m.total_s / m.yardstick_s:.2f}" for m in runs)
-            print(f"{platform}: ratios of {args.repeat} runs {ratios}; the median run is shown", flush=True)
-        chosen.append(runs[len(runs) // 2])
+            ratios = ", ".join(f"{m.ratio:.2f}" for m in runs)
+            print(f"{platform}: ratios of {args.repeat} runs {ratios}; the medians are shown", flush=True)
+        chosen.append(medians(runs))
     show(chosen)
+    print(f"load average at the end: {_load()} (timings on a busy machine stretch; the ratios less)")
     return 0
 
 

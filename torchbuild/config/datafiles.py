@@ -3,11 +3,17 @@ parser its module gives (``table(name, parse)``); no other module opens the data
 
 Where the environment variable ``TORCHBUILD_DATA`` names a folder, a file of that folder stands in for the
 installed file of the same name (a companions.yaml with one more package: a user's extension, a test's fixture
-package); the others are read from the installation. It is read at each call, not at import."""
+package); the others are read from the installation. It is read at each call, not at import.
+
+Parsing the YAML is a tenth of a run with nothing to do (companions.yaml and cuda_wheels.yaml, 330 kB), so what it
+parses to is kept as JSON in the user's cache, named by the sha256 of the file's text: an edited file is parsed
+again, and a parse JSON would not give back equal (a key that is not a string) is not kept."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
 from collections.abc import Callable
 from importlib import resources
@@ -16,6 +22,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from torchbuild.config.options import user_cache_dir
 from torchbuild.errors import UserError
 
 T = TypeVar("T")
@@ -47,10 +54,38 @@ def _raw(name: str, stand_in: Path | None) -> Any:
             text = resources.files(PACKAGE).joinpath(name).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"torchbuild/data/{name} is missing from this installation of torchbuild.") from None
+    return parse(text, where)
+
+
+def parse(text: str, where: str) -> Any:
+    """``text`` (of the data file ``where``) parsed: the JSON kept for this text, else the YAML parsed and kept."""
+    kept = user_cache_dir() / "data-parsed" / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
     try:
-        return yaml.load(text, Loader=SAFE_LOADER)
+        digest, _, body = kept.read_text(encoding="utf-8").partition("\n")
+        if digest == hashlib.sha256(body.encode()).hexdigest():  # a damaged entry is parsed again, and replaced
+            return json.loads(body)
+    except (OSError, ValueError):
+        pass
+    try:
+        parsed = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         raise UserError(f"{where} is not valid YAML: {exc}") from None
+    _keep(kept, parsed)
+    return parsed
+
+
+def _keep(path: Path, parsed: Any) -> None:
+    """``parsed`` as JSON at ``path`` where JSON gives it back equal; nothing where the cache cannot be written."""
+    try:
+        body = json.dumps(parsed)
+        if json.loads(body) != parsed:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staged = path.with_name(f".{path.name}.{os.getpid()}")
+        staged.write_text(f"{hashlib.sha256(body.encode()).hexdigest()}\n{body}", encoding="utf-8")
+        os.replace(staged, path)
+    except (OSError, TypeError, ValueError):
+        return
 
 
 @functools.cache

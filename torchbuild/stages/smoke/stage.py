@@ -37,7 +37,7 @@ from torchbuild.plan import Plan
 from torchbuild.platforms.windows import python_embed, wine
 from torchbuild.results import Check, StageResult, Status
 from torchbuild.stages import Context, Stage, companion_artifact
-from torchbuild.stages.smoke import user_test
+from torchbuild.stages.smoke import by_content, user_test
 from torchbuild.stages.smoke.env import Backend, Env, parse_results
 from torchbuild.stages.smoke.resources import smoke_checks
 from torchbuild.stages.smoke.venv import VenvBackend, wheel_requirements
@@ -218,8 +218,13 @@ def run(ctx: Context, kind: str) -> StageResult:
     name = stage_name(kind)
     base = ctx.stage_dir(name)
     artifact = _inputs(ctx, kind)[kind]
+    companions = _companions(ctx, kind)
+    if kind == "wheel" and isinstance(backend, VenvBackend):  # uv unpacks each wheel once per content
+        artifact = by_content.wheel_path(ctx.inputs[INPUTS[kind]], ctx.options.cache_dir)
+        companions = {name: by_content.wheel_path(ctx.inputs[companion_artifact(INPUTS[kind], name)],
+                                                  ctx.options.cache_dir) for name in companions}  # fmt: skip
     root = _environment_root(base, kind, backend, artifact)
-    env = Env(kind, root, artifact, ctx.stage_dir("logs") / f"{name}.log", _companions(ctx, kind))
+    env = Env(kind, root, artifact, ctx.stage_dir("logs") / f"{name}.log", companions)
     try:
         all_checks = _run_env(name, env, backend, ctx.plan.user_test)
     finally:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import consumer_cache
 from .smoke_base import (
     CHECK_TIMEOUT_S,
     CheckFailed,
@@ -104,6 +105,16 @@ def cuda_toolkit_missing(cuda: str) -> str:
     return ""
 
 
+def _compile_inputs(configure: list[str], cuda: list[str]) -> list[str]:
+    """What decides the consumer's object besides torch's headers and cmake files: the project, the configure line
+    (without this environment's paths), the compiler's and cmake's versions, the CUDA toolkit's runtime header."""
+    versions = [_run([tool, "--version"], Path.cwd(), f"{tool} --version") for tool in (cxx_compiler() or "", "cmake")]
+    header = _cuda_root() / "include" / "cuda_runtime_api.h"
+    toolkit = header.read_text(encoding="utf-8", errors="replace") if cuda and header.is_file() else ""
+    flags = [arg for arg in configure if not arg.startswith("-DCMAKE_PREFIX_PATH=")]
+    return [CONSUMER_CMAKE, CONSUMER_CPP, " ".join(flags[1:]), *versions, toolkit]
+
+
 def check_cpp_consumer(expect: Expect) -> Outcome:
     folder = torch_folder()
     if sys.platform == "win32" and not shutil.which("cl"):
@@ -122,18 +133,27 @@ def check_cpp_consumer(expect: Expect) -> Outcome:
     config = folder / "share" / "cmake"
     if not (config / "Torch" / "TorchConfig.cmake").is_file():
         raise CheckFailed(f"{config / 'Torch' / 'TorchConfig.cmake'} is missing: find_package(Torch) cannot work")
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    # the toolkit checked above, named: FindCUDA takes its root from the first nvcc on PATH, which may be a
+    # wrapper outside it (this project's Linux machines: /usr/local/bin/nvcc -> /usr/local/cuda-13.0/bin/nvcc)
+    cuda = [] if sys.platform == "win32" or expect.cuda == "cpu" else [
+        f"-DCUDA_TOOLKIT_ROOT_DIR={_cuda_root()}", f"-DCUDAToolkit_ROOT={_cuda_root()}"]
+    configure = [cmake, "-S", ".", "-B", "build", *generator, f"-DCMAKE_PREFIX_PATH={config}",
+                 "-DCMAKE_BUILD_TYPE=Release", *cuda]  # fmt: skip
+    shared = None if sys.platform == "win32" else consumer_cache.shared_dir()
+    key = consumer_cache.content_key(folder, _compile_inputs(configure, cuda)) if shared is not None else ""
     with tempfile.TemporaryDirectory(prefix="smoke-consumer-") as tmp:
         project = Path(tmp)
         (project / "CMakeLists.txt").write_text(CONSUMER_CMAKE, encoding="utf-8")
         (project / "consumer.cpp").write_text(CONSUMER_CPP, encoding="utf-8")
-        generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-        # the toolkit checked above, named: FindCUDA takes its root from the first nvcc on PATH, which may be a
-        # wrapper outside it (this project's Linux machines: /usr/local/bin/nvcc -> /usr/local/cuda-13.0/bin/nvcc)
-        cuda = [] if sys.platform == "win32" or expect.cuda == "cpu" else [
-            f"-DCUDA_TOOLKIT_ROOT_DIR={_cuda_root()}", f"-DCUDAToolkit_ROOT={_cuda_root()}"]
-        _run([cmake, "-S", ".", "-B", "build", *generator, f"-DCMAKE_PREFIX_PATH={config}",
-              "-DCMAKE_BUILD_TYPE=Release", *cuda], project, "cmake (configure)")  # fmt: skip
-        _run([cmake, "--build", "build", "--config", "Release", "--parallel", "2"], project, "cmake --build")
+        link = consumer_cache.cached_link(shared, key, folder, project / "build") if shared is not None else None
+        if shared is not None and link is not None:
+            _run(["/bin/sh", "-c", link], project / "build", "linking the consumer (compiled for this content before)")
+            built = f"compiled once for this content ({shared / key[:12]}...), linked and run here"
+        else:
+            _run(configure, project, "cmake (configure)")
+            _run([cmake, "--build", "build", "--config", "Release", "--parallel", "2"], project, "cmake --build")
+            built = "built and run"
         exe = next((p for p in (project / "build").rglob("consumer*") if p.is_file() and os.access(p, os.X_OK)
                     and p.suffix in ("", ".exe")), None)  # fmt: skip
         if exe is None:
@@ -142,11 +162,13 @@ def check_cpp_consumer(expect: Expect) -> Outcome:
         if sys.platform == "win32":  # the DLLs beside torch's, as a user's PATH would have them
             env["PATH"] = f"{folder / 'lib'}{os.pathsep}{env.get('PATH', '')}"
         out = json.loads(_run([str(exe)], project, "the consumer", env).strip().splitlines()[-1])
-    wrong = {k: out.get(k) for k, v in CONSUMER_EXPECTED.items() if out.get(k) != v}
-    if wrong:
-        raise CheckFailed(f"the consumer computed {wrong}, expected {CONSUMER_EXPECTED}")
-    on_gpu = _consumer_gpu(expect, out)
-    return Outcome("passed", f"CMake project with find_package(Torch) ({config}) built and run: ATen matmul and "
+        wrong = {k: out.get(k) for k, v in CONSUMER_EXPECTED.items() if out.get(k) != v}
+        if wrong:
+            raise CheckFailed(f"the consumer computed {wrong}, expected {CONSUMER_EXPECTED}")
+        on_gpu = _consumer_gpu(expect, out)
+        if shared is not None and link is None:  # kept only once it passed
+            consumer_cache.store(shared, key, folder, project / "build")
+    return Outcome("passed", f"CMake project with find_package(Torch) ({config}) {built}: ATen matmul and "
                    f"conv2d give the known answers, {out.get('threads')} threads{on_gpu}")  # fmt: skip
 
 
