@@ -45,7 +45,7 @@ from torchbuild.plan import STAGES  # noqa: E402
 from torchbuild.results import Check, timings  # noqa: E402
 from torchbuild.run.runner import pipeline  # noqa: E402
 from torchbuild.stages.repair import windows  # noqa: E402
-from torchbuild.stages.repair.companion import torch_dlls  # noqa: E402
+from torchbuild.stages.repair.dependent_pe import torch_dlls  # noqa: E402
 
 PLATFORMS = ("linux-64", "win-64")
 HEAVIEST = 8  # checks shown per cell
