@@ -3,6 +3,7 @@ the libraries that must never be grafted excluded, and which those are (torch's 
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import sys
 import tempfile
@@ -15,6 +16,7 @@ from torchbuild.errors import StageFailed, as_stage_failure
 from torchbuild.host import archives
 from torchbuild.host.proc import ToolError, run_tool
 from torchbuild.platforms.linux import auditwheel_api, elf
+from torchbuild.wheel.repair_report import Vendored
 
 NAME = "repair"
 AUDITWHEEL_TIMEOUT_S = 3600
@@ -98,3 +100,29 @@ def auditwheel_repair(
             names = ", ".join(p.name for p in made) or "no wheel"
             raise StageFailed(NAME, f"auditwheel repair of {wheel} made {names}; expected {target.name}")
         shutil.move(str(made[0]), target)
+
+
+def grafted(wheel: Path, target: Path, analysis: Analysis) -> list[Vendored]:
+    """The libraries auditwheel put into the repaired ``target`` of ``wheel`` (renamed libfoo-<hash>.so.1), and where
+    they came from: one reader for torch's repair and the repair of each package beside it."""
+    with archives.open_zip(wheel) as archive:
+        before = set(archive.namelist())
+    found = []
+    with archives.open_zip(target) as archive:
+        for info in archive.infolist():
+            if info.filename in before or not elf.SHARED_OBJECT.search(info.filename):
+                continue
+            base = Path(info.filename).name
+            soname = next((n for n in analysis.graft if base.split("-")[0] == n.split(".so")[0]), base)
+            data = archive.read(info)
+            found.append(
+                Vendored(
+                    path=info.filename,
+                    sha256=hashlib.sha256(data).hexdigest(),
+                    size=len(data),
+                    version=None,
+                    provider="system",
+                    origin=analysis.found_at.get(soname, soname),
+                )
+            )
+    return found

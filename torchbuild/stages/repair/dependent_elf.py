@@ -16,7 +16,6 @@ torchvision, torchaudio) from PyPI's wheel, beside torch's repaired wheel, on EL
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
@@ -30,6 +29,7 @@ from torchbuild.platforms.linux import elf
 from torchbuild.results import Artifact, Check
 from torchbuild.stages import Context
 from torchbuild.stages.repair.auditwheel_run import analyse, auditwheel_repair
+from torchbuild.stages.repair.auditwheel_run import grafted as grafted_by_auditwheel
 from torchbuild.stages.repair.finish import RepairBeside, bundled_row, finish_wheel, package_outputs
 from torchbuild.wheel import provenance
 from torchbuild.wheel.provenance import ENV as EPOCH_ENV
@@ -64,22 +64,6 @@ def _bundled(wheel: Path, shipped: ShippedPackage) -> list[Vendored]:
             if not info.filename.startswith(f"{shipped.name}.libs/") or not elf.SHARED_OBJECT.search(info.filename):
                 continue
             rows.append(bundled_row(shipped, info.filename, archive.read(info)))
-    return rows
-
-
-def _grafted(before: Path, after: Path, found_at: Mapping[str, str]) -> list[Vendored]:
-    with archives.open_zip(before) as archive:
-        had = set(archive.namelist())
-    rows = []
-    with archives.open_zip(after) as archive:
-        for info in archive.infolist():
-            if info.filename in had or not elf.SHARED_OBJECT.search(info.filename):
-                continue
-            data = archive.read(info)
-            stem = PurePosixPath(info.filename).name.split("-")[0]
-            origin = next((path for name, path in found_at.items() if name.split(".so")[0] == stem), stem)
-            rows.append(Vendored(path=info.filename, sha256=hashlib.sha256(data).hexdigest(), size=len(data),
-                                 version=None, provider="system", origin=origin))  # fmt: skip
     return rows
 
 
@@ -125,7 +109,7 @@ def repair(
         if analysis.graft:
             made = Path(tmp) / wheel.name
             auditwheel_repair(wheel, tag, excludes, made, log, {EPOCH_ENV: str(source.epoch)})
-            grafted = _grafted(wheel, made, analysis.found_at)
+            grafted = grafted_by_auditwheel(wheel, made, analysis)
             how = f"auditwheel grafted {', '.join(analysis.graft)}"
         else:
             made, grafted = wheel, []

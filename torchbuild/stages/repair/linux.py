@@ -5,7 +5,6 @@ copied through. The ELF import-closure check runs on the result either way (stag
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import tempfile
 import time
@@ -13,12 +12,12 @@ from pathlib import Path
 
 from torchbuild.config import cuda_wheels
 from torchbuild.errors import StageFailed
-from torchbuild.host import archives
 from torchbuild.platforms.closure import left_to_dependencies, with_hints
 from torchbuild.platforms.linux import elf, manylinux
 from torchbuild.results import StageResult
 from torchbuild.stages import Context
 from torchbuild.stages.repair.auditwheel_run import Analysis, analyse, auditwheel_excludes, auditwheel_repair
+from torchbuild.stages.repair.auditwheel_run import grafted as grafted_by_auditwheel
 from torchbuild.stages.repair.finish import NAME
 from torchbuild.stages.repair.torch_wheel import (
     finish,
@@ -52,7 +51,7 @@ def repair(ctx: Context, wheel: Path) -> StageResult:
         grafted: list[Vendored] = []
     else:
         how, analysis, made = _auditwheel(ctx, wheel, tag, out_dir / "auditwheel" / target.name, fast)
-        grafted = _grafted(wheel, made, analysis) if made != wheel else []
+        grafted = grafted_by_auditwheel(wheel, made, analysis) if made != wheel else []
         _, added, _ = finish(ctx, made, target, grafted)
         shutil.rmtree(out_dir / "auditwheel", ignore_errors=True)
         closure = elf.check_wheel(target, tag, scratch=out_dir, provided=beside)
@@ -111,28 +110,3 @@ def _auditwheel(
     vendored = ", ".join(analysis.graft) or "nothing"
     how = f"auditwheel repair to {tag}{why}: vendored {vendored} ({time.monotonic() - started:.0f} s)"
     return how, analysis, target
-
-
-def _grafted(wheel: Path, target: Path, analysis: Analysis) -> list[Vendored]:
-    """The libraries auditwheel put into the repaired wheel (renamed libfoo-<hash>.so.1), and where they came from."""
-    with archives.open_zip(wheel) as archive:
-        before = set(archive.namelist())
-    found = []
-    with archives.open_zip(target) as archive:
-        for info in archive.infolist():
-            if info.filename in before or not elf.SHARED_OBJECT.search(info.filename):
-                continue
-            base = Path(info.filename).name
-            soname = next((n for n in analysis.graft if base.split("-")[0] == n.split(".so")[0]), base)
-            data = archive.read(info)
-            found.append(
-                Vendored(
-                    path=info.filename,
-                    sha256=hashlib.sha256(data).hexdigest(),
-                    size=len(data),
-                    version=None,
-                    provider="system",
-                    origin=analysis.found_at.get(soname, soname),
-                )
-            )
-    return found
