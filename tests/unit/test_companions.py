@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -20,6 +23,8 @@ from torchbuild.config.pairing import NOT_BUILT, Target, choose
 from torchbuild.errors import UserError
 from torchbuild.host import pip
 from torchbuild.plan import resolve
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # The installed data's packages section, which every table names (a table without it is refused first).
 PACKAGES = datafiles.raw(companions.DATA_FILE)["packages"]
@@ -337,3 +342,13 @@ def test_a_file_in_torchbuild_data_stands_in_for_the_installed_one(
     assert str(info.value).startswith(f"{broken / companions.DATA_FILE} is not valid YAML: ")
     monkeypatch.delenv(datafiles.STAND_INS)
     assert companions.companion_names() == ("torchvision", "torchaudio")
+
+
+def test_a_torchbuild_data_that_is_no_folder_is_refused_by_name(tmp_path: Path) -> None:
+    # Before: a mistyped folder was ignored without a word and the installed data read instead.
+    env = {**os.environ, datafiles.STAND_INS: str(tmp_path / "no-such-folder")}
+    result = subprocess.run([sys.executable, str(ROOT / "pipeline.py"), "plan", "--cuda", "cpu", "--py", "3.11"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    assert result.returncode == 2
+    assert f"TORCHBUILD_DATA={tmp_path / 'no-such-folder'} is not a folder" in result.stderr
+    assert "Traceback" not in result.stderr

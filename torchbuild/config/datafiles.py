@@ -35,8 +35,13 @@ STAND_INS = "TORCHBUILD_DATA"  # a folder whose files stand in for the installed
 def _stand_in(name: str) -> Path | None:
     """The file standing in for ``torchbuild/data/<name>`` (``TORCHBUILD_DATA``), or None."""
     folder = os.environ.get(STAND_INS)
-    path = Path(folder) / name if folder else None
-    return path if path is not None and path.is_file() else None
+    if not folder:
+        return None
+    if not Path(folder).is_dir():
+        raise UserError(f"{STAND_INS}={folder} is not a folder: set it to a folder of data files that stand in for "
+                        "torchbuild/data's (companions.yaml, ...), or unset it")  # fmt: skip
+    path = Path(folder) / name
+    return path if path.is_file() else None
 
 
 def raw(name: str) -> Any:
