@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Callable, Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +52,8 @@ def _modules() -> dict[str, Any]:
 
 
 def _moved(what: str) -> AuditwheelMoved:
+    from importlib import metadata  # 15 ms: only when a version is asked for
+
     version = metadata.version("auditwheel")
     major, _, minor = TESTED.partition(".")
     return AuditwheelMoved(
@@ -66,6 +67,8 @@ def _moved(what: str) -> AuditwheelMoved:
 def check() -> str:
     """The installed auditwheel's version, once everything this module reads is found there; AuditwheelMoved
     if not."""
+    from importlib import metadata  # 15 ms: only when a version is asked for
+
     _modules()
     return metadata.version("auditwheel")
 

@@ -15,13 +15,14 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
+from typing import TYPE_CHECKING
 
 from torchbuild.host import archives
 from torchbuild.platforms.closure import ClosureReport
 from torchbuild.platforms.linux import auditwheel_api, elf
+
+if TYPE_CHECKING:
+    from elftools.elf.elffile import ELFFile
 
 EXTENSION_SUFFIXES = (".abi3.so",)
 
@@ -60,6 +61,8 @@ def verdict(
 ) -> Verdict:
     """Whether ``wheel`` (with ``closure``, its elf.check_wheel report) already satisfies ``platform_tag``.
     ``kept``: where elf.check_wheel kept the ELF members (``keep_in``); otherwise each is copied out again."""
+    from elftools.elf.elffile import ELFFile  # pyelftools loads in 50 ms: only where ELF is read
+
     if not closure.ok:  # executables' gaps do not count: auditwheel grafts only for what extensions load
         return Verdict(False, "the import closure is not complete inside the wheel and the policy's libraries")
     policies, policy = elf.manylinux_policies(platform_tag)
@@ -91,7 +94,7 @@ def verdict(
                                  _blacklisted(parsed, info.needed, blacklist)]  # fmt: skip
                     if _is_extension(name) and auditwheel_api.references_pyfpe_jbuf(parsed):
                         problems.append(f"{name} references PyFPE_jbuf")
-            except (ELFError, ValueError, OSError) as exc:
+            except (elf.elf_error(), ValueError, OSError) as exc:
                 problems.append(f"{name} cannot be read: {exc}")
             if problems:
                 break  # one reason is enough: auditwheel decides the rest
