@@ -10,6 +10,7 @@ is auditwheel's own verdict, reached without loading the system's libraries. Any
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -17,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from torchbuild.config.options import user_cache_dir
 from torchbuild.host import archives
+from torchbuild.host.files import write_atomic
 from torchbuild.platforms.closure import ClosureReport
 from torchbuild.platforms.linux import auditwheel_api, elf
 
@@ -109,9 +112,32 @@ def accepted_platform_tags(target: str) -> tuple[str, ...]:
 
     For a manylinux target: the target and every older manylinux policy (and their legacy aliases) from auditwheel's
     policy data, then the unrepaired ``linux_<arch>`` of a local build. Anything else: the target tag only.
+
+    The pin step asks this on every run, and auditwheel takes 90 ms to import, so the answer is kept in the user's
+    cache, named by the target and the digest of the auditwheel files the policies come from: another auditwheel
+    (or an edited one) is asked again.
     """
     if not target.startswith("manylinux"):
         return (target,)
+    digest = auditwheel_api.policy_sources_digest()
+    kept = user_cache_dir() / "platform-tags" / f"{target}-{digest}.json" if digest else None
+    try:
+        found = json.loads(kept.read_text(encoding="utf-8")) if kept else None
+        if isinstance(found, list) and found and all(isinstance(tag, str) for tag in found):
+            return tuple(found)
+    except (OSError, ValueError):
+        pass  # none kept yet, or a damaged entry: asked again and replaced
+    tags = _from_policies(target)
+    if kept is not None:
+        try:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(kept, json.dumps(tags))
+        except OSError:
+            pass  # a cache that cannot be written costs time only
+    return tags
+
+
+def _from_policies(target: str) -> tuple[str, ...]:
     policies, wanted = elf.manylinux_policies(target)
     older = sorted((p for p in policies if p.name != policies.linux.name and not p < wanted), key=lambda p: p.priority)
     tags = [str(name) for p in older for name in (p.name, *p.aliases)]
