@@ -17,8 +17,8 @@ from torchbuild.platforms.linux import manylinux
 ROOT = Path(__file__).resolve().parents[2]
 # Libraries a rerun does not use: each costs 10 to 90 ms to import (pyelftools with auditwheel, py-rattler, ...).
 HEAVY = (
-    "auditwheel", "boto3", "conda_package_streaming", "cyclonedx", "delvewheel", "elftools", "installer", "jinja2",
-    "pefile", "rattler", "rattler_build", "urllib.request", "zstandard",
+    "auditwheel", "boto3", "conda_package_streaming", "cyclonedx", "delvewheel", "elftools", "email.parser",
+    "importlib.metadata", "installer", "jinja2", "pefile", "rattler", "rattler_build", "urllib.request", "zstandard",
 )  # fmt: skip
 # What a rerun loads and does outside the stages (which it skips): the command line and the runner, the cell's Plan
 # (its wheel tags included) and the publish stage's sweep of a channel for a killed writer's leftovers.
