@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from torchbuild.channels.local_layout import remove_leftovers
-from torchbuild.platforms.linux import manylinux
+from torchbuild.platforms.linux import auditwheel_api, manylinux
 
 ROOT = Path(__file__).resolve().parents[2]
 # Libraries a rerun does not use: each costs 10 to 90 ms to import (pyelftools with auditwheel, py-rattler, ...).
@@ -74,6 +74,10 @@ def test_kept_wheel_tags_are_auditwheels_and_a_damaged_entry_is_asked_again(
     kept.write_text('["manylinux_2_17_x86_64"')  # cut short
     assert manylinux.accepted_platform_tags(target) == asked
     assert json.loads(kept.read_text()) == list(asked)
+    # Other auditwheel policy files (here: fewer of them read) are another key: auditwheel is asked again.
+    monkeypatch.setattr(auditwheel_api, "POLICY_SOURCES", auditwheel_api.POLICY_SOURCES[1:])
+    assert manylinux.accepted_platform_tags(target) == asked
+    assert len(list(kept.parent.iterdir())) == 2
 
 
 def test_leftovers_are_swept_from_the_subdirs_only(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ is auditwheel's own verdict, reached without loading the system's libraries. Any
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tempfile
@@ -114,13 +115,12 @@ def accepted_platform_tags(target: str) -> tuple[str, ...]:
     policy data, then the unrepaired ``linux_<arch>`` of a local build. Anything else: the target tag only.
 
     The pin step asks this on every run, and auditwheel takes 90 ms to import, so the answer is kept in the user's
-    cache, named by the target and the digest of the auditwheel files the policies come from: another auditwheel
-    (or an edited one) is asked again.
+    cache, named by the target and the digest of the auditwheel files the policies come from and of the code here
+    (``_kept_answer``): another auditwheel, an edited one or another torchbuild is asked again.
     """
     if not target.startswith("manylinux"):
         return (target,)
-    digest = auditwheel_api.policy_sources_digest()
-    kept = user_cache_dir() / "platform-tags" / f"{target}-{digest}.json" if digest else None
+    kept = _kept_answer(target)
     try:
         found = json.loads(kept.read_text(encoding="utf-8")) if kept else None
         if isinstance(found, list) and found and all(isinstance(tag, str) for tag in found):
@@ -135,6 +135,20 @@ def accepted_platform_tags(target: str) -> tuple[str, ...]:
         except OSError:
             pass  # a cache that cannot be written costs time only
     return tags
+
+
+def _kept_answer(target: str) -> Path | None:
+    """Where the answer for ``target`` is kept: named by the digest of auditwheel's policy files and of the code
+    here that reads them (this module and elf.py), so that a change to either asks auditwheel again."""
+    sources = auditwheel_api.policy_sources_digest()
+    try:
+        ours = b"".join(Path(module).read_bytes() for module in (__file__, elf.__file__))
+    except OSError:
+        ours = b""
+    if sources is None or not ours:
+        return None
+    digest = hashlib.sha256(sources.encode() + ours).hexdigest()
+    return user_cache_dir() / "platform-tags" / f"{target}-{digest}.json"
 
 
 def _from_policies(target: str) -> tuple[str, ...]:
