@@ -70,10 +70,13 @@ def remove_leftovers(channel: Path) -> None:
     folders: list[Path] = [channel]
     for simple in (channel / nightly.RELEASE_SIMPLE, channel / nightly.NIGHTLY_SIMPLE):
         folders += [simple, *(p for p in simple.iterdir() if p.is_dir())] if simple.is_dir() else []
+    # The subdirs' folders: conda_subdirs() (py-rattler, 50 ms to import) is asked only of a folder with a leftover.
+    subdirs: list[Path] = []
     for root in (channel, channel / nightly.CONDA_ROOT):
-        folders += [root / name for name in conda_subdirs() if (root / name).is_dir()]
-    for folder in folders:
+        with contextlib.suppress(OSError):
+            subdirs += [entry for entry in root.iterdir() if entry.is_dir()]
+    for folder in folders + subdirs:
         with contextlib.suppress(OSError):
             for entry in folder.iterdir():
-                if is_owned_temporary(entry):
+                if is_owned_temporary(entry) and (folder not in subdirs or folder.name in conda_subdirs()):
                     entry.unlink(missing_ok=True)

@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from conda_package_streaming.package_streaming import stream_conda_component
-
 from torchbuild.config import nesting
 from torchbuild.errors import UserError
 from torchbuild.host import archives
@@ -179,6 +177,8 @@ def _counted(
 def check_unpacked_size(path: Path) -> None:
     """PackageUnreadable when ``path`` (.conda or .tar.bz2) would unpack past host/archives.py's limits: its tar
     headers are read, its files' data passed over, nothing written."""
+    from conda_package_streaming.package_streaming import stream_conda_component  # only where a package is read
+
     components = ("info", "pkg") if path.name.endswith(".conda") else (None,)
     try:
         for component in components:
@@ -196,6 +196,8 @@ def read_package(path: Path, payload: bool = True) -> CondaArchive:
 
     ``payload=False`` reads what an indexer reads, the container and info/, and leaves out the payload (a .conda's
     pkg-*.tar.zst is only required to be there): a quick check that the channel's index can be built."""
+    from conda_package_streaming.package_streaming import stream_conda_component  # only where a package is read
+
     info: dict[str, bytes] = {}
     infos: list[Member] = []
     pkgs: list[Member] = []

@@ -17,8 +17,6 @@ import shutil
 import tarfile
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
@@ -45,6 +43,8 @@ def download(
 ) -> Path:
     """Download ``url`` to ``dest`` (atomically), retrying transient failures; refuse a wrong sha256 (``pinned_in``:
     the data file that pins it, named in the error)."""
+    import urllib.request  # with http and ssl: only when something is downloaded
+
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
     from torchbuild.host.console import console

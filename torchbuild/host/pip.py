@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import sys
 import urllib.parse
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +48,7 @@ class Fetched:
     def local_source(self) -> Path | None:
         """The original file of a file:// hit (the copy in the destination is a scratch copy)."""
         parsed = urllib.parse.urlparse(self.url)
-        return Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file" else None
+        return Path(uv.url2pathname(parsed.path)) if parsed.scheme == "file" else None
 
 
 def target_args(python: str, abi: str | None, platforms: Sequence[str]) -> list[str]:

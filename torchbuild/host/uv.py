@@ -18,7 +18,6 @@ import sys
 import tempfile
 import threading
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,11 +75,19 @@ def managed_python(version: str, env: Mapping[str, str]) -> str | None:
     return found if done.returncode == 0 and found else None
 
 
+def url2pathname(path: str) -> str:
+    """The local path of a file: URL's path (urllib.request's, which this imports only here: with http and ssl it
+    costs 12 ms, and a run that downloads nothing does not need it)."""
+    from urllib.request import url2pathname as of_url
+
+    return of_url(path)
+
+
 def _local_folder(location: str) -> Path | None:
     parsed = urllib.parse.urlparse(location)
     if parsed.scheme in ("http", "https"):
         return None
-    return Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file" else Path(location)
+    return Path(url2pathname(parsed.path)) if parsed.scheme == "file" else Path(location)
 
 
 def config_args(settings: Mapping[str, Sequence[str]]) -> tuple[list[str], dict[str, str]]:
@@ -221,7 +228,7 @@ class Locked:
     def local_path(self) -> Path | None:
         """The file of a find-links or local-index hit (a file:// URL)."""
         parsed = urllib.parse.urlparse(self.url)
-        return Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file" else None
+        return Path(url2pathname(parsed.path)) if parsed.scheme == "file" else None
 
 
 def _wheel_name(wheel: Mapping[str, Any]) -> str:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import base64
 import configparser
-import email.message
-import email.parser
 import hashlib
 import io
 import re
@@ -18,7 +16,7 @@ import zipfile
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag
@@ -27,6 +25,9 @@ from packaging.version import InvalidVersion, Version
 
 from torchbuild.errors import one_of
 from torchbuild.host import archives
+
+if TYPE_CHECKING:
+    import email.message
 
 DISTRIBUTION = "torch"
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -134,6 +135,8 @@ def dist_info_dir(archive: zipfile.ZipFile, wheel: WheelName) -> str:
 
 def read_dist_info(archive: zipfile.ZipFile, wheel: WheelName, member: str) -> email.message.Message:
     """METADATA or WHEEL (RFC 822 style) from the .dist-info directory."""
+    import email.parser  # the email package: only where metadata is read
+
     path = f"{dist_info_dir(archive, wheel)}/{member}"
     try:
         text = archive.read(path).decode("utf-8")
@@ -147,6 +150,8 @@ def read_dist_info(archive: zipfile.ZipFile, wheel: WheelName, member: str) -> e
 def read_metadata(path: Path) -> email.message.Message:
     """Any wheel's METADATA (a provider wheel, a dependency): its one .dist-info's, without checking its name against
     the file's. WheelError naming the file when it cannot be read."""
+    import email.parser  # the email package: only where metadata is read
+
     with open_wheel(path) as archive:
         member = f"{find_dist_info(archive)}/METADATA"
         try:

@@ -10,17 +10,16 @@ import re
 import zipfile
 from pathlib import PurePosixPath
 
-from installer.utils import parse_entrypoints
-
 from torchbuild.conda.archive import CondaArchive, Member, Outcome, package_check
 from torchbuild.host import archives
-from torchbuild.wheel.install import LAUNCHER_MAIN, WINDOWS_INTERPRETER
 
 SHEBANG = re.compile(rb"#!([^\r\n]*)\r?\n(?=PK\x03\x04)")
 
 
 def _declared(pkg: CondaArchive) -> tuple[list[tuple[str, str, str, str]], list[str]]:
     """(script, module, function, section) of every entry point script the payload's wheels declare."""
+    from installer.utils import parse_entrypoints  # installer: only where a package is checked
+
     found: list[tuple[str, str, str, str]] = []
     problems: list[str] = []
     for member in pkg.files():
@@ -35,6 +34,8 @@ def _declared(pkg: CondaArchive) -> tuple[list[tuple[str, str, str, str]], list[
 
 def launcher_problems(member: Member, module: str, function: str, section: str) -> list[str]:
     """What is wrong with a Windows launcher: the shebang it starts and the function its script calls."""
+    from torchbuild.wheel.install import LAUNCHER_MAIN, WINDOWS_INTERPRETER  # loads installer
+
     data = member.data
     found = SHEBANG.findall(data)
     try:

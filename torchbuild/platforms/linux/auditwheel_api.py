@@ -8,9 +8,10 @@ the fast manylinux verdict (``lddtree._get_platform``, ``elfutils``) and the pol
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
+import importlib.util
 from collections.abc import Callable, Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,25 @@ USED: Mapping[str, tuple[str, ...]] = {
     "auditwheel.architecture": ("Architecture",),
     "auditwheel.libc": ("Libc",),
 }
+
+# The files auditwheel's glibc policies come from, its code and its data: the same bytes give the same policies.
+POLICY_SOURCES = ("policy/__init__.py", "policy/manylinux-policy.json", "architecture.py", "libc.py")
+
+
+def policy_sources_digest() -> str | None:
+    """The sha256 of auditwheel's POLICY_SOURCES, found without importing auditwheel (it loads pyelftools: 90 ms
+    of a rerun); None where they cannot be read."""
+    try:
+        spec = importlib.util.find_spec("auditwheel")
+        folders = list(spec.submodule_search_locations or ()) if spec else []
+        digest = hashlib.sha256()
+        for name in POLICY_SOURCES:
+            data = (Path(folders[0]) / name).read_bytes()
+            digest.update(f"{name} {len(data)}\n".encode())
+            digest.update(data)
+        return digest.hexdigest()
+    except (IndexError, OSError, ValueError, ImportError):
+        return None
 
 
 class AuditwheelMoved(UserError):
@@ -53,6 +73,8 @@ def _modules() -> dict[str, Any]:
 
 
 def _moved(what: str) -> AuditwheelMoved:
+    from importlib import metadata  # 15 ms: only when a version is asked for
+
     version = metadata.version("auditwheel")
     major, _, minor = TESTED.partition(".")
     return AuditwheelMoved(
@@ -66,6 +88,8 @@ def _moved(what: str) -> AuditwheelMoved:
 def check() -> str:
     """The installed auditwheel's version, once everything this module reads is found there; AuditwheelMoved
     if not."""
+    from importlib import metadata  # 15 ms: only when a version is asked for
+
     _modules()
     return metadata.version("auditwheel")
 

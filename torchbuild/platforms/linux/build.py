@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from elftools.common.exceptions import ELFError
-
 from torchbuild.platforms.linux import elf
 from torchbuild.platforms.target import LibraryUnreadable, RepairTool, SmokeBackend, Target, Toolchain, cpython_abi_tag
 
@@ -47,7 +45,7 @@ class Linux:
     def library_imports(self, path: Path, member: str) -> tuple[str, ...]:
         try:
             return elf.read_elf(path, member).needed
-        except (OSError, ELFError) as exc:
+        except (OSError, elf.elf_error()) as exc:
             raise LibraryUnreadable(str(exc)) from None
 
     def smoke_backend(self, host: str) -> SmokeBackend | None:

@@ -25,10 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.dynamic import DynamicSegment
-from elftools.elf.elffile import ELFFile
-
 from torchbuild.host import archives
 from torchbuild.platforms.closure import ClosureFormat, ClosureReport, Missing, Resolved, Unusable
 from torchbuild.platforms.linux import auditwheel_api
@@ -114,8 +110,18 @@ def _missing(
     return Missing(file, needed, searched, elsewhere, text, executable=executable)
 
 
+def elf_error() -> type[Exception]:
+    """pyelftools' ELFError, for an ``except``: pyelftools (50 ms to import) loads only where an ELF file is read."""
+    from elftools.common.exceptions import ELFError
+
+    return ELFError
+
+
 def read_elf(path: Path, name: str) -> ElfInfo:
     """Parse one ELF file's dynamic segment. ``name`` is its path inside the wheel. Raises ELFError."""
+    from elftools.elf.dynamic import DynamicSegment  # pyelftools loads in 50 ms: only where ELF is read
+    from elftools.elf.elffile import ELFFile
+
     with path.open("rb") as handle:
         elf = ELFFile(handle)
         needed: list[str] = []
@@ -294,7 +300,7 @@ def check_tree(
                 continue
         try:
             elves.append(read_elf(path, rel))
-        except (ELFError, ValueError, OSError) as exc:
+        except (elf_error(), ValueError, OSError) as exc:
             bad.append(Unusable(rel, f"{rel} is not a readable ELF file: {exc}"))
     return resolve(
         elves, files, policy=name, system=system, excludes=excludes, machine=machine or None, bad=bad,
@@ -337,7 +343,7 @@ def check_wheel(
                     shutil.copyfileobj(src, dst, 1 << 20)
             try:
                 elves.append(read_elf(copy, member.filename))
-            except (ELFError, ValueError, OSError) as exc:
+            except (elf_error(), ValueError, OSError) as exc:
                 bad.append(Unusable(member.filename, f"{member.filename} is not a readable ELF file: {exc}"))
     return resolve(
         elves, files, policy=name, system=system, excludes=excludes, machine=machine or None, bad=bad,

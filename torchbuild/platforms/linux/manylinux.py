@@ -10,18 +10,23 @@ is auditwheel's own verdict, reached without loading the system's libraries. Any
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-
+from torchbuild.config.options import user_cache_dir
 from torchbuild.host import archives
+from torchbuild.host.files import write_atomic
 from torchbuild.platforms.closure import ClosureReport
 from torchbuild.platforms.linux import auditwheel_api, elf
+
+if TYPE_CHECKING:
+    from elftools.elf.elffile import ELFFile
 
 EXTENSION_SUFFIXES = (".abi3.so",)
 
@@ -60,6 +65,8 @@ def verdict(
 ) -> Verdict:
     """Whether ``wheel`` (with ``closure``, its elf.check_wheel report) already satisfies ``platform_tag``.
     ``kept``: where elf.check_wheel kept the ELF members (``keep_in``); otherwise each is copied out again."""
+    from elftools.elf.elffile import ELFFile  # pyelftools loads in 50 ms: only where ELF is read
+
     if not closure.ok:  # executables' gaps do not count: auditwheel grafts only for what extensions load
         return Verdict(False, "the import closure is not complete inside the wheel and the policy's libraries")
     policies, policy = elf.manylinux_policies(platform_tag)
@@ -91,7 +98,7 @@ def verdict(
                                  _blacklisted(parsed, info.needed, blacklist)]  # fmt: skip
                     if _is_extension(name) and auditwheel_api.references_pyfpe_jbuf(parsed):
                         problems.append(f"{name} references PyFPE_jbuf")
-            except (ELFError, ValueError, OSError) as exc:
+            except (elf.elf_error(), ValueError, OSError) as exc:
                 problems.append(f"{name} cannot be read: {exc}")
             if problems:
                 break  # one reason is enough: auditwheel decides the rest
@@ -106,9 +113,45 @@ def accepted_platform_tags(target: str) -> tuple[str, ...]:
 
     For a manylinux target: the target and every older manylinux policy (and their legacy aliases) from auditwheel's
     policy data, then the unrepaired ``linux_<arch>`` of a local build. Anything else: the target tag only.
+
+    The pin step asks this on every run, and auditwheel takes 90 ms to import, so the answer is kept in the user's
+    cache, named by the target and the digest of the auditwheel files the policies come from and of the code here
+    (``_kept_answer``): another auditwheel, an edited one or another torchbuild is asked again.
     """
     if not target.startswith("manylinux"):
         return (target,)
+    kept = _kept_answer(target)
+    try:
+        found = json.loads(kept.read_text(encoding="utf-8")) if kept else None
+        if isinstance(found, list) and found and all(isinstance(tag, str) for tag in found):
+            return tuple(found)
+    except (OSError, ValueError):
+        pass  # none kept yet, or a damaged entry: asked again and replaced
+    tags = _from_policies(target)
+    if kept is not None:
+        try:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(kept, json.dumps(tags))
+        except OSError:
+            pass  # a cache that cannot be written costs time only
+    return tags
+
+
+def _kept_answer(target: str) -> Path | None:
+    """Where the answer for ``target`` is kept: named by the digest of auditwheel's policy files and of the code
+    here that reads them (this module and elf.py), so that a change to either asks auditwheel again."""
+    sources = auditwheel_api.policy_sources_digest()
+    try:
+        ours = b"".join(Path(module).read_bytes() for module in (__file__, elf.__file__))
+    except OSError:
+        ours = b""
+    if sources is None or not ours:
+        return None
+    digest = hashlib.sha256(sources.encode() + ours).hexdigest()
+    return user_cache_dir() / "platform-tags" / f"{target}-{digest}.json"
+
+
+def _from_policies(target: str) -> tuple[str, ...]:
     policies, wanted = elf.manylinux_policies(target)
     older = sorted((p for p in policies if p.name != policies.linux.name and not p < wanted), key=lambda p: p.priority)
     tags = [str(name) for p in older for name in (p.name, *p.aliases)]

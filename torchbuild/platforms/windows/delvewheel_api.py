@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import re
-from importlib import metadata
 from typing import Any
 
 from torchbuild.errors import UserError
@@ -22,6 +21,8 @@ class DelvewheelMoved(UserError):
 
 
 def _moved(what: str) -> DelvewheelMoved:
+    from importlib import metadata  # 15 ms: only when a version is asked for
+
     version = metadata.version("delvewheel")
     return DelvewheelMoved(
         f"delvewheel {version} has no {what} in its private module delvewheel._dll_list, which torchbuild reads for "
@@ -58,6 +59,8 @@ def _dll_list() -> Any:
 
 def check() -> str:
     """The installed delvewheel's version, once what this module reads is found there; DelvewheelMoved if not."""
+    from importlib import metadata  # 15 ms: only when a version is asked for
+
     _dll_list()
     return metadata.version("delvewheel")
 

@@ -23,7 +23,6 @@ from packaging.utils import canonicalize_name
 from torchbuild.errors import UserError
 from torchbuild.host import pip, uv
 from torchbuild.wheel import wheelfile
-from torchbuild.wheel.install import install_wheel
 
 PLATFORM = "win_amd64"
 
@@ -96,6 +95,8 @@ def install(wheel: Path, prefix: Path, scheme: Mapping[str, str]) -> int:
     """Install ``wheel`` into the Windows environment at ``prefix`` (``scheme``: the nt install scheme of the Plan,
     relative to the prefix), as pip would. Returns the number of files. A member escaping the prefix refuses the
     whole wheel before anything is written."""
+    from torchbuild.wheel.install import install_wheel  # loads installer
+
     try:
         return install_wheel(wheel, scheme, prefix, windows=True, installer_name="pip", overwrite=True).files
     except UserError as exc:

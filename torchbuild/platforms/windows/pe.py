@@ -25,8 +25,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pefile
-
 from torchbuild.config import dll_providers
 from torchbuild.host import archives
 from torchbuild.platforms.closure import ClosureFormat, ClosureReport, Missing, Resolved, Unusable
@@ -116,6 +114,8 @@ def machine_name(value: int) -> str:
 
 def read_pe(data: bytes, name: str) -> PeInfo:
     """Parse the import and delay-import tables of one PE image. Raises PeError."""
+    import pefile  # 40 ms to import: only where a PE file is read
+
     try:
         pe = pefile.PE(data=data, fast_load=True)
         # DLL names only: pefile stops reading a DLL's imports after 8,192 symbols (MAX_IMPORT_SYMBOLS), and
@@ -143,6 +143,8 @@ def read_pe(data: bytes, name: str) -> PeInfo:
 def file_version(data: bytes, name: str) -> str | None:
     """The FileVersion of a PE's version resource (VS_FIXEDFILEINFO), e.g. 14.44.35211.0; None without one.
     Raises PeError."""
+    import pefile  # 40 ms to import: only where a PE file is read
+
     try:
         pe = pefile.PE(data=data, fast_load=True)
         pe.parse_data_directories(directories=[pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_RESOURCE"]])
@@ -160,6 +162,8 @@ def file_version(data: bytes, name: str) -> str | None:
 
 def machine_of(path: Path) -> str:
     """The machine type of a PE file on disk (reads the headers only). Raises PeError."""
+    import pefile  # 40 ms to import: only where a PE file is read
+
     try:
         pe = pefile.PE(str(path), fast_load=True)
     except (pefile.PEFormatError, OSError) as exc:

@@ -28,7 +28,6 @@ from torchbuild.results import Artifact
 from torchbuild.stages import Context, package_artifact
 from torchbuild.stages.conda import era
 from torchbuild.wheel import provenance, sbom, wheelfile
-from torchbuild.wheel.install import install_wheel
 from torchbuild.wheel.repair_report import RepairReport
 
 NAME = "conda"
@@ -54,6 +53,8 @@ def depends_of(
 def package(ctx: Context, shipped: ShippedPackage) -> tuple[Artifact, str, Path | None]:
     """Its package, what the stage says of it, and its package under the 2018 channel's name (torchvision-cpu beside
     a CPU cell of torch 0.3-1.1; None elsewhere), made from the same payload."""
+    from torchbuild.wheel.install import install_wheel  # loads installer: only when a package is made
+
     plan = ctx.plan
     with as_stage_failure(NAME, wheelfile.WheelError):
         wheel = wheelfile.read_wheel(ctx.inputs[package_artifact("repaired_wheel", shipped)].path)

@@ -49,7 +49,6 @@ from torchbuild.stages import (
 )
 from torchbuild.stages.conda import dependent, era, recipe
 from torchbuild.wheel import sbom, wheelfile
-from torchbuild.wheel.install import install_wheel
 from torchbuild.wheel.provenance import SourceInfo
 from torchbuild.wheel.repair_report import RepairReport
 
@@ -92,6 +91,8 @@ def _with_dependents(ctx: Context, root: StageResult) -> StageResult:
 
 
 def _package(ctx: Context) -> StageResult:
+    from torchbuild.wheel.install import install_wheel  # loads installer: only when a package is made
+
     plan = ctx.plan
     check_options(ctx.options)
     wheel_artifact = ctx.inputs.get("repaired_wheel")

@@ -9,7 +9,6 @@ stage makes one environment with a backend of its own.
 
 from __future__ import annotations
 
-import email.parser
 import json
 import shutil
 from collections.abc import Mapping, Sequence
@@ -173,6 +172,8 @@ def log_run(env: Env, argv: Sequence[str], stdout: str, stderr: str) -> None:
 def installed_requires(site_packages: Path, name: str) -> list[str]:
     """The Requires-Dist of ``name`` as installed in ``site_packages`` (its dist-info's METADATA, which the wheel and
     the conda package both carry); none where it has no dist-info."""
+    import email.parser  # the email package: only where metadata is read
+
     for metadata in sorted(site_packages.glob(f"{name}-*.dist-info/METADATA")):
         text = metadata.read_text(encoding="utf-8", errors="replace")
         parsed = email.parser.Parser().parsestr(text, headersonly=True)

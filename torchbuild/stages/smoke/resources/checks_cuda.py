@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
-from importlib import metadata
 from typing import Any
 
 from .smoke_base import (
@@ -28,6 +27,8 @@ NCCL_DISTRIBUTION = re.compile(r"^nvidia-nccl(-cu\d+)?$")
 
 def installed_nccl() -> tuple[str, str] | None:
     """(name, version) of the nvidia-nccl distribution installed in this environment, if any."""
+    from importlib import metadata  # 15 ms: only when the check runs
+
     for dist in metadata.distributions():
         name = str(dist.metadata["Name"] or "").lower()
         if NCCL_DISTRIBUTION.match(name):
