@@ -112,17 +112,6 @@ def test_a_passing_command_passes_with_its_duration_from_an_empty_folder(venv_en
     assert f"{python_of(venv_env)}\n[]" in log  # `python` is the environment's, run from an empty folder
 
 
-def test_the_commands_temporary_files_go_with_the_environment(venv_env: Env, tmp_path: Path) -> None:
-    # Before: the host's /tmp, where torch.compile's precompiled headers (100 MB or more per environment, under
-    # /tmp/torchinductor_<user>) stayed after every run: 14 GB here in a day.
-    (tmp_path / "where.py").write_text("import tempfile\nprint('temp:', tempfile.gettempdir())\n")
-    test = UserTest(command="python {project}/where.py", requires=(), project=str(tmp_path))
-    result = check(venv_env, test, lambda argv, cwd: run_command(venv_env, argv, cwd))
-    assert result.status == "passed", result.message
-    assert f"temp: {venv_env.tmp}\n" in venv_env.log.read_text()
-    assert venv_env.tmp.is_relative_to(venv_env.root)
-
-
 def test_a_failing_command_fails_with_its_output_and_stops_the_chain(venv_env: Env, tmp_path: Path) -> None:
     script = "import sys\nfor i in range(60):\n    print('line', i)\nsys.exit(3)\n"
     (tmp_path / "fail.py").write_text(script)

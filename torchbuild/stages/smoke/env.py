@@ -49,20 +49,10 @@ class Env:
     def cwd(self) -> Path:
         return self.root / "cwd"
 
-    @property
-    def tmp(self) -> Path:
-        """The temporary folder of the processes run in it (TMPDIR, TMP, TEMP): what they leave there (torch.compile's
-        precompiled headers, 100 MB or more each under <tmp>/torchinductor_<user>) goes with the environment."""
-        return self.root / "tmp"
-
-    def temp_env(self) -> dict[str, str]:
-        return {name: str(self.tmp) for name in ("TMPDIR", "TMP", "TEMP")}
-
     def fresh(self) -> None:
         if self.root.exists():
             shutil.rmtree(self.root)
         self.cwd.mkdir(parents=True)
-        self.tmp.mkdir()
 
     def checks_script(self) -> Path:
         """The resources folder (smoke_checks.py, its siblings, run_checks.py) copied beside the environment, in a

@@ -187,7 +187,7 @@ class VenvBackend:
         script = env.checks_script()
         torch_file = _purelib(env) / "torch" / "__init__.py"
         argv = [str(python_of(env)), str(script), *expect_args(self.plan, str(torch_file), list(env.companions))]
-        environ = {**smoke_checks.clean_env(), **env.temp_env()}
+        environ = smoke_checks.clean_env()
         if self.cache_dir is not None:  # the C++ consumer's compile, once per content of torch's headers
             environ[consumer_cache.SHARED_ENV] = str(self.cache_dir / "smoke-consumer")
         try:
@@ -219,7 +219,7 @@ def run_command(env: Env, argv: list[str], cwd: Path) -> user_test.Ran:
     """One command of the user test, without a shell: the environment's bin folder first on PATH, ``python`` its
     interpreter."""
     bin_dir = python_of(env).parent
-    environ = {**smoke_checks.clean_env(), **env.temp_env()}
+    environ = smoke_checks.clean_env()
     environ.update(PATH=os.pathsep.join([str(bin_dir), environ.get("PATH", os.defpath)]), VIRTUAL_ENV=str(prefix(env)))
     # Looked up here: Windows' CreateProcess would search this process's PATH, not the one given to the child.
     program = str(python_of(env)) if argv[0] == "python" else shutil.which(argv[0], path=environ["PATH"])
