@@ -138,6 +138,11 @@ def test_smoke_passes_on_the_real_wheel_and_conda_package(
         said = messages[f"{env}: console scripts"]  # 2.13.0 declares torchfrtrace and torchrun
         assert said.startswith("2 of 2 console scripts load their entry point: ") and "torchrun" in said, said
     assert messages["conda: dist-info"].startswith("torch 2.13.0+cpu (installer: ")
+    if "torch.compile" not in host_skips:  # one content, compiled by one of the two (or a run before): never by both
+        compiled = [messages[f"{env}: torch.compile"] for env in ("wheel", "conda")]
+        said = "torch.compile(sin(x) + cos(x)) matches eager for float32, float64 with "
+        assert all(m.startswith(said) for m in compiled), compiled
+        assert any("; checked in an environment of the same content at " in m for m in compiled), compiled
     assert "98 License-File fields" in messages["wheel: dist-info"]
     # torch came from each environment itself, not from the host or the working directory
     assert "/smoke-wheel/wheel/venv/lib/python3.11/site-packages/torch/__init__.py" in messages["wheel: import"]

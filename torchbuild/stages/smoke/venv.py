@@ -39,7 +39,7 @@ from torchbuild.stages.smoke.env import (
     log_run,
     parse_results,
 )
-from torchbuild.stages.smoke.resources import consumer_cache, smoke_checks
+from torchbuild.stages.smoke.resources import compile_results, consumer_cache, smoke_checks
 from torchbuild.stages.smoke.wine import conda_library_bin
 from torchbuild.wheel import wheelfile
 
@@ -113,8 +113,8 @@ class VenvBackend:
     plan: Plan
     python: str  # the host interpreter of the Plan's X.Y
     wheel: Path  # the repaired wheel (the conda environment takes its requirements from it)
-    # where the C++ consumer's compiles are shared (smoke-consumer/), and a win-64 conda prefix's Library\bin DLLs'
-    # vendor wheels are cached
+    # where the C++ consumer's compiles (smoke-consumer/) and torch.compile's checks (smoke-compiled/) are shared,
+    # and a win-64 conda prefix's Library\bin DLLs' vendor wheels are cached
     cache_dir: Path | None = None
 
     @property
@@ -188,8 +188,9 @@ class VenvBackend:
         torch_file = _purelib(env) / "torch" / "__init__.py"
         argv = [str(python_of(env)), str(script), *expect_args(self.plan, str(torch_file), list(env.companions))]
         environ = smoke_checks.clean_env()
-        if self.cache_dir is not None:  # the C++ consumer's compile, once per content of torch's headers
+        if self.cache_dir is not None:  # the C++ consumer's compile and torch.compile's check, once per content
             environ[consumer_cache.SHARED_ENV] = str(self.cache_dir / "smoke-consumer")
+            environ[compile_results.SHARED_ENV] = str(self.cache_dir / "smoke-compiled")
         try:
             proc = subprocess.run(
                 argv,

@@ -15,12 +15,15 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+from . import compile_results
 from .smoke_base import (
     CheckFailed,
     Expect,
     Outcome,
+    after_first_process,
     built_with,
     cxx_compiler,
+    gpu_present,
     host_description,
     numpy_module,
     torch_folder,
@@ -166,6 +169,19 @@ def check_compile(expect: Expect) -> Outcome:
     compiler = cxx_compiler()
     if compiler is None:
         return Outcome("skipped", "skipped (no C++ compiler: none of $CXX, g++, c++, clang++ on PATH)")
+    shared = compile_results.shared_dir()
+    if shared is None or gpu_present():  # inductor's Triton kernels: compiled in every environment
+        return _compile_here(compiler)
+    try:
+        key = compile_results.content_key(torch_folder().parent, compiler)
+    except OSError:  # a file that could not be read: nothing to compare with, so compile
+        return _compile_here(compiler)
+    # before torch is imported: an environment of a content checked before does not import torch._dynamo at all
+    return compile_results.once(shared, key, lambda: _compile_here(compiler))
+
+
+def _compile_here(compiler: str) -> Outcome:
+    after_first_process()
     torch = torch_module()
     if not hasattr(torch, "compile"):
         return Outcome("skipped", f"skipped (torch {torch.__version__} has no torch.compile: 2.0 and later)")

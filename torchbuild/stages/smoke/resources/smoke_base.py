@@ -11,11 +11,15 @@ import platform
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 CHECK_TIMEOUT_S = 300.0
+# A file that exists once the first check process has ended (its import of torch wrote torch's bytecode); given to
+# the processes that start beside it (smoke_checks.HASH_FIRST)
+FIRST_DONE_ENV = "TORCHBUILD_SMOKE_FIRST_DONE"
 TAIL_LINES = 40
 # Runtime settings that would hide what a user without them sees: a second OpenMP runtime tolerated,
 # libraries found through the host's paths instead of the package's own. And one that makes every process unlike a
@@ -109,6 +113,15 @@ def clean_env(base: dict[str, str] | None = None) -> dict[str, str]:
         env.pop(name, None)
     env["PYTHONNOUSERSITE"] = "1"
     return env
+
+
+def after_first_process() -> None:
+    """Where this process started beside the first: wait until that one has ended before importing torch, so that
+    torch's bytecode is compiled once, not by both at the same time."""
+    marker = os.environ.get(FIRST_DONE_ENV)
+    deadline = time.monotonic() + CHECK_TIMEOUT_S / 2
+    while marker and not os.path.exists(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def wine_version() -> str | None:

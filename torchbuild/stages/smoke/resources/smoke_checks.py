@@ -28,12 +28,22 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from . import checks_audio, checks_consumer, checks_core, checks_cuda, checks_install, checks_more, checks_vision
-from .smoke_base import CHECK_TIMEOUT_S, CheckFailed, Expect, Outcome, clean_env, gpu_present, tail
+from .smoke_base import (
+    CHECK_TIMEOUT_S,
+    FIRST_DONE_ENV,
+    CheckFailed,
+    Expect,
+    Outcome,
+    clean_env,
+    gpu_present,
+    tail,
+)
 
 __all__ = [
     "CHECKS", "CHECK_TIMEOUT_S", "COMPANION_CHECKS", "DATALOADER_SCRIPT", "PROCESSES", "check_names", "clean_env",
@@ -57,16 +67,21 @@ COMPANION_CHECKS: dict[str, tuple[str, ...]] = {
 # once), after its own, and the console scripts last (their imports, caffe2's among them, may leave the process
 # unlike a user's). The dist-info check, which imports nothing, shares the C++ consumer's process. The CUDA runtime
 # check ends with a device-side assert, after which nothing can use the GPU in that process: it runs alone.
+# After the first, the longest go first (torch.compile, then the C++ consumer): two run at a time, and the others
+# fill the second place meanwhile, so the stage lasts about as long as torch.compile's process.
 PROCESSES: tuple[tuple[str, ...], ...] = (
     (*checks_core.PROCESSES[0], *checks_more.WITH_IMPORT, "console scripts"),
-    *checks_core.PROCESSES[1:],
     ("torch.compile",),
     ("dist-info", "c++ consumer"),
+    *checks_core.PROCESSES[1:],
     ("cuda runtime",),
     *checks_vision.PROCESSES,
     *checks_audio.PROCESSES,
 )
 DATALOADER_SCRIPT: str = checks_core.DATALOADER_SCRIPT
+# Checks whose process reads and hashes files before it imports torch, if it does at all (torch.compile's content
+# key, the C++ consumer's): they need not wait for torch's bytecode.
+HASH_FIRST = frozenset({"torch.compile", "c++ consumer"})
 
 
 # --- running ---------------------------------------------------------------------------------------------
@@ -78,17 +93,19 @@ def check_names(companions: Sequence[str] = ()) -> list[str]:
     return [name for name in CHECKS if name not in left_out]
 
 
-def _child(names: Sequence[str], expect: Expect) -> subprocess.CompletedProcess[str] | None:
-    """The checks ``names`` run one after another in one child process; None when it timed out."""
+def _child(names: Sequence[str], expect: Expect, extra: Mapping[str, str]) -> subprocess.CompletedProcess[str] | None:
+    """The checks ``names`` run one after another in one child process (``extra`` added to its environment); None
+    when it timed out."""
     argv = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), ENTRY), *_expect_args(expect)]
     argv += [arg for name in names for arg in (CHILD_FLAG, name)]
+    env = {**clean_env(), **extra}
     try:
         return subprocess.run(
             argv,
             capture_output=True,
             text=True,
             errors="replace",
-            env=clean_env(),
+            env=env,
             timeout=CHECK_TIMEOUT_S,
             check=False,
         )
@@ -96,14 +113,14 @@ def _child(names: Sequence[str], expect: Expect) -> subprocess.CompletedProcess[
         return None
 
 
-def _run_shared(names: Sequence[str], expect: Expect) -> list[dict[str, str]]:
+def _run_shared(names: Sequence[str], expect: Expect, extra: Mapping[str, str]) -> list[dict[str, str]]:
     """The checks of one of PROCESSES in one child; if it does not end cleanly with a result for each, each runs
     again alone (_run_child), so that a crash is reported by the check that crashed."""
     if len(names) == 1:
-        return [_run_child(names[0], expect)]
-    proc = _child(names, expect)
+        return [_run_child(names[0], expect, extra)]
+    proc = _child(names, expect, extra)
     if proc is None:
-        return [_run_child(name, expect) for name in names]
+        return [_run_child(name, expect, extra) for name in names]
     results: dict[str, dict[str, str]] = {}
     for line in proc.stdout.splitlines():
         try:
@@ -113,13 +130,13 @@ def _run_shared(names: Sequence[str], expect: Expect) -> list[dict[str, str]]:
         if isinstance(result, dict) and result.get("check") in names:
             results[result["check"]] = {**result, "output": tail(proc.stderr)}
     if proc.returncode != 0 or len(results) != len(names):
-        return [_run_child(name, expect) for name in names]
+        return [_run_child(name, expect, extra) for name in names]
     return [results[name] for name in names]
 
 
-def _run_child(name: str, expect: Expect) -> dict[str, str]:
+def _run_child(name: str, expect: Expect, extra: Mapping[str, str]) -> dict[str, str]:
     """Run one check in a child process; a crash or a missing result is that check's failure."""
-    proc = _child([name], expect)
+    proc = _child([name], expect, extra)
     if proc is None:
         return {"check": name, "status": "failed", "message": f"timed out after {CHECK_TIMEOUT_S:.0f} s", "output": ""}
     output = tail(proc.stderr)
@@ -210,13 +227,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     installed = [name for name, release in releases.items() if release]
     wanted = args.only or check_names(installed)
     processes = [shared for shared in (tuple(n for n in group if n in wanted) for group in PROCESSES) if shared]
-    # The child processes are independent of each other: two at a time on two cores, after the first alone (its
-    # import of torch writes torch's bytecode, which a fresh environment lacks, once for the others: 3-4 s less CPU
-    # than each compiling it at once). The results are printed in the checks' order.
-    first = [_run_shared(processes[0], expect)] if processes else []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        rest = list(pool.map(lambda group: _run_shared(group, expect), processes[1:]))
-    found = {r["check"]: r for rs in [*first, *rest] for r in rs}
+    # The child processes are independent of each other: two at a time on two cores. Those that import torch wait for
+    # the first (its import of torch writes torch's bytecode, which a fresh environment lacks, once for the others:
+    # 3-4 s less CPU than each compiling it at once); those that hash files before anything else (HASH_FIRST) start
+    # beside it. The results are printed in the checks' order.
+    early = [group for group in processes[1:] if HASH_FIRST & set(group)]
+    later = [group for group in processes[1:] if group not in early]
+    with tempfile.TemporaryDirectory(prefix="smoke-first-") as tmp:
+        marker = os.path.join(tmp, "done")
+        beside_first = {FIRST_DONE_ENV: marker}
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            started = [pool.submit(_run_shared, processes[0], expect, {})] if processes else []
+            started += [pool.submit(_run_shared, group, expect, beside_first) for group in early]
+            try:
+                if started:
+                    started[0].result()
+            finally:
+                open(marker, "w").close()
+            started += [pool.submit(_run_shared, group, expect, {}) for group in later]
+            ran = [future.result() for future in started]
+    found = {r["check"]: r for rs in ran for r in rs}
     results = [found[name] for name in wanted]
     for result in results:
         print(json.dumps(result), flush=True)
