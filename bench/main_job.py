@@ -19,6 +19,9 @@ of the N runs' ratios (each measured in one run, on the same load).
     python bench/main_job.py --repeat 3            # each cell three times, the medians shown (a busy machine
                                                    # moves single runs by 20%)
     python bench/main_job.py --repodata DIR        # verify solves against stored repodata (offline)
+    python bench/main_job.py --cold-check-caches   # as a build of new content: the smoke's per-content caches
+                                                   # (torch.compile's results, the C++ consumer's objects) emptied
+                                                   # before each run, so each is compiled once in it
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -40,7 +44,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from torchbuild.config.options import RunOptions  # noqa: E402
-from torchbuild.host.platform import host_platform  # noqa: E402
 from torchbuild.plan import STAGES  # noqa: E402
 from torchbuild.results import Check, timings  # noqa: E402
 from torchbuild.run.runner import pipeline  # noqa: E402
@@ -49,6 +52,8 @@ from torchbuild.stages.repair.dependent_pe import torch_dlls  # noqa: E402
 
 PLATFORMS = ("linux-64", "win-64")
 HEAVIEST = 8  # checks shown per cell
+# what the smoke keeps per content of the environment (stages/smoke/venv.py): a new build's content finds them empty
+CHECK_CACHES = ("smoke-compiled", "smoke-consumer")
 
 
 @dataclass
@@ -118,11 +123,14 @@ def _delvewheel_each(wheels: list[Path], repaired_torch: Path, work: Path) -> fl
     return seconds
 
 
-def measure(platform: str, repodata: Path | None = None) -> Measured:
+def measure(platform: str, repodata: Path | None = None, cold_checks: bool = False) -> Measured:
     measured = Measured(platform)
     with tempfile.TemporaryDirectory(prefix=f"bench-main-{platform}-") as tmp:
         work = Path(tmp)
         stored = ("--repodata", str(repodata)) if repodata else ()
+        if cold_checks:
+            for name in CHECK_CACHES:
+                shutil.rmtree(RunOptions().cache_dir / name, ignore_errors=True)
         measured.total_s = _pipeline(work, platform, "--force", *stored)
         (cell,) = json.loads((work / "build" / "report.json").read_text())["cells"]
         measured.torch = cell["torch"]
@@ -198,12 +206,10 @@ def show(results: list[Measured]) -> None:
     for m in results:
         print(f"yardstick of {m.platform}: {m.yardstick}")
         print(f"conda stage of {m.platform}: {m.conda}")
-    host = host_platform()
     for declared in pipeline():
-        together = [m.platform for m in results if declared.beside and m.platform == host]
-        if together:
-            print(f"{declared.name} ran beside {' and '.join(declared.beside)} on {', '.join(together)} (this host's "
-                  "platform): their times overlap; the total is wall time")  # fmt: skip
+        if declared.beside and results:
+            print(f"{declared.name} ran beside {' and '.join(declared.beside)}: their times overlap; the total is wall "
+                  "time")  # fmt: skip
 
 
 def _load() -> str:
@@ -219,13 +225,18 @@ def main() -> int:
     parser.add_argument("--platform", choices=PLATFORMS, action="append", help="a cell's platform (default: both)")
     parser.add_argument("--repeat", type=int, default=1, help="measure each cell N times; show the medians")
     parser.add_argument("--repodata", type=Path, help="stored conda repodata for verify's solve (pipeline.py's option)")
+    parser.add_argument("--cold-check-caches", action="store_true",
+                        help="empty the smoke's per-content caches before each run, as a build of new content finds "
+                             "them")  # fmt: skip
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error(f"--repeat must be 1 or more (got {args.repeat})")
     chosen = []
     print(f"load average at the start: {_load()}", flush=True)
+    caches = "emptied before each run (as for a build of new content)" if args.cold_check_caches else "kept"
+    print(f"the smoke's per-content caches ({', '.join(CHECK_CACHES)}): {caches}", flush=True)
     for platform in args.platform or PLATFORMS:
-        runs = [measure(platform, args.repodata) for _ in range(args.repeat)]
+        runs = [measure(platform, args.repodata, args.cold_check_caches) for _ in range(args.repeat)]
         if args.repeat > 1:
             ratios = ", ".join(f"{m.ratio:.2f}" for m in runs)
             print(f"{platform}: ratios of {args.repeat} runs {ratios}; the medians are shown", flush=True)

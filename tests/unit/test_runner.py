@@ -1,5 +1,5 @@
-"""The runner's order: on a host of the cell's platform the wheel's smoke runs beside conda and verify and the conda
-package's beside verify; under Wine one stage after the other; a failed stage stops what has not started yet (and
+"""The runner's order: the wheel's smoke runs beside conda and verify and the conda package's beside verify, on a
+host of the cell's platform and for a win-64 cell under Wine alike; a failed stage stops what has not started yet (and
 publish). The stages are stand-ins (the runner's ``stages`` seam); what each records is what the report shows."""
 
 from __future__ import annotations
@@ -49,10 +49,11 @@ def started(event: threading.Event, message: str = "") -> runner.StageFunction:
     return stage
 
 
-def test_on_the_host_the_wheel_smoke_runs_beside_conda_and_the_conda_smoke_beside_a_failing_verify(
-    tmp_path: Path,
+@pytest.mark.parametrize("platform", ["linux-64", "win-64"])  # this host's platform; a win-64 cell under Wine
+def test_the_wheel_smoke_runs_beside_conda_and_the_conda_smoke_beside_a_failing_verify(
+    tmp_path: Path, platform: str
 ) -> None:
-    plan = torch_plan()  # linux-64, this host's platform
+    plan = torch_plan(platform=platform)
     wheel_smoke, conda_smoke = threading.Event(), threading.Event()
     conda_package = Artifact.of(make_wheel(tmp_path / "conda", plan.wheel))
 
@@ -101,41 +102,13 @@ def test_a_failed_wheel_smoke_beside_conda_stops_what_has_not_started(tmp_path: 
         assert seen[later] == ("not run", "an earlier stage failed")
 
 
-def test_a_win_64_cell_on_linux_runs_its_stages_one_after_the_other(tmp_path: Path) -> None:
-    plan = torch_plan(platform="win-64")  # its smoke would run under Wine, as would verify's loader check
-    wheel_smoke, conda_smoke = threading.Event(), threading.Event()
-    seen_while: dict[str, bool] = {}
-
-    def conda(_ctx: Context) -> StageResult:
-        # Beside each other, smoke-wheel would start within this wait; one after the other, it cannot.
-        seen_while["conda"] = wheel_smoke.wait(2.0)
-        return StageResult()
-
-    def verify(_ctx: Context) -> StageResult:
-        seen_while["verify"] = wheel_smoke.wait(2.0) or conda_smoke.wait(0.1)
-        return StageResult()
-
-    def smoke_wheel(_ctx: Context) -> StageResult:
-        wheel_smoke.set()
-        seen_while["smoke-wheel"] = conda_smoke.wait(2.0)
-        return StageResult()
-
-    stages = stand_ins(plan, tmp_path, conda=conda, verify=verify, smoke_wheel=smoke_wheel,
-                       smoke_conda=started(conda_smoke))  # fmt: skip
-    assert runner.run([plan], root=tmp_path, options=RunOptions(), stages=stages) == 0
-    assert seen_while == {"conda": False, "verify": False, "smoke-wheel": False}
-    assert conda_smoke.is_set()
-
-
 def test_the_stages_each_stage_waits_for() -> None:
     declared = runner.pipeline()
-    on_host = runner.waits_for(declared, torch_plan())
-    assert on_host["smoke-wheel"] == ("source", "build", "repair")
-    assert on_host["verify"] == ("source", "build", "repair", "conda")
-    assert on_host["smoke-conda"] == ("source", "build", "repair", "conda")
-    assert on_host["publish"] == STAGES[:-1]
-    under_wine = runner.waits_for(declared, torch_plan(platform="win-64"))
-    assert under_wine["smoke-conda"] == STAGES[: STAGES.index("smoke-conda")]
+    waits = runner.waits_for(declared)
+    assert waits["smoke-wheel"] == ("source", "build", "repair")
+    assert waits["verify"] == ("source", "build", "repair", "conda")
+    assert waits["smoke-conda"] == ("source", "build", "repair", "conda")
+    assert waits["publish"] == STAGES[:-1]
 
 
 def test_a_stage_beside_one_not_before_it_or_whose_output_it_reads_is_refused() -> None:

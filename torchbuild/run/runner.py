@@ -109,11 +109,11 @@ def check_flow(stages: Sequence[Stage]) -> None:
         written += [name for name in stage.writes if name not in written]
 
 
-def waits_for(stages: Sequence[Stage], plan: Plan) -> dict[str, tuple[str, ...]]:
-    """For each stage, the earlier stages it starts after: all of them, less those it runs beside for this Plan."""
+def waits_for(stages: Sequence[Stage]) -> dict[str, tuple[str, ...]]:
+    """For each stage, the earlier stages it starts after: all of them, less those it runs beside."""
     waits: dict[str, tuple[str, ...]] = {}
     for index, stage in enumerate(stages):
-        beside = set(stage.beside) if stage.beside_when(plan) else set()
+        beside = set(stage.beside)
         waits[stage.name] = tuple(s.name for s in stages[:index] if s.name not in beside)
     return waits
 
@@ -285,7 +285,7 @@ def run_cell(
     interruptible); stages that run beside each other run in threads of their own."""
     declared = pipeline()
     check_flow(declared)
-    waits = waits_for(declared, plan)
+    waits = waits_for(declared)
     cell_run = _CellRun(plan, root, options, stages or {})
     console.rule(f"[bold]{plan.cell_id}[/]  torch {plan.version}  ({plan.conda.filename})")
     pending = list(declared)

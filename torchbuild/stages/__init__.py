@@ -55,10 +55,9 @@ class Stage:
     # When it runs even though its inputs did not change: publishing re-checks the channel every time; a checkout
     # can change without its path changing.
     always_runs: Callable[[RunOptions], bool] = lambda options: False
-    # Earlier stages it does not wait for, where ``beside_when`` says so for the Plan: it starts as soon as every
-    # other earlier stage is done and may run while these do. It must read nothing they write (the runner checks).
+    # Earlier stages it does not wait for: it starts as soon as every other earlier stage is done and may run while
+    # these do. It must read nothing they write (the runner checks).
     beside: tuple[str, ...] = ()
-    beside_when: Callable[[Plan], bool] = lambda plan: True
     # Its outputs are byte copies of what it reads (publish): a rerun of the same inputs cannot make other bytes, so
     # the runner does not fingerprint them first for the reproducibility note (reading a wheel's directory costs).
     copies_inputs: bool = False

@@ -1,5 +1,5 @@
 """smoke-conda: the conda package in a fresh environment (stages/smoke/, which both smoke stages share,
-says how). On a host of the cell's platform it runs beside verify and smoke-wheel."""
+says how). It runs beside verify and smoke-wheel."""
 
 from __future__ import annotations
 

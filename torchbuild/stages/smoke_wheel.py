@@ -1,5 +1,5 @@
 """smoke-wheel: the repaired wheel in a fresh environment (stages/smoke/, which both smoke stages share,
-says how). On a host of the cell's platform it runs beside conda and verify."""
+says how). It runs beside conda and verify."""
 
 from __future__ import annotations
 

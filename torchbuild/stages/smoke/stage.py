@@ -9,9 +9,9 @@ Each stage builds its environment fresh under its stage directory, by the backen
   Python (pinned by sha256), with the wheel and its Windows dependencies, or the conda layout of the package;
   under Wine, with the VC runtime native-only.
 
-On the host the wheel's environment needs only the repaired wheel and runs beside conda and verify; the conda
-package's beside verify (``beside_host``). Under Wine they run one after the other, after verify (one Wine session
-at a time). In each, ``smoke_checks.py`` runs from an empty working directory, the checks in child processes, and
+The wheel's environment needs only the repaired wheel and runs beside conda and verify; the conda package's beside
+verify, on the host and under Wine alike (each stage's Wine session has a prefix and a wineserver of its own). In
+each, ``smoke_checks.py`` runs from an empty working directory, the checks in child processes, and
 every check becomes a named ``Check`` ("wheel: import", "conda: dataloader spawn", ...). Every result says where it
 ran ("under Wine 8.0, CPython 3.11.9 embeddable", "on this linux-64 host (Python 3.11.7)"). A failed check fails the
 stage; the failing environment is kept for debugging. Where this host cannot run the target (a win-64 cell without
@@ -70,13 +70,6 @@ def _companions(ctx: Context, kind: str) -> dict[str, Path]:
     built = [p.name for p in ctx.plan.dependents if p.name in SMOKED]
     found = {name: ctx.inputs.get(companion_artifact(INPUTS[kind], name)) for name in built}
     return {name: artifact.path for name, artifact in found.items() if artifact is not None}
-
-
-def beside_host(plan: Plan) -> bool:
-    """On a host of the cell's platform a smoke stage runs beside the stages it declares (it reads nothing they
-    write; a failure among them still stops publish). Under Wine not: verify's loader check and the other smoke
-    stage start Wine sessions too."""
-    return plan.platform_module.smoke_backend(host_platform()) == "venv"
 
 
 def _skipped(
@@ -246,6 +239,6 @@ def run(ctx: Context, kind: str) -> StageResult:
 
 
 def stage(kind: str, beside: tuple[str, ...]) -> Stage:
-    """The declaration of the smoke stage of ``kind``; on a host of the cell's platform it runs beside ``beside``."""
-    return Stage(name=stage_name(kind), run=lambda ctx: run(ctx, kind), reads=reads(kind), beside=beside,
-                 beside_when=beside_host)  # fmt: skip
+    """The declaration of the smoke stage of ``kind``; it runs beside ``beside`` (it reads nothing they write; a
+    failure among them still stops publish)."""
+    return Stage(name=stage_name(kind), run=lambda ctx: run(ctx, kind), reads=reads(kind), beside=beside)
