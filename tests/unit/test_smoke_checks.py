@@ -301,3 +301,62 @@ def test_the_cpp_consumer_of_a_cuda_torch_without_its_cuda_toolkit_says_skipped(
         "skipped (a CUDA torch's find_package(Torch) needs the CUDA toolkit's headers and cudart of its CUDA 12.8: "
         f"this host has CUDA toolkit 13.0 at {tmp_path / 'cu13'}, not CUDA 12.x)"
     )
+
+
+def test_hash_first_processes_start_beside_the_first_and_the_others_after_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The order of the check processes (what a stage's time is): a FAKE ``_run_shared`` stands for each process and
+    records when it ran; the real checks are test_smoke.py's."""
+    import os
+    import threading
+    import time
+
+    from torchbuild.stages.smoke.resources import smoke_base
+
+    events: list[tuple[str, str, float]] = []
+    marker_seen: dict[str, bool] = {}
+    lock = threading.Lock()
+
+    def fake_run_shared(group: tuple[str, ...], expect: object, extra: dict[str, str]) -> list[dict[str, str]]:
+        with lock:
+            events.append(("start", group[0], time.monotonic()))
+        if smoke_base.FIRST_DONE_ENV in extra:
+            marker_seen[group[0]] = os.path.exists(extra[smoke_base.FIRST_DONE_ENV])
+        time.sleep(0.3 if group == smoke_checks.PROCESSES[0] else 0.05)
+        with lock:
+            events.append(("end", group[0], time.monotonic()))
+        return [{"check": name, "status": "passed", "message": "", "output": ""} for name in group]
+
+    monkeypatch.setattr(smoke_checks, "_run_shared", fake_run_shared)
+    assert smoke_checks.main(["--expect-version", "2.13.0+cpu", "--expect-cuda", "cpu", "--jobs", "3"]) == 0
+    printed = [json.loads(line)["check"] for line in capsys.readouterr().out.splitlines()]
+    assert printed == smoke_checks.check_names()  # every result, in the checks' order
+    first = smoke_checks.PROCESSES[0][0]
+    first_end = next(t for kind, name, t in events if kind == "end" and name == first)
+    starts = {name: t for kind, name, t in events if kind == "start"}
+    early = {group[0] for group in smoke_checks.PROCESSES[1:] if smoke_checks.HASH_FIRST & set(group)}
+    assert early == {"torch.compile", "dist-info"}  # the C++ consumer shares dist-info's process
+    assert all(starts[name] < first_end for name in early)  # beside the first
+    assert all(starts[name] >= first_end for name in starts if name not in early | {first})  # after it
+    assert marker_seen == {"torch.compile": False, "dist-info": False}  # started before the first ended
+
+
+def test_a_process_beside_the_first_waits_for_its_end_before_importing_torch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+
+    from torchbuild.stages.smoke.resources import smoke_base
+
+    marker = tmp_path / "done"
+    monkeypatch.setenv(smoke_base.FIRST_DONE_ENV, str(marker))
+    threading.Timer(0.5, marker.touch).start()
+    started = time.monotonic()
+    smoke_base.after_first_process()
+    assert marker.exists() and time.monotonic() - started >= 0.4
+    monkeypatch.delenv(smoke_base.FIRST_DONE_ENV)
+    started = time.monotonic()
+    smoke_base.after_first_process()  # not started beside the first: nothing to wait for
+    assert time.monotonic() - started < 0.1
