@@ -22,7 +22,7 @@ if sys.version_info >= (3, 14):
 else:
     from backports import zstd
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads the open files from /proc")
+pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="skipped: reads the open files from /proc")
 
 
 def _open_files() -> set[Path]:

@@ -163,7 +163,7 @@ def importlib_module(name: str) -> Any:
 
 
 def check_compile(expect: Expect) -> Outcome:
-    torch_folder()  # torch is there (found, not imported: where the check is skipped, torch is not loaded)
+    folder = torch_folder()  # torch is there (found, not imported: where the check is skipped, torch is not loaded)
     if not sys.platform.startswith("linux"):
         return Outcome("skipped", f"skipped (checked on Linux hosts, as upstream does; this is {host_description()})")
     compiler = cxx_compiler()
@@ -173,7 +173,7 @@ def check_compile(expect: Expect) -> Outcome:
     if shared is None or gpu_present():  # inductor's Triton kernels: compiled in every environment
         return _compile_here(compiler)
     try:
-        key = compile_results.content_key(torch_folder().parent, compiler)
+        key = compile_results.content_key(folder.parent, compiler)
     except OSError:  # a file that could not be read: nothing to compare with, so compile
         return _compile_here(compiler)
     # before torch is imported: an environment of a content checked before does not import torch._dynamo at all

@@ -28,18 +28,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import digests
 from .smoke_base import Outcome
 
 SHARED_ENV = "TORCHBUILD_SMOKE_COMPILED"
 # set by the check itself; where the shell was (the check runs in a folder of its own); torchbuild's own, which
 # torch does not read (TORCHBUILD_*)
 IGNORED_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "PWD", "OLDPWD", "SHLVL", "_")
-CHUNK = 1 << 20
 
 
 def shared_dir() -> Path | None:
     raw = os.environ.get(SHARED_ENV)
-    return Path(raw) if raw and sys.platform.startswith("linux") else None
+    return Path(raw) if raw else None
 
 
 def content_key(site_packages: Path, compiler: str) -> str:
@@ -47,16 +47,18 @@ def content_key(site_packages: Path, compiler: str) -> str:
     digest = hashlib.sha256()
     for text in _host_inputs(compiler):
         digest.update(text.encode() + b"\0")
-    for relative, file_digest in _tree(site_packages):
+    # a .dist-info folder by its name only (name and version): the conda package rewrites torch's METADATA and
+    # installers record where a wheel came from, neither read by torch.compile
+    for relative, file_digest in digests.tree(site_packages, by_name=lambda folder: folder.endswith(".dist-info")):
         digest.update(relative.encode() + b"\0" + file_digest)
     include = Path(sysconfig.get_paths()["include"])
-    for relative, file_digest in _tree(include):
+    for relative, file_digest in digests.tree(include):
         digest.update(b"include/" + relative.encode() + b"\0" + file_digest)
     return digest.hexdigest()
 
 
 def _host_inputs(compiler: str) -> list[str]:
-    interpreter = _file_digest(Path(os.path.realpath(sys.executable))).hex()
+    interpreter = digests.file_digest(Path(os.path.realpath(sys.executable))).hex()
     described = subprocess.run([compiler, "-v"], capture_output=True, text=True, check=False)
     variables = sorted(
         f"{name}={value}"
@@ -73,31 +75,6 @@ def _cpu_flags() -> str:
     except OSError:
         return ""
     return next((line for line in text.splitlines() if line.startswith("flags")), "")
-
-
-def _tree(top: Path) -> Iterator[tuple[str, bytes]]:
-    """(relative path, sha256) of every file under ``top`` in a stable order; bytecode caches left out, and a
-    .dist-info folder by its name alone."""
-    for folder, dirs, files in os.walk(top):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        here = Path(folder)
-        if here.name.endswith(".dist-info"):
-            dirs[:] = []
-            yield here.relative_to(top).as_posix() + "/", b""
-            continue
-        for name in sorted(files):
-            if name.endswith(".pyc"):
-                continue
-            path = here / name
-            yield path.relative_to(top).as_posix(), _file_digest(path)
-
-
-def _file_digest(path: Path) -> bytes:
-    digest = hashlib.sha256()  # hashlib.file_digest is 3.11's; the environment may be older
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(CHUNK), b""):
-            digest.update(chunk)
-    return digest.digest()
 
 
 @contextmanager

@@ -20,6 +20,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from . import digests
+
 SHARED_ENV = "TORCHBUILD_SMOKE_SHARED"
 HASHED = ("include", "share/cmake")  # what of torch's folder the compile reads
 OBJECT = "consumer.o"
@@ -39,9 +41,9 @@ def content_key(folder: Path, inputs: Sequence[str]) -> str:
     for text in inputs:
         digest.update(text.encode() + b"\0")
     for top in HASHED:
-        for path in sorted(p for p in (folder / top).rglob("*") if p.is_file()):
-            digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        for relative, file_digest in digests.tree(folder / top):
+            digest.update(f"{top}/{relative}".encode() + b"\0")
+            digest.update(file_digest)
     return digest.hexdigest()
 
 
