@@ -1,7 +1,9 @@
 """torch.compile's check once per content (compile_results.py): what the content key covers and leaves out, a kept
-result said as such, a failure or a damaged entry never kept, and two environments of one content at the same time
-checking once. The trees are small stand-ins for a site-packages folder (files of their own, no torch); the
-real check on the host's torch is in test_compile_results_torch.py."""
+result said as such, a failure or a damaged entry never kept, two environments of one content at the same time
+checking once, and a cache folder that cannot be written (read-only, full) keeping nothing and failing no check, the
+C++ consumer's object (consumer_cache.py) alike. The trees are small stand-ins for a site-packages folder (files of
+their own, no torch); the real check on the real wheel's venv and conda prefix is in tests/integration/test_smoke.py.
+"""
 
 from __future__ import annotations
 
@@ -125,6 +127,14 @@ def test_a_failed_or_skipped_check_is_not_kept(tmp_path: Path) -> None:
     assert calls == ["failed", "compiled"]
 
 
+def test_a_cache_folder_that_cannot_be_written_shares_nothing_and_fails_nothing(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    shared, calls = tmp_path / "a-file" / "smoke-compiled", list[str]()  # mkdir fails: NotADirectoryError
+    first = compile_results.once(shared, "9" * 64, lambda: _passing(calls))
+    second = compile_results.once(shared, "9" * 64, lambda: _passing(calls))
+    assert first.status == second.status == "passed" and calls == ["compiled", "compiled"]
+
+
 @pytest.mark.parametrize("damage", ["cut", "not json", "another key", "empty"])
 def test_a_damaged_entry_is_checked_again(tmp_path: Path, damage: str) -> None:
     shared, calls = tmp_path / "smoke-compiled", list[str]()
@@ -163,3 +173,16 @@ def test_two_environments_at_once_compile_once_the_second_waits(tmp_path: Path) 
         process.join(60)
         assert process.exitcode == 0
     assert sorted(log.read_text().split()) == ["compiled", "ran", "reused"]
+
+
+def test_the_consumers_object_is_not_kept_where_the_cache_folder_cannot_be_written(tmp_path: Path) -> None:
+    from torchbuild.stages.smoke.resources import consumer_cache
+
+    folder, build = tmp_path / "env" / "torch", tmp_path / "build"
+    (build / "CMakeFiles" / "consumer.dir").mkdir(parents=True)
+    (build / "CMakeFiles" / "consumer.dir" / "link.txt").write_text(f"c++ consumer.cpp.o -o consumer -L{folder}/lib\n")
+    (build / "CMakeFiles" / "consumer.dir" / "consumer.cpp.o").write_bytes(b"object")
+    (tmp_path / "a-file").write_text("")
+    consumer_cache.store(tmp_path / "a-file" / "smoke-consumer", "k" * 64, folder, build)  # no error: not kept
+    consumer_cache.store(tmp_path / "shared", "k" * 64, folder, build)
+    assert sorted(p.name for p in (tmp_path / "shared" / ("k" * 64)).iterdir()) == ["consumer.o", "link.json"]

@@ -78,37 +78,50 @@ def _cpu_flags() -> str:
 
 
 @contextmanager
-def _locked(shared: Path, key: str) -> Iterator[None]:
+def _locked(shared: Path, key: str) -> Iterator[bool]:
+    """Holds the lock of ``key``; yields False (nothing shared) where the folder cannot be written."""
     import fcntl  # Linux only, like the check
 
-    shared.mkdir(parents=True, exist_ok=True)
-    with (shared / f"{key}.lock").open("a") as handle:
+    try:
+        shared.mkdir(parents=True, exist_ok=True)
+        handle = (shared / f"{key}.lock").open("a")
+    except OSError:
+        yield False
+        return
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            yield
+            yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def once(shared: Path, key: str, check: Callable[[], Outcome]) -> Outcome:
     """``check()`` run here, or the kept passed outcome of an environment with the same ``key``, said so. Waits
-    while another environment of the same key checks; keeps an outcome only where it passed."""
+    while another environment of the same key checks; keeps an outcome only where it passed. A folder that cannot be
+    written (read-only, full) shares nothing and fails nothing: the check runs here."""
     entry = shared / f"{key}.json"
-    with _locked(shared, key):
-        kept = _read(entry)
+    with _locked(shared, key) as sharing:
+        kept = _read(entry) if sharing else None
         if kept is not None:
             same = "torch, its dependencies, the interpreter, the compiler, the CPU and the environment variables"
             return Outcome("passed", f"{kept['message']}; checked in an environment of the same content at "
                            f"{kept['when']}, not compiled again here ({same} are the same byte for byte: key "
                            f"{key[:12]}...)")  # fmt: skip
         outcome = check()
-        if outcome.status != "passed":
-            return outcome
-        handle, made = tempfile.mkstemp(prefix=f".{key[:16]}-", dir=shared)
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump({"message": outcome.message, "when": time.strftime("%Y-%m-%d %H:%M:%S"), "key": key}, out)
-        os.replace(made, entry)
+        if outcome.status == "passed" and sharing:
+            _keep(entry, key, outcome.message)
     return outcome
+
+
+def _keep(entry: Path, key: str, message: str) -> None:
+    handle, made = tempfile.mkstemp(prefix=f".{key[:16]}-", dir=entry.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump({"message": message, "when": time.strftime("%Y-%m-%d %H:%M:%S"), "key": key}, out)
+        os.replace(made, entry)
+    except OSError:  # a full disk: the next environment compiles again
+        Path(made).unlink(missing_ok=True)
 
 
 def _read(entry: Path) -> dict[str, str] | None:

@@ -63,8 +63,8 @@ def cached_link(shared: Path, key: str, folder: Path, build: Path) -> str | None
 
 def store(shared: Path, key: str, folder: Path, build: Path) -> None:
     """The object cmake compiled in ``build`` and its link command with ``folder`` left open, kept for ``key``
-    (after the consumer built and ran). Nothing is kept where the link line names this environment other than
-    through ``folder`` (it could not be moved to another)."""
+    (after the consumer built and ran), where ``shared`` can be written. Nothing is kept where the link line names
+    this environment other than through ``folder`` (it could not be moved to another)."""
     command = _link_command(build)
     objects = sorted(build.rglob("consumer.cpp.o"))
     if command is None or len(objects) != 1 or str(folder) not in command:
@@ -72,15 +72,17 @@ def store(shared: Path, key: str, folder: Path, build: Path) -> None:
     template = command.replace(str(folder), PLACEHOLDER)
     if str(folder.parent) in template:
         return
-    shared.mkdir(parents=True, exist_ok=True)
-    made = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-", dir=shared))
-    shutil.copyfile(objects[0], made / OBJECT)
     spec = {"command": template, "object": objects[0].relative_to(build).as_posix()}
-    (made / LINK).write_text(json.dumps(spec), encoding="utf-8")
+    made = None
     try:
+        shared.mkdir(parents=True, exist_ok=True)
+        made = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-", dir=shared))
+        shutil.copyfile(objects[0], made / OBJECT)
+        (made / LINK).write_text(json.dumps(spec), encoding="utf-8")
         os.replace(made, shared / key)
-    except OSError:  # another environment kept the same content first
-        shutil.rmtree(made, ignore_errors=True)
+    except OSError:  # another environment kept the same content first, or a folder that cannot be written
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 def _link_command(build: Path) -> str | None:
