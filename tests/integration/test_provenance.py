@@ -7,6 +7,7 @@ test_runtimes.py."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -174,6 +175,15 @@ def test_a_tampered_vc_runtime_dll_is_refused_naming_what_was_found_and_expected
     message = str(caught.value)
     assert str(tampered) in message and "InvalidDigest" in message
     assert "expected a valid signature by Microsoft Corporation" in message
+
+
+def test_signatures_verified_by_stages_beside_each_other_all_pass(tmp_path: Path) -> None:
+    # the smoke stages run beside each other in threads, and each verifies its embeddable CPython's signature: four
+    # at once failed two or three of them ("No field numbered 1 is present in this asn1crypto.x509...")
+    (real,) = _located(["msvcp140.dll"], tmp_path)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        said = list(pool.map(lambda _: windows.signer_of(real), range(4)))
+    assert all("Microsoft Corporation" in signer for signer in said), said
 
 
 def test_a_dll_signed_by_another_vendor_is_refused(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,10 @@ from typing import Any
 # widened; nothing else changes, and a fixed oscrypto never hits it.
 OSCRYPTO_VERSION = "\\b(\\d\\.\\d\\.\\d[a-z]*)\\b"
 WIDENED_VERSION = "\\b(\\d+\\.\\d+\\.\\d+[a-z]*)\\b"
+# signify's trust list and asn1crypto's lazily parsed certificates are shared and not safe to parse from two threads
+# at once (stages run beside each other: two verifications at once failed with "No field numbered 1 is present in
+# this asn1crypto.x509.NameTypeAndValue" or an IndexError). One verification at a time, in this process.
+_ONE_AT_A_TIME = threading.Lock()
 
 
 class SignatureError(ValueError):
@@ -68,6 +73,11 @@ def _names(name: Any, component: str) -> str:
 
 def verify(path: Path) -> list[Signature]:
     """Every embedded signature of ``path``, each verified. SignatureError when it is unsigned or one fails."""
+    with _ONE_AT_A_TIME:  # the chains' certificates below are the shared ones too
+        return _verify(path)
+
+
+def _verify(path: Path) -> list[Signature]:
     from signify.exceptions import SignifyError
 
     authenticode = _authenticode()
