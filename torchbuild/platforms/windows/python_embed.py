@@ -20,12 +20,14 @@ from pathlib import Path, PurePosixPath
 
 from torchbuild.config.python_embed import PINNED_IN, Pinned
 from torchbuild.errors import UserError
-from torchbuild.host import archives
+from torchbuild.host import archives, locks
 from torchbuild.host import downloads as deps
 from torchbuild.platforms.windows import authenticode
 from torchbuild.results import sha256_of
 
 DONE = ".complete"
+LOCK = ".lock"  # held while one process or stage unpacks the entry
+LOCK_WAIT_S = 900.0  # a download of ~11 MB on a slow line included
 SIGNER = "Python Software Foundation"  # who signs python.org's Windows binaries (Authenticode)
 
 
@@ -80,11 +82,26 @@ def _unzip(data: bytes, row: Pinned, dest: Path) -> None:
 
 def provision(row: Pinned, cache_dir: Path, *, show_progress: bool = True) -> Embedded:
     """The unpacked embeddable CPython of ``row``, from the cache when it is there. Raises UserError (a download
-    whose sha256 is not the pinned one is refused before anything in it is read)."""
+    whose sha256 is not the pinned one is refused before anything in it is read). Stages beside each other and runs
+    at once unpack it one at a time: the others wait, then take what it unpacked."""
     base = cache_dir / "python-embed" / row.sha256
     root = base / row.folder
-    if (base / DONE).is_file() and (root / "python.exe").is_file():
-        return Embedded(row, root, signed_by(row, root))
+    signer = ""
+    if not _complete(base, root):
+        base.mkdir(parents=True, exist_ok=True)
+        busy = f"another torchbuild process has been unpacking {row.label} for {LOCK_WAIT_S:.0f} s"
+        with locks.held(base / LOCK, busy=busy, wait_s=LOCK_WAIT_S):
+            if not _complete(base, root):
+                signer = _unpack(row, base, root, show_progress)
+    return Embedded(row, root, signer or signed_by(row, root))
+
+
+def _complete(base: Path, root: Path) -> bool:
+    return (base / DONE).is_file() and (root / "python.exe").is_file()
+
+
+def _unpack(row: Pinned, base: Path, root: Path, show_progress: bool) -> str:
+    """The entry unpacked and marked complete once its python3X.dll's signature verified: the signer."""
     archive = base / row.filename
     if not archive.is_file() or sha256_of(archive) != row.sha256:
         deps.download(row.url, archive, row.sha256, show_progress=show_progress, pinned_in=PINNED_IN)
@@ -97,14 +114,15 @@ def provision(row: Pinned, cache_dir: Path, *, show_progress: bool = True) -> Em
         _unzip(data, row, staging)
         if not (staging / "python.exe").is_file():
             raise UserError(f"{row.member} has no {row.folder}/python.exe; it is no embeddable CPython")
+        (base / DONE).unlink(missing_ok=True)
         if root.exists():
             shutil.rmtree(root)
         os.replace(staging, root)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    signer = signed_by(row, root)
+    signer = signed_by(row, root)  # a folder whose signature fails is not marked complete
     (base / DONE).write_text(f"{row.url}\n", encoding="utf-8")
-    return Embedded(row, root, signer)
+    return signer
 
 
 def signed_by(row: Pinned, root: Path) -> str:
