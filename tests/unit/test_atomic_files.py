@@ -6,6 +6,7 @@ was: right after the temporary file is made."""
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -72,6 +73,46 @@ def test_link_atomic_interrupted_between_link_and_rename_leaves_nothing(
     with pytest.raises(KeyboardInterrupt):
         files.link_atomic(src, out / "torch.whl")
     assert list(out.iterdir()) == []
+
+
+def test_a_link_copied_across_file_systems_and_interrupted_leaves_no_half_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # where the cache and the source are on two file systems, link copies; before, a copy stopped half way stayed
+    # under its final name, a cache entry every later run took as it was (a wheel cut short)
+    src = tmp_path / "src.whl"
+    src.write_bytes(os.urandom(1 << 20))
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def other_device(*_: object) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    def copy_half_then_stop(source: Path, target: Path) -> None:
+        Path(target).write_bytes(Path(source).read_bytes()[: 1 << 19])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(files.os, "link", other_device)
+    monkeypatch.setattr(files.shutil, "copyfile", copy_half_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        files.link(src, out / "torch.whl")
+    assert list(out.iterdir()) == []
+
+
+def test_a_link_over_a_file_being_read_replaces_it_and_the_reader_keeps_whole_bytes(tmp_path: Path) -> None:
+    # two stages fetching one dependency into one cache folder at once: the second replaces the first's file
+    first, second = tmp_path / "a.whl", tmp_path / "b.whl"
+    first.write_bytes(b"A" * 4096)
+    second.write_bytes(b"B" * 4096)
+    dest = tmp_path / "cache" / "dep.whl"
+    dest.parent.mkdir()
+    files.link(first, dest)
+    with dest.open("rb") as reader:
+        files.link(second, dest)
+        assert reader.read() == b"A" * 4096  # before, the copy over it rewrote these bytes in place
+    assert dest.read_bytes() == b"B" * 4096
+    files.link(second, dest)  # linking the same file again leaves no temporary name
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["dep.whl"]
 
 
 def test_a_temporary_file_gets_the_mode_a_plain_open_gives(tmp_path: Path) -> None:

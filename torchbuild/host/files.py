@@ -88,21 +88,24 @@ def copy_atomic(src: Path, dest: Path) -> Artifact:
 
 
 def link(src: Path, dest: Path) -> None:
-    """A hard link where the file system allows it (the files linked are never modified in place), else a copy."""
-    try:
-        os.link(src, dest)
-    except OSError:
-        shutil.copyfile(src, dest)
-
-
-def link_atomic(src: Path, dest: Path) -> Artifact:
+    """``dest`` as a hard link to ``src`` where the file system allows it (the files linked are never modified in
+    place), else a copy; atomically: ``dest`` appears whole or not at all, and a file already there is replaced,
+    never rewritten in place (another stage or run reading it at that moment keeps reading whole bytes)."""
     tmp = temporary_name(dest)
     try:
-        link(src, tmp)
+        try:
+            os.link(src, tmp)
+        except OSError:
+            shutil.copyfile(src, tmp)
         os.replace(tmp, dest)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    tmp.unlink(missing_ok=True)  # a rename onto a link to the same file does nothing and leaves it
+
+
+def link_atomic(src: Path, dest: Path) -> Artifact:
+    link(src, dest)
     return Artifact.of(dest)
 
 
