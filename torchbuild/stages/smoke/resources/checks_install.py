@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import configparser
 import importlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def check_dist_info(expect: Expect) -> Outcome:
     if dist.version != expect.version:
         problems.append(f"importlib.metadata says torch {dist.version}, the Plan {expect.version}")
     files = list(dist.files or [])
-    absent = [str(f) for f in files if not Path(str(f.locate())).exists()]
+    absent = [str(f) for f, gone in zip(files, not_there([str(f.locate()) for f in files])) if gone]  # noqa: B905
     if not files:
         problems.append("the dist-info has no RECORD (pip cannot uninstall it)")
     if absent:
@@ -49,6 +50,27 @@ def check_dist_info(expect: Expect) -> Outcome:
     licensed = f"{len(fields)} License-File fields, each in {place}" if fields else "no License-File"
     return Outcome("passed", f"torch {dist.version} (installer: {installer}): {len(files):,} files in RECORD, every "
                    f"one present; {licensed}")  # fmt: skip
+
+
+def not_there(paths: list[str]) -> list[bool]:
+    """For each of ``paths``, whether nothing is there (os.path.exists false), by one listing per folder: under Wine
+    a stat costs ~0.4 ms (each one walks the path's folders), 5 s for torch's 12,000 files against 0.5 s listed.
+    Names compare as the file system does (os.path.normcase: case-insensitive on Windows); a symbolic link counts
+    where its target is there."""
+    listed: dict[str, set[str]] = {}
+    answers = []
+    for path in paths:
+        folder, name = os.path.split(path)
+        key = os.path.normcase(folder)
+        if key not in listed:
+            try:
+                with os.scandir(folder or ".") as entries:
+                    there = [e.name for e in entries if not e.is_symlink() or os.path.exists(e.path)]
+                listed[key] = {os.path.normcase(n) for n in there}
+            except OSError:
+                listed[key] = set()
+        answers.append(os.path.normcase(name) not in listed[key])
+    return answers
 
 
 def declared_scripts(dist_info: Path) -> dict[str, str]:
