@@ -27,6 +27,7 @@ from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed
 from torchbuild.host import scratch
 from torchbuild.plan import Plan
+from torchbuild.platforms.windows import authenticode
 from torchbuild.platforms.windows import providers as provider_dlls
 from torchbuild.results import Artifact, sha256_of
 from torchbuild.stages import Context
@@ -184,6 +185,20 @@ def test_signatures_verified_by_stages_beside_each_other_all_pass(tmp_path: Path
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
         said = list(pool.map(lambda _: windows.signer_of(real), range(4)))
     assert all("Microsoft Corporation" in signer for signer in said), said
+
+
+def test_a_dll_changed_after_it_verified_is_verified_again(tmp_path: Path) -> None:
+    # what a file verified to is kept for the run by the file's identity: a change in place is seen
+    (real,) = _located(["msvcp140.dll"], tmp_path)
+    copy = tmp_path / "msvcp140.dll"
+    shutil.copyfile(real.path, copy)
+    assert authenticode.check_vendor(copy, "Microsoft Corporation").organization == "Microsoft Corporation"
+    data = bytearray(copy.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    with copy.open("r+b") as handle:  # the same file, the same size, one byte of code changed
+        handle.write(bytes(data))
+    with pytest.raises(authenticode.SignatureError, match="InvalidDigest"):
+        authenticode.check_vendor(copy, "Microsoft Corporation")
 
 
 def test_a_dll_signed_by_another_vendor_is_refused(tmp_path: Path) -> None:

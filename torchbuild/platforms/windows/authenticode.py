@@ -31,6 +31,9 @@ WIDENED_VERSION = "\\b(\\d+\\.\\d+\\.\\d+[a-z]*)\\b"
 # at once (stages run beside each other: two verifications at once failed with "No field numbered 1 is present in
 # this asn1crypto.x509.NameTypeAndValue" or an IndexError). One verification at a time, in this process.
 _ONE_AT_A_TIME = threading.Lock()
+# What a file verified to, by the file's identity on disk, for this process: the repair, verify and both smoke stages
+# verify the same DLLs (python3X.dll, the VC runtime's), ~1 s each. A file changed since is another identity.
+_verified: dict[tuple[int, int, int, int, int], list[Signature]] = {}
 
 
 class SignatureError(ValueError):
@@ -74,7 +77,11 @@ def _names(name: Any, component: str) -> str:
 def verify(path: Path) -> list[Signature]:
     """Every embedded signature of ``path``, each verified. SignatureError when it is unsigned or one fails."""
     with _ONE_AT_A_TIME:  # the chains' certificates below are the shared ones too
-        return _verify(path)
+        info = path.stat()
+        identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        if identity not in _verified:
+            _verified[identity] = _verify(path)
+        return list(_verified[identity])
 
 
 def _verify(path: Path) -> list[Signature]:
