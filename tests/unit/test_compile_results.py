@@ -8,6 +8,7 @@ their own, no torch); the real check on the real wheel's venv and conda prefix i
 from __future__ import annotations
 
 import multiprocessing
+import re
 import shutil
 import time
 from pathlib import Path
@@ -111,6 +112,7 @@ def test_the_second_environment_reads_the_first_ones_result_and_says_so(tmp_path
     assert second.status == "passed"
     assert second.message.startswith(first.message + "; checked in an environment of the same content at ")
     assert "not compiled again here" in second.message and "key aaaaaaaaaaaa..." in second.message
+    assert re.search(r"same content at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, not compiled", second.message)
     other = compile_results.once(shared, "b" * 64, lambda: _passing(calls))
     assert calls == ["compiled", "compiled"] and "not compiled again" not in other.message
 

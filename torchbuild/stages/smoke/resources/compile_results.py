@@ -118,7 +118,8 @@ def _keep(entry: Path, key: str, message: str) -> None:
     handle, made = tempfile.mkstemp(prefix=f".{key[:16]}-", dir=entry.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump({"message": message, "when": time.strftime("%Y-%m-%d %H:%M:%S"), "key": key}, out)
+            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())  # the same on every host that reads it
+            json.dump({"message": message, "when": when, "key": key}, out)
         os.replace(made, entry)
     except OSError:  # a full disk: the next environment compiles again
         Path(made).unlink(missing_ok=True)
