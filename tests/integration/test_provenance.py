@@ -201,6 +201,22 @@ def test_a_dll_changed_after_it_verified_is_verified_again(tmp_path: Path) -> No
         authenticode.check_vendor(copy, "Microsoft Corporation")
 
 
+def test_runs_fetching_one_provider_at_once_each_get_its_dlls(tmp_path: Path) -> None:
+    # two runs on an empty cache fetch the VC runtime's wheel at once; before, one replaced the cache entry while the
+    # other listed it, and that one found no msvcp140.dll
+    def fetch(cache: Path, n: int) -> list[str]:
+        hits = provider_dlls.locate(["msvcp140.dll"], dll_providers.load(), cuda="cpu", cudnn=None, python="3.11",
+                                    cache_dir=cache, log=tmp_path / f"pip-{n}.log")  # fmt: skip
+        return [hit.path.name for hit in hits if hit.path.is_file()]
+
+    for round_ in range(3):  # one round hit the window in about one of three tries
+        cache = tmp_path / f"cache-{round_}"
+        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+            found = list(pool.map(lambda n: fetch(cache, n), range(3)))  # noqa: B023
+        assert found == [["msvcp140.dll"]] * 3
+        assert len([p for p in (cache / "dll-providers").iterdir() if not p.name.startswith(".")]) == 1
+
+
 def test_a_dll_signed_by_another_vendor_is_refused(tmp_path: Path) -> None:
     (intel,) = _located(["libiomp5md.dll"], tmp_path)
     (vc,) = _located(["msvcp140.dll"], tmp_path)

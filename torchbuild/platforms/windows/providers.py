@@ -28,12 +28,13 @@ from typing import Any
 
 from torchbuild.config import nesting
 from torchbuild.config.dll_providers import DATA_FILE, Provider, ProviderData, ProviderError, values_for
-from torchbuild.host import archives, pip
+from torchbuild.host import archives, locks, pip
 from torchbuild.platforms.windows import pe
 from torchbuild.results import sha256_of
 from torchbuild.wheel import wheelfile
 
 PIP_TIMEOUT_S = 1800
+LOCK_WAIT_S = 1800.0  # a CUDA provider wheel of 1-2 GB on a slow line
 DONE = ".complete"  # written last into a provider's cache directory: the wheel it came from (JSON)
 
 
@@ -119,6 +120,16 @@ def provider_dir(requirement: str, python: str, cache_dir: Path, log: Path) -> P
     if (entry / DONE).is_file():
         return entry
     entry.parent.mkdir(parents=True, exist_ok=True)
+    # Runs at once (and stages beside each other) make an entry one at a time: replacing it while another reads it
+    # would take its files away.
+    busy = f"another torchbuild process has been fetching {requirement} for {LOCK_WAIT_S:.0f} s"
+    with locks.held(entry.parent / f".{entry.name}.lock", busy=busy, wait_s=LOCK_WAIT_S):
+        if not (entry / DONE).is_file():
+            _make_entry(requirement, python, entry, log)
+    return entry
+
+
+def _make_entry(requirement: str, python: str, entry: Path, log: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="provider-", dir=entry.parent) as tmp:
         try:
             target = pip.target_args(python, None, ["win_amd64"])
@@ -142,7 +153,6 @@ def provider_dir(requirement: str, python: str, cache_dir: Path, log: Path) -> P
         (staged / DONE).write_text(json.dumps(described.to_dict(), indent=1) + "\n", encoding="utf-8")
         shutil.rmtree(entry, ignore_errors=True)
         staged.replace(entry)
-    return entry
 
 
 def provider_wheel(directory: Path) -> ProviderWheel | None:
