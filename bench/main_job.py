@@ -67,7 +67,7 @@ class Measured:
     yardstick_s: float = 0.0
     wheels: list[Path] = field(default_factory=list)  # the source wheels the cell ships, torch's first
     conda: str = ""  # the conda stage's own split (unpack, assemble) and the package's sha256
-    checks: dict[str, float] = field(default_factory=dict)  # "stage: check" -> seconds, its heaviest
+    checks: dict[str, float] = field(default_factory=dict)  # "stage: check" -> seconds, every one, heaviest first
     median_ratio: float | None = None  # of --repeat runs: the median of their ratios
 
     @property
@@ -135,7 +135,7 @@ def measure(platform: str, repodata: Path | None = None, cold_checks: bool = Fal
         (cell,) = json.loads((work / "build" / "report.json").read_text())["cells"]
         measured.torch = cell["torch"]
         measured.stages = {s["stage"]: (s["status"], float(s["duration"])) for s in cell["stages"]}
-        measured.checks = heaviest(cell["stages"])
+        measured.checks = check_times(cell["stages"])
         conda = next(s for s in cell["stages"] if s["stage"] == "conda")
         split = re.search(r"\((unpack [^)]*)\)", conda["message"])
         package = conda["outputs"]["conda_package"]
@@ -165,8 +165,9 @@ def medians(runs: list[Measured]) -> Measured:
         for stage in first.stages
     }
     names = dict.fromkeys(name for m in runs for name in m.checks)
-    # a check among the heaviest of some runs only: the median of those runs' times (the others did not keep it)
-    found = {name: statistics.median(m.checks[name] for m in runs if name in m.checks) for name in names}
+    # every run keeps every check's time: a check heavy in one run only (torch.compile where that run compiled and
+    # the others read its result) shows the median of all runs, not of that one
+    found = {name: statistics.median(m.checks.get(name, 0.0) for m in runs) for name in names}
     checks = dict(sorted(found.items(), key=lambda item: item[1], reverse=True)[:HEAVIEST])
     return Measured(
         first.platform, first.torch, stages, statistics.median(m.total_s for m in runs),
@@ -175,13 +176,13 @@ def medians(runs: list[Measured]) -> Measured:
     )
 
 
-def heaviest(stages: list[dict[str, Any]]) -> dict[str, float]:
-    """The HEAVIEST timed checks of a cell's stages (report.json's), as "stage: check" -> seconds."""
+def check_times(stages: list[dict[str, Any]]) -> dict[str, float]:
+    """Every timed check of a cell's stages (report.json's), as "stage: check" -> seconds, the heaviest first."""
     rows = []
     for stage in stages:
         checks = [Check(**c) for c in stage.get("checks") or []]
         rows += [(seconds, f"{stage['stage']}: {what}") for seconds, what in timings(checks)]
-    return {what: seconds for seconds, what in sorted(rows, reverse=True)[:HEAVIEST]}
+    return {what: seconds for seconds, what in sorted(rows, reverse=True)}
 
 
 def show(results: list[Measured]) -> None:
