@@ -34,6 +34,7 @@ from types import TracebackType
 from typing import Literal
 
 from torchbuild.errors import UserError
+from torchbuild.platforms.windows import wine_cpus
 
 INSTALL_HINT = "apt-get install wine64"
 PREFIX_TIMEOUT_S = 300.0
@@ -207,17 +208,21 @@ class Session:
         self.prefix = prefix
         self.env = environment(prefix, env)
         self._warm = False
+        self.cpu: int | None = None  # where the server and its processes run (wine_cpus.py), while started
 
     def start(self) -> None:
+        if self.cpu is None:
+            self.cpu = wine_cpus.HOST.take()
         # -p: persistent; the services started by wineboot get /dev/null, not the pipes of a later run.
         # The server goes to the background: with pipes, this call would wait for it to exit.
-        subprocess.run([self.wine.server, "-p"], env=self.env, check=False, stdin=subprocess.DEVNULL,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=SERVER_TIMEOUT_S)  # fmt: skip
+        subprocess.run(wine_cpus.pinned([self.wine.server, "-p"], self.cpu), env=self.env, check=False,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=SERVER_TIMEOUT_S)  # fmt: skip
         # Its services live as long as the server: they must hold /dev/null, not a pipe someone reads to EOF.
         try:
             proc = subprocess.run(
-                [self.wine.executable, "wineboot"], env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, timeout=PREFIX_TIMEOUT_S, check=False,
+                wine_cpus.pinned([self.wine.executable, "wineboot"], self.cpu), env=self.env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=PREFIX_TIMEOUT_S, check=False,
             )  # fmt: skip
         except subprocess.TimeoutExpired:
             self.stop()
@@ -233,6 +238,8 @@ class Session:
                 subprocess.run([self.wine.server, flag], env=self.env, check=False, capture_output=True,
                                timeout=SERVER_TIMEOUT_S)  # fmt: skip
         self._warm = False
+        wine_cpus.HOST.give(self.cpu)
+        self.cpu = None
 
     def __enter__(self) -> Session:
         self.start()
@@ -259,9 +266,10 @@ class Session:
             self.start()
         args = tuple(str(a) for a in argv)
         started = time.monotonic()
+        argv_run = wine_cpus.pinned([self.wine.executable, *args], self.cpu)
         proc = subprocess.Popen(
-            [self.wine.executable, *args], cwd=cwd, env={**self.env, **(env or {})}, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+            argv_run, cwd=cwd, env={**self.env, **(env or {})}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         )  # fmt: skip
         try:
             out, err = proc.communicate(timeout=timeout)
