@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import filelock
 
@@ -23,6 +24,7 @@ from torchbuild.host.files import umask
 
 POLL_S = 0.1
 MACHINE_FAULTS = {errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EIO}
+T = TypeVar("T")
 _until_exit: list[filelock.FileLock] = []  # locks an interrupted process keeps while its stage threads end
 
 
@@ -62,6 +64,16 @@ def held(path: Path, *, busy: str, wait_s: float = 0.0, waiting: str = "") -> It
         lock.release()
         raise
     lock.release()
+
+
+def made_once(path: Path, done: Callable[[], bool], make: Callable[[], T], *, busy: str, wait_s: float) -> T | None:
+    """``make()`` unless ``done()``, by one process or stage thread at a time (the lock ``path``): one that waited
+    finds it done and makes nothing. What ``make`` returned, or None where it was done already. For a cache entry that
+    is replaced whole: replacing it while another reads it would take its files away."""
+    if done():
+        return None
+    with held(path, busy=busy, wait_s=wait_s):
+        return None if done() else make()
 
 
 def _acquire(lock: filelock.FileLock, timeout: float) -> bool:

