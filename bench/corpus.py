@@ -138,7 +138,7 @@ def run_pair(pair: Pair, workspace: Path) -> dict[str, Any]:
         argv += ["--repodata", str(REPODATA)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     started = time.monotonic()
-    proc = subprocess.run(argv, cwd=workspace, capture_output=True, text=True, env=env, check=False)
+    proc = subprocess.run(argv, cwd=workspace, capture_output=True, text=True, errors="replace", env=env, check=False)
     took = time.monotonic() - started
     (workspace / "pipeline.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
     report = workspace / "build" / "report.json"
@@ -342,7 +342,7 @@ def ledger_html(ledger: dict[str, dict[str, Any]], every: Sequence[Pair]) -> str
 
 def _commit() -> str:
     proc = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],
-                          capture_output=True, text=True, check=False)  # fmt: skip
+                          capture_output=True, text=True, errors="replace", check=False)  # fmt: skip
     return proc.stdout.strip() or "unknown"
 
 

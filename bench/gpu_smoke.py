@@ -82,12 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as refused:
         print(refused, file=sys.stderr)
         return 2
-    nvidia_smi = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False).stdout.strip()
+    listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, errors="replace", check=False)
+    nvidia_smi = listed.stdout.strip()
     print(f"python {platform.python_version()} ({sys.executable}); {nvidia_smi or 'nvidia-smi: no GPU listed'}")
     print("expect:", " ".join(expect))
     done = subprocess.run(
-        [sys.executable, str(RESOURCES / "run_checks.py"), *expect], capture_output=True, text=True, check=False
-    )
+        [sys.executable, str(RESOURCES / "run_checks.py"), *expect],
+        capture_output=True, text=True, errors="replace", check=False,
+    )  # fmt: skip
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     for result in results:
         print(f"  {result['status']:8} {result['check']}: {result['message']}")

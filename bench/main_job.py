@@ -82,7 +82,7 @@ def _pipeline(work: Path, platform: str, *extra: str) -> float:
     # PYTHONDONTWRITEBYTECODE, which would make every rerun compile torchbuild's sources again, a second of it).
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     started = time.perf_counter()
-    result = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, check=False)
+    result = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, errors="replace", check=False)
     elapsed = time.perf_counter() - started
     if result.returncode != 0:
         sys.stderr.write(result.stdout[-4000:] + result.stderr[-4000:])

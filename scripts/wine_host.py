@@ -113,7 +113,7 @@ def shim(dest: Path) -> None:
         raise UserError(f"{MINGW} not found: the Windows host under Wine needs it (apt-get install gcc-mingw-w64)")
     out = dest / "bcryptprimitives.dll"
     proc = subprocess.run([compiler, "-O2", "-shared", "-s", "-o", str(out), str(SHIM), "-ladvapi32"],
-                          capture_output=True, text=True, check=False)  # fmt: skip
+                          capture_output=True, text=True, errors="replace", check=False)  # fmt: skip
     if proc.returncode != 0:
         raise UserError(f"{MINGW} could not build {SHIM.name}: {proc.stderr.strip()}")
     (dest / "Scripts").mkdir(exist_ok=True)

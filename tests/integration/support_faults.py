@@ -89,7 +89,8 @@ def children_of(pid: int) -> dict[int, str]:
 def alive(pid: int) -> bool:
     """``pid`` runs (a zombie, ended but not yet reaped by whoever adopted it, does not)."""
     try:
-        state = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("State"))
+        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+        state = next(line for line in status.splitlines() if line.startswith("State"))
     except (OSError, StopIteration):
         return False
     return "zombie" not in state

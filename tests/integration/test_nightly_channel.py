@@ -66,7 +66,7 @@ def release_files(channel: Path) -> dict[str, bytes]:
 
 
 def listed(repodata: Path) -> list[str]:
-    data = json.loads(repodata.read_text())
+    data = json.loads(repodata.read_text(encoding="utf-8"))
     return sorted([*data.get("packages", {}), *data.get("packages.conda", {})])
 
 

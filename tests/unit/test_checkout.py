@@ -148,7 +148,7 @@ def upstream(tmp_path: Path, file_protocol: None) -> Path:
 
 
 def log_commands(log: Path) -> list[str]:
-    return [line for line in log.read_text().splitlines() if line.startswith("$ git")]
+    return [line for line in log.read_text(encoding="utf-8").splitlines() if line.startswith("$ git")]
 
 
 def test_clone_of_a_tag_with_submodules(tmp_path: Path, upstream: Path) -> None:

@@ -155,13 +155,13 @@ def test_a_damaged_entry_is_checked_again(tmp_path: Path, damage: str) -> None:
 
 def _slow_check(shared: str, log: str) -> None:
     def check() -> Outcome:
-        with open(log, "a") as handle:
+        with open(log, "a", encoding="utf-8") as handle:
             handle.write("compiled\n")
         time.sleep(1.0)
         return Outcome("passed", "compiled")
 
     outcome = compile_results.once(Path(shared), "f" * 64, check)
-    with open(log, "a") as handle:
+    with open(log, "a", encoding="utf-8") as handle:
         handle.write(("reused" if "not compiled again" in outcome.message else "ran") + "\n")
 
 

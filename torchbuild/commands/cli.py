@@ -26,7 +26,7 @@ from torchbuild.config.option_fields import choices, default
 from torchbuild.config.options import RunOptions, user_cache_dir
 from torchbuild.errors import UserError, one_of, os_error
 from torchbuild.host import scratch, signals
-from torchbuild.host.console import console, out
+from torchbuild.host.console import adapt_streams, console, out
 from torchbuild.host.files import unwritable
 from torchbuild.pin import pin
 from torchbuild.plan import Plan
@@ -355,6 +355,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    adapt_streams()  # a Windows CI log's cp1252, a C locale's ASCII: every line printed, none an error
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
         argv.insert(0, "run")

@@ -8,7 +8,6 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -22,7 +21,6 @@ from torchbuild.wheel import sbom
 
 KINDS = (".whl", ".conda", ".tar.bz2")
 SHA_SHOWN = 12
-MAX_WIDTH = 1000
 
 
 def add_parser(sub: Any) -> None:
@@ -89,8 +87,6 @@ def cmd_sbom(args: argparse.Namespace) -> int:
     for row in rows:
         cells = (row.component, row.version, row.sha256[:SHA_SHOWN], _short(row.origin), row.license, row.signer)
         table.add_row(*(escape(v) for v in cells))
-    # Piped: as wide as the table's longest row, so that each row stays on one line (grep finds a DLL's row).
-    wide = out if out.is_terminal else Console(width=Console(width=MAX_WIDTH).measure(table).maximum, highlight=False)
-    wide.print(table)
-    wide.print(f"{len(rows) - 1} vendored files; CycloneDX {spec}, dated {made}")
+    out.print(table)  # piped: each row on one line (grep finds a DLL's row); console.LOG_WIDTH
+    out.print(f"{len(rows) - 1} vendored files; CycloneDX {spec}, dated {made}")
     return 0

@@ -124,8 +124,8 @@ def assemble(
 def _in_child(arguments: Mapping[str, Any], out_dir: Path) -> Path:
     """py-rattler-build's assemble_package with ``arguments`` in a child process; the package it made."""
     command = orphans.with_parent([sys.executable, "-m", "torchbuild.conda.assembly"])
-    with signals.child(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, env=child_env())) as proc:  # fmt: skip
+    with signals.child(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True, errors="replace", env=child_env())) as proc:  # fmt: skip
         stdout, stderr = proc.communicate(json.dumps(arguments))
     answers = [line for line in stdout.splitlines() if line.startswith("{")]
     answer = json.loads(answers[-1]) if answers else {"error": f"ended without an answer (exit {proc.returncode}): "

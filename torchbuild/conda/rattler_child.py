@@ -39,7 +39,7 @@ def call(operation: str, timeout: float | None = None, **arguments: Any) -> Any:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
+            text=True, errors="replace",
             timeout=timeout,
             env=_child_env(),
             input_text=request,

@@ -80,7 +80,8 @@ def validate_pytorch(path: Path, torch: str) -> str:
 
 def _git(path: Path, *args: str) -> str | None:
     try:
-        proc = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, check=False)
+        proc = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, errors="replace",
+                              check=False)  # fmt: skip
     except FileNotFoundError:
         return None
     return proc.stdout if proc.returncode == 0 else None

@@ -23,7 +23,7 @@ PART = ".part"  # the suffix of a file written under a temporary name (a dot nam
 def umask() -> int:
     """This process's umask. Linux shows it in /proc; elsewhere it can only be read by setting it, once, here."""
     try:
-        found = re.search(r"^Umask:\s*([0-7]+)$", Path("/proc/self/status").read_text(), re.MULTILINE)
+        found = re.search(r"^Umask:\s*([0-7]+)$", Path("/proc/self/status").read_text(encoding="utf-8"), re.MULTILINE)
     except OSError:
         found = None
     if found:

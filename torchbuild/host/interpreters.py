@@ -29,8 +29,8 @@ def install_hint(version: str) -> str:
 def _probe(argv: list[str]) -> tuple[str, str] | None:
     """(X.Y, executable) that ``argv`` runs, or None when it does not run."""
     try:
-        proc = subprocess.run([*argv, "-c", PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-                              check=False)  # fmt: skip
+        proc = subprocess.run([*argv, "-c", PROBE], capture_output=True, text=True, errors="replace",
+                              timeout=PROBE_TIMEOUT_S, check=False)  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return None
     lines = proc.stdout.strip().splitlines()

@@ -142,7 +142,7 @@ def _checkout_version(path: Path, origin: str, compat: Compat) -> tuple[Version,
         return None
     try:
         head = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=False).stdout.strip()  # fmt: skip
+                              errors="replace", check=False).stdout.strip()  # fmt: skip
     except OSError:
         head = ""
     if version.local is None and re.fullmatch(r"[0-9a-f]{40}", head):

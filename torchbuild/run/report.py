@@ -248,10 +248,8 @@ def print_summary(cells: Sequence[CellRun], paths: ReportPaths, install: Sequenc
     from rich.table import Table
 
     table = Table(title="summary", title_justify="left")
-    table.add_column("cell")
-    table.add_column("torch")
-    for record in cells[0].records:
-        table.add_column(record.stage)
+    for heading in ("cell", "torch", *(record.stage for record in cells[0].records)):
+        table.add_column(heading, overflow="fold")  # a narrow terminal folds an id or a version, never cuts it
     for cell in cells:
         table.add_row(
             cell.plan.cell_id,

@@ -42,7 +42,7 @@ from torchbuild.config import environment
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed, UserError, os_error
 from torchbuild.host import locks, progress, scratch, signals
-from torchbuild.host.console import check_times, console, step_done, step_start
+from torchbuild.host.console import check_times, console, heading, step_done, step_start
 from torchbuild.plan import SMOKE_STAGES, STAGES, Plan
 from torchbuild.results import Artifact, StageResult, sha256_of
 from torchbuild.run import report, repro, state
@@ -287,7 +287,7 @@ def run_cell(
     check_flow(declared)
     waits = waits_for(declared)
     cell_run = _CellRun(plan, root, options, stages or {})
-    console.rule(f"[bold]{plan.cell_id}[/]  torch {plan.version}  ({plan.conda.filename})")
+    heading(f"[bold]{plan.cell_id}[/]  torch {plan.version}  ({plan.conda.filename})")
     pending = list(declared)
     running: dict[concurrent.futures.Future[StageRecord], _Job] = {}
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(declared))

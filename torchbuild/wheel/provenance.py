@@ -77,8 +77,9 @@ def checkout_epoch(path: Path, commit: str) -> tuple[int, str]:
     """The commit time of a git checkout; outside git, the newest modification time of its files."""
     if commit:
         proc = subprocess.run(
-            ["git", "-C", str(path), "log", "-1", "--format=%ct", commit], capture_output=True, text=True, check=False
-        )
+            ["git", "-C", str(path), "log", "-1", "--format=%ct", commit],
+            capture_output=True, text=True, errors="replace", check=False,
+        )  # fmt: skip
         if proc.returncode == 0 and proc.stdout.strip().isdigit():
             return int(proc.stdout.strip()), f"the commit time of {commit[:12]}"
     newest = max((p.stat().st_mtime for p in path.rglob("*") if p.is_file() and ".git" not in p.parts), default=0)

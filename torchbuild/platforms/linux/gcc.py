@@ -35,7 +35,8 @@ def parse_gcc_version(text: str) -> tuple[int, ...]:
 
 
 def gcc_version(gcc: str) -> tuple[int, ...]:
-    proc = subprocess.run([gcc, "-dumpfullversion", "-dumpversion"], capture_output=True, text=True, check=False)
+    proc = subprocess.run([gcc, "-dumpfullversion", "-dumpversion"], capture_output=True, text=True, errors="replace",
+                          check=False)  # fmt: skip
     return parse_gcc_version(proc.stdout)
 
 

@@ -64,7 +64,7 @@ def build(cache_dir: Path, log: Path) -> Path:
     src.write_bytes(source)
     partial = exe.with_suffix(".exe.part")
     argv = [compiler, "-municode", "-O2", "-s", "-Wall", "-o", str(partial), str(src)]
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", check=False)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a", encoding="utf-8") as handle:
         handle.write(f"$ {' '.join(argv)}\n{proc.stdout}{proc.stderr}[exit {proc.returncode}]\n")

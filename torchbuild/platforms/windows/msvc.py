@@ -111,8 +111,9 @@ def find_installs(environ: Mapping[str, str]) -> list[VsInstall]:
 
     def query(*args: str) -> str:
         proc = subprocess.run(
-            [exe, *args, "-format", "json", "-utf8"], capture_output=True, text=True, encoding="utf-8", check=False
-        )
+            [exe, *args, "-format", "json", "-utf8"],
+            capture_output=True, text=True, encoding="utf-8", errors="replace", check=False,
+        )  # fmt: skip
         if proc.returncode != 0:
             raise ToolchainError(f"{exe} {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()}")
         return proc.stdout

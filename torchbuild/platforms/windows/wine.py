@@ -96,7 +96,7 @@ def find() -> Wine | None:
         return None
     try:
         probe = subprocess.run(
-            [executable, "--version"], capture_output=True, text=True, timeout=60, check=False,
+            [executable, "--version"], capture_output=True, text=True, errors="replace", timeout=60, check=False,
             stdin=subprocess.DEVNULL,
         )  # fmt: skip
     except (OSError, subprocess.SubprocessError):
@@ -176,7 +176,8 @@ def fresh_prefix(wine: Wine, cache_dir: Path, dest: Path) -> Path:
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["cp", "-a", str(source), str(dest)], capture_output=True, text=True, check=False)
+    proc = subprocess.run(["cp", "-a", str(source), str(dest)], capture_output=True, text=True, errors="replace",
+                          check=False)  # fmt: skip
     if proc.returncode != 0:
         raise WineError(f"copying the Wine prefix {source} to {dest} failed: {proc.stderr.strip()}")
     return dest

@@ -142,7 +142,8 @@ def _describe(plan: Plan, activation: Activation, env: Mapping[str, str], notes:
 
 
 def _sccache_stats(sccache: str, env: Mapping[str, str], log: Path) -> None:
-    proc = subprocess.run([sccache, "--show-stats"], capture_output=True, text=True, env=dict(env), check=False)
+    proc = subprocess.run([sccache, "--show-stats"], capture_output=True, text=True, errors="replace", env=dict(env),
+                          check=False)  # fmt: skip
     with log.open("a", encoding="utf-8") as handle:
         handle.write(f"$ sccache --show-stats\n{proc.stdout}{proc.stderr}")
     wanted = ("cache hits", "cache misses")

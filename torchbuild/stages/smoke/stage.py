@@ -235,6 +235,10 @@ def run(ctx: Context, kind: str) -> StageResult:
         message += "; skipped: " + ", ".join(
             f"{c.name} ({c.message.removeprefix('skipped ').strip('()')})" for c in skipped
         )
+    in_utf8_mode = [c.name for c in ran if c.message.startswith(smoke_checks.LOCALE_RETRIED)]
+    if in_utf8_mode:
+        message += (f"; {', '.join(in_utf8_mode)}: {smoke_checks.LOCALE_RETRIED}, not with this host's locale "
+                    "encoding (the host's setting, not the artifact: the check says why)")  # fmt: skip
     return StageResult(status="passed", checks=tuple(all_checks), message=message, ran_on=backend.where)
 
 

@@ -121,7 +121,7 @@ class VenvBackend:
     def where(self) -> str:
         version = subprocess.run(
             [self.python, "-c", "import platform; print(platform.python_version())"],
-            capture_output=True, text=True, check=False,
+            capture_output=True, text=True, errors="replace", check=False,
         ).stdout.strip()  # fmt: skip
         wine = wine_version()
         under = f" under Wine {wine}" if wine else ""

@@ -59,7 +59,7 @@ def content_key(site_packages: Path, compiler: str) -> str:
 
 def _host_inputs(compiler: str) -> list[str]:
     interpreter = digests.file_digest(Path(os.path.realpath(sys.executable))).hex()
-    described = subprocess.run([compiler, "-v"], capture_output=True, text=True, check=False)
+    described = subprocess.run([compiler, "-v"], capture_output=True, text=True, errors="replace", check=False)
     variables = sorted(
         f"{name}={value}"
         for name, value in os.environ.items()

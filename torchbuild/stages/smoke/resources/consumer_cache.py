@@ -95,6 +95,6 @@ def _link_command(build: Path) -> str | None:
     if ninja is None or not (build / "build.ninja").is_file():
         return None
     proc = subprocess.run([ninja, "-C", str(build), "-t", "commands", "consumer"], capture_output=True, text=True,
-                          check=False)  # fmt: skip
+                          errors="replace", check=False)  # fmt: skip
     lines = proc.stdout.strip().splitlines()
     return lines[-1] if proc.returncode == 0 and lines else None

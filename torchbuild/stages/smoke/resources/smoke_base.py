@@ -96,7 +96,8 @@ def gpu_present() -> bool:
     if gpus.is_dir() and any(gpus.iterdir()):
         return True
     try:
-        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, check=False)
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, errors="replace", timeout=60,
+                                check=False)  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return False
     return listed.returncode == 0 and "GPU " in listed.stdout

@@ -23,8 +23,10 @@ dependencies.
 from __future__ import annotations
 
 import argparse
+import codecs
 import concurrent.futures
 import json
+import locale
 import os
 import subprocess
 import sys
@@ -79,6 +81,11 @@ PROCESSES: tuple[tuple[str, ...], ...] = (
     *checks_audio.PROCESSES,
 )
 DATALOADER_SCRIPT: str = checks_core.DATALOADER_SCRIPT
+# A check that failed with a UnicodeError where this environment's locale encoding is not UTF-8 runs once more in
+# Python's UTF-8 mode; passing there, it passed, and says so with LOCALE_RETRIED (the host's setting, not the
+# artifact: torch's inductor reads its UTF-8 templates with the locale's encoding, which a C locale makes ASCII).
+UTF8_MODE = {"PYTHONUTF8": "1"}
+LOCALE_RETRIED = "passed in Python's UTF-8 mode (PYTHONUTF8=1)"
 # Checks whose process reads and hashes files before it imports torch, if it does at all (torch.compile's content
 # key, the C++ consumer's): they need not wait for torch's bytecode.
 HASH_FIRST = frozenset({"torch.compile", "c++ consumer"})
@@ -162,6 +169,35 @@ def _run_child(name: str, expect: Expect, extra: Mapping[str, str]) -> dict[str,
     return {**result, "output": output}
 
 
+def locale_encoding() -> str | None:
+    """This environment's text encoding where it is not UTF-8 (a C locale's ASCII, a Windows code page), else None."""
+    if sys.flags.utf8_mode:
+        return None
+    encoding = locale.getpreferredencoding(False)
+    try:
+        return None if codecs.lookup(encoding).name == "utf-8" else encoding
+    except LookupError:
+        return encoding
+
+
+def _in_utf8_mode(result: dict[str, str], expect: Expect) -> dict[str, str]:
+    """``result`` where it is no failure of the locale (LOCALE_RETRIED); else the check run again in UTF-8 mode: its
+    pass, saying why, or the first failure with what the second said."""
+    encoding = locale_encoding()
+    said = f"{result.get('message', '')}\n{result.get('output', '')}"
+    unicode_error = "UnicodeDecodeError" in said or "UnicodeEncodeError" in said
+    if encoding is None or result.get("status") != "failed" or not unicode_error:
+        return result
+    first = (str(result.get("message", "")).strip().splitlines() or ["a UnicodeError"])[0]
+    again = _run_child(result["check"], expect, UTF8_MODE)
+    if again.get("status") != "passed":
+        also = f"; in UTF-8 mode (PYTHONUTF8=1) too: {again.get('message')}"
+        return {**result, "message": f"{result.get('message')}{also}"}
+    why = (f"{LOCALE_RETRIED}: with this host's locale encoding ({encoding}) it failed, {first}. The host's setting, "
+           "not the artifact: a user on such a host needs a UTF-8 locale (e.g. LANG=C.UTF-8) or PYTHONUTF8=1")
+    return {**again, "message": f"{why}; {again.get('message', '')}".rstrip("; ")}
+
+
 def _expect_args(expect: Expect) -> list[str]:
     args = ["--expect-version", expect.version, "--expect-cuda", expect.cuda]
     if expect.cudnn is not None:
@@ -243,11 +279,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if started:
                     started[0].result()
             finally:
-                open(marker, "w").close()
+                open(marker, "w", encoding="utf-8").close()
             started += [pool.submit(_run_shared, group, expect, {}) for group in later]
             ran = [future.result() for future in started]
     found = {r["check"]: r for rs in ran for r in rs}
-    results = [found[name] for name in wanted]
+    results = [_in_utf8_mode(found[name], expect) for name in wanted]
     for result in results:
         print(json.dumps(result), flush=True)
     return 1 if any(result["status"] == "failed" for result in results) else 0
