@@ -49,6 +49,7 @@ from torchbuild.config.options import RunOptions
 from torchbuild.config.pypi_to_conda import install_scheme
 from torchbuild.config.python_embed import pinned_for
 from torchbuild.errors import UserError
+from torchbuild.host.console import adapt_streams
 from torchbuild.platforms.windows import dependencies, providers, python_embed, wine
 from torchbuild.platforms.windows.environments import SITE_PACKAGES
 
@@ -71,12 +72,25 @@ ONEAPI_PROVIDERS = ("mkl", "intel-openmp")  # laid out under %ONEAPI_ROOT% with 
 CUDA_ROOT = r"C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA"  # where NVIDIA's installer puts v12.8
 ONEAPI_ROOT = r"C:\Program Files (x86)\Intel\oneAPI"  # where Intel's oneAPI installer puts mkl\latest
 ENV = {
-    "PYTHONIOENCODING": "utf-8",  # the output is read as UTF-8 on this side; Wine's console code page would be 437
     # What the Linux host's Wine smoke sets too (torchbuild/stages/smoke/wine.py): Intel's OpenMP (libiomp5md.dll,
     # torch >= 2.9) aborts at start-up under Wine 8.0, "OMP: Error #179: Function GetNumaNodeProcessorMaskEx()
     # failed", a call Wine does not implement. Here the smoke runs as on a Windows host and inherits it.
     "KMP_AFFINITY": "disabled",
 }
+# Windows's defaults, the host's by default: a user profile whose name has a space and a non-ASCII letter (TEMP and
+# %LOCALAPPDATA%\torchbuild\Cache under it), and nothing that makes Python's output UTF-8: a program's piped stdout
+# is written in the ANSI code page, cp1252 (Wine's locale for this side's C.UTF-8 is English (United States): ANSI
+# cp1252, OEM cp437). LC_ALL concerns Wine's Linux side only: its file names and variables are UTF-8 there.
+PROFILE_USER = "Zoë Ng"
+ANSI_CODE_PAGE = "cp1252"
+WINDOWS_SIDE = {**wine.user_env(PROFILE_USER), "LC_ALL": "C.UTF-8"}
+# --utf8-host: the host of earlier rounds, user root and Python's output forced to UTF-8. Nothing proven only there
+# counts: a Windows machine and its CI logs have neither.
+UTF8_HOST = {"PYTHONIOENCODING": "utf-8"}
+MACHINE_DONE = ".torchbuild-machine"  # in a --machine folder: its prefix is laid out
+# This side's files that reach the network here (a certificate bundle) or hold the wheels pip is told about: given to
+# the Windows side as its Z: paths. As POSIX paths they name a folder of the current drive (C:\etc\ssl\... from C:).
+HOST_FILES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_FIND_LINKS")
 
 
 @dataclass(frozen=True)
@@ -221,28 +235,73 @@ def build_machine_env(cuda: str | None) -> dict[str, str]:
     return {"CUDA_PATH": home, f"CUDA_PATH_V{major}_{minor}": home, "ONEAPI_ROOT": ONEAPI_ROOT}
 
 
+@dataclass(frozen=True)
+class Settings:
+    """How the Windows host is set up: Windows's defaults, or (``utf8``) the UTF-8 host of earlier rounds."""
+
+    utf8: bool = False
+
+    @property
+    def user(self) -> str | None:
+        return None if self.utf8 else PROFILE_USER
+
+    @property
+    def env(self) -> dict[str, str]:
+        files = {name: wine.windows_path(Path(value)) for name in HOST_FILES
+                 if (value := os.environ.get(name, "")).startswith("/")}  # fmt: skip
+        return {**ENV, **files, **(UTF8_HOST if self.utf8 else WINDOWS_SIDE)}
+
+    @property
+    def encoding(self) -> str:
+        """What a program's piped output is written in there."""
+        return "utf-8" if self.utf8 else ANSI_CODE_PAGE
+
+
+def lay_out(prefix: Path, found: wine.Wine, cache_dir: Path, settings: Settings, *, vc_runtime: bool,
+            cuda_path: str | None) -> None:  # fmt: skip
+    """A fresh prefix at ``prefix`` laid out as a Windows build machine's."""
+    env = {**settings.env, **build_machine_env(cuda_path)}
+    wine.fresh_prefix(found, cache_dir, prefix, settings.user)
+    lay_out_system32(prefix, vc_runtime_dlls(cache_dir) if vc_runtime else [])
+    if cuda_path is not None:
+        lay_out_providers(prefix, CUDA_PROVIDERS, cuda_path, env, cache_dir)
+        lay_out_providers(prefix, ONEAPI_PROVIDERS, cuda_path, env, cache_dir)
+
+
+def machine_prefix(machine: Path, found: wine.Wine, cache_dir: Path, settings: Settings, *, vc_runtime: bool = True,
+                   cuda_path: str | None = None) -> Path:  # fmt: skip
+    """The prefix of the Windows machine kept in ``machine``, laid out on its first use."""
+    prefix = machine / "prefix"
+    if not (machine / MACHINE_DONE).is_file():
+        lay_out(prefix, found, cache_dir, settings, vc_runtime=vc_runtime, cuda_path=cuda_path)
+        (machine / MACHINE_DONE).write_text(f"{found.label}\n", encoding="utf-8")
+    return prefix
+
+
 def run(
     python: Path, args: list[str], cache_dir: Path, *, cwd: Path = ROOT, vc_runtime: bool = True,
-    cuda_path: str | None = None, pe_fixtures: bool = False,
+    cuda_path: str | None = None, pe_fixtures: bool = False, settings: Settings = Settings(),
+    machine: Path | None = None, env: dict[str, str] | None = None,
 ) -> wine.Ran:  # fmt: skip
     """``python.exe *args`` under Wine in a fresh prefix (System32 with the real VC runtime unless ``vc_runtime``
     is False; with ``cuda_path`` X.Y, CUDA_PATH_VX_Y's bin and ONEAPI_ROOT's MKL and OpenMP folders laid out;
-    ``pe_fixtures``: the tests' PE fixtures built on this side, see ``prebuilt_pe_fixtures``)."""
+    ``pe_fixtures``: the tests' PE fixtures built on this side, see ``prebuilt_pe_fixtures``). ``machine``: the
+    prefix is kept in that folder, made on its first use, so that the calls of one job share a machine (its drive C:,
+    the user's caches). ``env``: variables set for the program, as a job's ``env:`` sets them."""
     found = wine.find()
     if found is None:
         raise UserError(f"Wine is not installed ({wine.INSTALL_HINT})")
-    dlls = vc_runtime_dlls(cache_dir) if vc_runtime else []
-    env = {**ENV, **build_machine_env(cuda_path)}
+    variables = {**settings.env, **build_machine_env(cuda_path), **(env or {})}
     with tempfile.TemporaryDirectory(prefix="wine-host-") as tmp:
-        prefix = wine.fresh_prefix(found, cache_dir, Path(tmp) / "prefix")
-        lay_out_system32(prefix, dlls)
+        if machine is None:
+            prefix = Path(tmp) / "prefix"
+            lay_out(prefix, found, cache_dir, settings, vc_runtime=vc_runtime, cuda_path=cuda_path)
+        else:
+            prefix = machine_prefix(machine, found, cache_dir, settings, vc_runtime=vc_runtime, cuda_path=cuda_path)
         if pe_fixtures:
-            env.update(prebuilt_pe_fixtures(Path(tmp) / "pe-fixtures"))
-        if cuda_path is not None:
-            lay_out_providers(prefix, CUDA_PROVIDERS, cuda_path, env, cache_dir)
-            lay_out_providers(prefix, ONEAPI_PROVIDERS, cuda_path, env, cache_dir)
-        with wine.Session(found, prefix, env) as session:
-            return session.run([python, *args], timeout=RUN_TIMEOUT_S, cwd=cwd)
+            variables.update(prebuilt_pe_fixtures(Path(tmp) / "pe-fixtures"))
+        with wine.Session(found, prefix, variables) as session:
+            return session.run([python, *args], timeout=RUN_TIMEOUT_S, cwd=cwd, encoding=settings.encoding)
 
 
 def prebuilt_pe_fixtures(dest: Path) -> dict[str, str]:
@@ -264,6 +323,29 @@ def quick_tests(listing: Path = UNDER_WINE) -> list[str]:
     """The test files of ``listing`` (one a line; ``#`` starts a comment)."""
     lines = (line.split("#")[0].strip() for line in listing.read_text(encoding="utf-8").splitlines())
     return [line for line in lines if line]
+
+
+def installed_copy(host: Host, dest: Path) -> Path:
+    """A copy of the host at ``dest`` laid out as python.org's installer lays out a Python (extension modules in
+    ``DLLs``, no ``._pth``), the ``python.exe`` a runner's setup-python gives: ``pip install -e .`` works there (the
+    embeddable's ``._pth`` hides a build backend's isolated environment from it), and the source tree is not on its
+    path (torchbuild is what that install puts there)."""
+    if (dest / "python.exe").is_file():
+        raise UserError(f"{dest} holds a Python already")
+    shutil.copytree(host.root, dest, symlinks=True)
+    (dest / DONE).unlink()
+    for pth in dest.glob("*._pth"):
+        pth.unlink()
+    dlls = dest / "DLLs"
+    dlls.mkdir()
+    interpreter = {"python.exe", "pythonw.exe", "python3.dll", f"python{''.join(host.cpython.split('.')[:2])}.dll"}
+    for path in dest.iterdir():
+        if path.suffix.lower() == ".pyd" or (path.suffix.lower() == ".dll" and path.name.lower() not in interpreter
+                                             and not path.name.lower().startswith("vcruntime")):  # fmt: skip
+            shutil.move(path, dlls / path.name)
+    if (dlls / SHIM.with_suffix(".dll").name).is_file():  # the extension modules load it from their own folder
+        shutil.copyfile(dlls / SHIM.with_suffix(".dll").name, dest / SHIM.with_suffix(".dll").name)
+    return dest / "python.exe"
 
 
 def copy_of(host: Host, dest: Path) -> Path:
@@ -309,6 +391,16 @@ def main(argv: list[str] | None = None) -> int:
             "--cuda-path", metavar="X.Y", type=cuda_version,
             help="lay out CUDA_PATH_VX_Y's bin (NVIDIA's DLLs) and ONEAPI_ROOT's MKL and OpenMP",
         )  # fmt: skip
+    for command in (runner, interpreter, tester):
+        command.add_argument(
+            "--utf8-host", action="store_true",
+            help=f"the UTF-8 host of earlier rounds: user root, PYTHONIOENCODING=utf-8 (default: Windows's defaults, "
+            f"user {PROFILE_USER!r}, output in {ANSI_CODE_PAGE})",
+        )  # fmt: skip
+    for command in (runner, interpreter):
+        command.add_argument("--machine", type=Path, help="keep the Windows machine (its prefix) in this folder, "
+                             "made on first use: the calls of one job share it")  # fmt: skip
+    adapt_streams()  # this side's stdout may be ASCII too (a C locale)
     options = parser.parse_args(argv)
     try:
         host = prepare(options.py, options.cache_dir, tests=options.command == "pytest")
@@ -327,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             python, vc_runtime = copy_of(host, options.copy_to) if options.copy_to else host.python, True
         ran = run(python, args, options.cache_dir, cwd=cwd, vc_runtime=vc_runtime, cuda_path=cuda_path,
-                  pe_fixtures=options.command == "pytest")  # fmt: skip
+                  pe_fixtures=options.command == "pytest", settings=Settings(utf8=options.utf8_host),
+                  machine=getattr(options, "machine", None))  # fmt: skip
     except (UserError, dll_providers.ProviderError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

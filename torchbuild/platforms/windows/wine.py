@@ -21,6 +21,7 @@ What this module settles (each found the hard way, on the corpus of bench/corpus
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -143,21 +144,38 @@ def _quiet(argv: Sequence[str], env: Mapping[str, str], timeout: float, what: st
         raise WineError(f"{what} failed (exit {proc.returncode}):\n" + "\n".join(lines[-20:]))
 
 
-def template(wine: Wine, cache_dir: Path) -> Path:
-    """The prefix every run copies, made once per Wine version in the cache."""
-    path = cache_dir / "wine" / f"prefix-{re.sub(r'[^A-Za-z0-9.]+', '_', wine.version)}"
+def user_env(user: str) -> dict[str, str]:
+    """What makes Wine's Windows user ``user``: its profile, ``C:\\users\\<user>``, and the variables under it."""
+    return {"USER": user, "LOGNAME": user}
+
+
+def _registry_setting(key: str, name: str, kind: str, value: str) -> list[str]:
+    return ["reg", "add", key, "/v", name, "/t", kind, "/d", value, "/f"]
+
+
+def template(wine: Wine, cache_dir: Path, user: str | None = None) -> Path:
+    """The prefix every run copies, made once per Wine version in the cache. ``user``: a Windows user of that name
+    (a prefix of its own), whose TEMP and TMP are where Windows puts them (``%USERPROFILE%\\AppData\\Local\\Temp``;
+    Wine's own is ``%USERPROFILE%\\Temp``)."""
+    name = f"prefix-{re.sub(r'[^A-Za-z0-9.]+', '_', wine.version)}"
+    if user is not None:
+        name += f"-user-{hashlib.sha256(user.encode()).hexdigest()[:12]}"
+    path = cache_dir / "wine" / name
     if (path / ".complete").is_file():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".prefix-", dir=path.parent))
-    env = {**environment(staging), "WINEDEBUG": "-all"}
+    env = {**environment(staging, user_env(user) if user else None), "WINEDEBUG": "-all"}
+    settings = [_registry_setting("HKCU\\Software\\Wine", "Version", "REG_SZ", "win10")]
+    if user is not None:
+        temp = "%USERPROFILE%\\AppData\\Local\\Temp"
+        settings += [_registry_setting("HKCU\\Environment", var, "REG_EXPAND_SZ", temp) for var in ("TEMP", "TMP")]
     try:
         _quiet([wine.executable, "wineboot", "--init"], env, PREFIX_TIMEOUT_S, f"wineboot --init of {staging}")
-        _quiet(
-            [wine.executable, "reg", "add", "HKCU\\Software\\Wine", "/v", "Version", "/t", "REG_SZ", "/d", "win10",
-             "/f"],
-            env, PREFIX_TIMEOUT_S, "setting the prefix's Windows version",
-        )  # fmt: skip
+        for setting in settings:
+            _quiet([wine.executable, *setting], env, PREFIX_TIMEOUT_S, f"setting {setting[2]}\\{setting[4]}")
+        if user is not None:
+            (staging / "drive_c" / "users" / user / "AppData" / "Local" / "Temp").mkdir(parents=True, exist_ok=True)
     finally:
         subprocess.run([wine.server, "-k"], env=env, check=False, capture_output=True, timeout=SERVER_TIMEOUT_S)
         subprocess.run([wine.server, "-w"], env=env, check=False, capture_output=True, timeout=SERVER_TIMEOUT_S)
@@ -170,9 +188,9 @@ def template(wine: Wine, cache_dir: Path) -> Path:
     return path
 
 
-def fresh_prefix(wine: Wine, cache_dir: Path, dest: Path) -> Path:
-    """A copy of the template prefix at ``dest`` (replacing what is there)."""
-    source = template(wine, cache_dir)
+def fresh_prefix(wine: Wine, cache_dir: Path, dest: Path, user: str | None = None) -> Path:
+    """A copy of the template prefix (of ``user``'s) at ``dest`` (replacing what is there)."""
+    source = template(wine, cache_dir, user)
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -259,10 +277,12 @@ class Session:
         cwd: Path | None = None,
         env: Mapping[str, str] | None = None,
         merge_stderr: bool = False,
+        encoding: str = "utf-8",
     ) -> Ran:
         """Run a Windows program (its path a host path) with stdin on /dev/null and stdout/stderr on pipes.
-        ``merge_stderr``: Wine's lines and the program's output in one stream, in the order they were written. On a
-        time-out every process in the prefix is killed and the server started again."""
+        ``merge_stderr``: Wine's lines and the program's output in one stream, in the order they were written.
+        ``encoding``: what the program writes its output in (a Windows program's pipe: the ANSI code page, unless it
+        is told otherwise). On a time-out every process in the prefix is killed and the server started again."""
         if not self._warm:
             self.start()
         args = tuple(str(a) for a in argv)
@@ -279,8 +299,8 @@ class Session:
             self.stop()
             out, err = proc.communicate()
             code = None
-        return Ran(args, code, (out or b"").decode(errors="replace"), (err or b"").decode(errors="replace"),
-                   time.monotonic() - started)  # fmt: skip
+        return Ran(args, code, (out or b"").decode(encoding, errors="replace"),
+                   (err or b"").decode(encoding, errors="replace"), time.monotonic() - started)  # fmt: skip
 
 
 # --- what the loader said ----------------------------------------------------------------------------------
