@@ -2,7 +2,7 @@
 pipeline's own report writer made (tests/nights.py). Since when a cell has been red, a night that did not build a
 cell, a night whose report cannot be read (said, not a crash), the trends' numbers; the page in headless Chromium
 (no console error, the grid and the charts drawn, a screenshot kept); and the nightly's own night report
-(``scripts/ci_summary.py --json``) read back."""
+(``scripts/ci_summary.py --history``) read back."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from tests.builders import torch_plan
 from tests.conftest import ROOT
 from tests.nights import Outcome, write_night
 from tests.unit.test_reports import browse, console_errors
-from torchbuild.run import history
+from torchbuild.run import history, report_html
 
 A, B, C = torch_plan(python="3.11"), torch_plan(python="3.12"), torch_plan(platform="win-64", python="3.12")
 SCREENSHOT = ROOT / "build" / "test-output" / "history.png"  # build/ is ignored by git
@@ -33,15 +33,15 @@ def pipeline(*args: str, cwd: Path, encoding: str = "utf-8") -> subprocess.Compl
 
 @pytest.fixture
 def nights(tmp_path: Path) -> Path:
-    """Three nights: the second breaks A (its wheel 40 MB larger), which stays red; B runs 2.5 times as slow on the
-    second night; C failed on the first and is green since."""
+    """Three nights: the second breaks A (its wheel 40 MB larger, then 2 MB more), which stays red; B runs 2.5
+    times as slow on the second night; C failed on the first and is green since."""
     root = tmp_path / "history"
     write_night(root, "2026-11-26", "2026-11-26T01:17:03+00:00",
                 [(A, Outcome()), (B, Outcome()), (C, Outcome(failed="smoke-wheel"))])
     write_night(root, "2026-11-27", "2026-11-27T01:17:05+00:00",
                 [(A, Outcome(failed="smoke-wheel", wheel_mb=240)), (B, Outcome(slower=2.5)), (C, Outcome())])
     write_night(root, "2026-11-28", "2026-11-28T01:17:02+00:00",
-                [(A, Outcome(failed="smoke-wheel", wheel_mb=240)), (B, Outcome()), (C, Outcome())])  # fmt: skip
+                [(A, Outcome(failed="smoke-wheel", wheel_mb=242)), (B, Outcome()), (C, Outcome())])  # fmt: skip
     return root
 
 
@@ -56,7 +56,7 @@ def test_a_cell_broken_on_the_second_night_is_red_since_that_night(nights: Path)
     assert read.red_since(C.cell_id) is None  # red on the first night only: green now
     assert read.tonight.cell(A.cell_id).why.startswith("smoke-wheel: wheel: import failed in a fresh venv with")
     a_tonight, a_first = read.tonight.cell(A.cell_id), read.nights[0].cell(A.cell_id)
-    assert (a_first.sizes["wheel"], a_tonight.sizes["wheel"]) == (200_000_000, 240_000_000)
+    assert (a_first.sizes["wheel"], a_tonight.sizes["wheel"]) == (200_000_000, 242_000_000)
     assert read.nights[1].cell(B.cell_id).seconds["total"] == 2.5 * read.nights[0].cell(B.cell_id).seconds["total"]
     assert "publish" not in a_tonight.seconds  # not run after the failure: no time charted
 
@@ -119,10 +119,11 @@ def test_the_trends_show_tonights_sizes_and_times_and_their_change(nights: Path,
     a_section = html[html.index(f'<section class="trend" id="trend-{A.cell_id}">'):]
     a_section = a_section[: a_section.index("</section>")]
     assert f"<h3>{A.cell_id} (red since 2026-11-27)</h3>" in a_section
-    assert "<tr><th>wheel</th>" in a_section and "<td>240.0 MB</td><td>+0.0 MB (+0.0%)</td>" in a_section
+    assert "<tr><th>wheel</th>" in a_section and "<td>242.0 MB</td><td>+2.0 MB (+0.8%)</td>" in a_section
     b_section = html[html.index(f'id="trend-{B.cell_id}"'):]
     b_section = b_section[: b_section.index("</section>")]
     assert '<td>2m32s</td><td class="shrank">x0.40</td>' in b_section  # the night before took 2.5 times as long
+    assert "<td>200.0 MB</td><td>same</td>" in b_section
     assert b_section.count("<svg") == 3 + 8  # wheel, conda, time; each stage's time
 
 
@@ -154,18 +155,18 @@ def test_the_page_of_three_nights_in_a_headless_browser(nights: Path, tmp_path: 
 
 
 def test_the_nightlys_own_night_report_is_read_back(nights: Path, tmp_path: Path) -> None:
-    """``ci_summary.py --json``: the build jobs' reports with the GPU runner's smoke results in place, and a cell
-    whose build job wrote no report, which the history counts as failed."""
+    """``ci_summary.py --history``: tonight's report, the build jobs' reports with the GPU runner's smoke results in
+    place and a cell whose build job wrote no report (which the history counts as failed), added to the history;
+    the oldest nights past ``--keep`` gone."""
     artifacts = tmp_path / "artifacts"
     write_night(artifacts, f"report-{A.cell_id}", "2026-11-29T01:17:00+00:00", [(A, Outcome())])
     write_night(artifacts, f"smoke-{A.cell_id}", "2026-11-29T04:00:00+00:00", [(A, Outcome(failed="smoke-wheel"))])
     cells = {"include": [{"cell": c} for c in (A.cell_id, B.cell_id)]}
-    night = nights / "2026-11-29"
-    night.mkdir()
     summary = subprocess.run([sys.executable, str(ROOT / "scripts" / "ci_summary.py"), str(artifacts), "--cells",
-                              json.dumps(cells), "--json", str(night / "report.json")],
+                              json.dumps(cells), "--history", str(nights), "--night", "2026-11-29", "--keep", "3"],
                              capture_output=True, text=True, check=False)  # fmt: skip
     assert summary.returncode == 0, summary.stderr
+    assert sorted(p.name for p in nights.iterdir()) == ["2026-11-27", "2026-11-28", "2026-11-29"]  # 3 kept
     read = history.read(nights)
     tonight = read.tonight
     assert tonight.name == "2026-11-29" and tonight.started == "2026-11-29T01:17:00+00:00"
@@ -173,3 +174,23 @@ def test_the_nightlys_own_night_report_is_read_back(nights: Path, tmp_path: Path
     assert (tonight.cell(B.cell_id).status, tonight.cell(B.cell_id).why) == ("failed", history.NO_REPORT)
     assert tonight.cell(C.cell_id).status == history.NOT_BUILT
     assert read.broke_tonight() == [B.cell_id]  # A has been red since 2026-11-27
+
+
+def test_a_report_of_an_older_torchbuild_without_start_times_is_read(tmp_path: Path) -> None:
+    """Reports written before the stages' starts were recorded: their stages' times are charted, their cell's time
+    from start to end is not known (a gap, not the sum of stages that overlapped), and their page has no timeline."""
+    root = tmp_path / "history"
+    path = write_night(root, "2026-11-01", "2026-11-01T01:17:00+00:00", [(A, Outcome())])
+    old = json.loads(path.read_text(encoding="utf-8"))
+    for cell in old["cells"]:
+        del cell["started"], cell["seconds"]
+        for stage in cell["stages"]:
+            del stage["start"]
+    path.write_text(json.dumps(old), encoding="utf-8")
+    write_night(root, "2026-11-02", "2026-11-02T01:17:00+00:00", [(A, Outcome())])
+    read = history.read(root)
+    first, second = (night.cell(A.cell_id) for night in read.nights)
+    assert first.status == "passed" and first.seconds["repair"] == 40.0 and "total" not in first.seconds
+    assert second.seconds["total"] == 152.0 and read.nights[0].started == ""
+    page = report_html.page(old)
+    assert "no timeline: this report has no start times of its stages" in page and "<svg" not in page

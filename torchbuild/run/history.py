@@ -3,7 +3,7 @@ unverified, not built), since when a cell has been red, and the numbers its char
 package's size, the cell's time and each stage's).
 
 A history is a folder with a folder per night, each holding that night's ``report.json`` (a run's ``build/report.json``,
-or the nightly's, ``scripts/ci_summary.py --json``). The nights are in the order of their folders' names (the nightly
+or the nightly's, ``scripts/ci_summary.py --history``). The nights are in the order of their folders' names (the nightly
 names them by the UTC date and time: an unreadable report says no time). A night whose report cannot be read is
 kept, and says why; it neither ends nor starts a cell's streak of failures.
 """
@@ -35,7 +35,7 @@ class CellNight:
     torch: str = ""
     why: str = ""  # failed: the first failed stage and its message's first line; unreadable: why
     sizes: Mapping[str, int] = field(default_factory=dict)  # "wheel", "conda" -> bytes
-    seconds: Mapping[str, float] = field(default_factory=dict)  # "total" and each stage that ran -> seconds
+    seconds: Mapping[str, float] = field(default_factory=dict)  # "total" (start to end) and each stage that ran
 
 
 @dataclass(frozen=True)
@@ -160,10 +160,11 @@ def cell_night(entry: Mapping[str, Any]) -> CellNight:
     why = ""
     if failed is not None:
         lines = str(failed.get("message", "")).strip().splitlines()
-        why = f"{failed['stage']}: {lines[0] if lines else 'failed'}"
+        first = lines[0] if lines else "failed"
+        why = first if first.startswith(f"{failed['stage']}:") else f"{failed['stage']}: {first}"
     artifacts = entry.get("artifacts", {})
     sizes = {chart: int(artifacts[name]["size"]) for chart, name in SIZES.items() if name in artifacts}
     seconds = {str(s["stage"]): float(s["duration"]) for s in stages if s["status"] in RAN}
-    total = entry.get("seconds")  # older reports: the sum of the stages' times (which overlap)
-    seconds["total"] = float(total) if total is not None else sum(seconds.values())
+    if entry.get("seconds") is not None:  # not in the reports of older torchbuilds (the stages' sum would overlap)
+        seconds["total"] = float(entry["seconds"])
     return CellNight(status, str(entry.get("torch", "")), why, sizes, seconds)

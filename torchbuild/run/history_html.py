@@ -29,6 +29,10 @@ ul.said li { margin: .2em 0; } .note { color: #57606a; }
 """
 
 
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'' if n == 1 else 's'}"
+
+
 def _mb(value: float) -> str:
     return f"{value / 1e6:.1f} MB"
 
@@ -52,8 +56,7 @@ def _since_box(history: History, cell_id: str) -> Box:
         last = next((n.cell(cell_id) for n in reversed(history.nights)
                      if n.cell(cell_id).status not in (NOT_BUILT, UNREAD)), None)  # fmt: skip
         return Box("not built", "-", f"not red: {last.status if last else 'never built'} the last night that built it")
-    count = history.red_nights(cell_id)
-    return Box("failed", f"{since.name} ({count} night{'s' if count > 1 else ''})", since.cell(cell_id).why)
+    return Box("failed", f"{since.name} ({_count(history.red_nights(cell_id), 'night')})", since.cell(cell_id).why)
 
 
 def _cells_grid(history: History) -> str:
@@ -68,8 +71,8 @@ def _cells_grid(history: History) -> str:
 def _tonight(history: History) -> list[str]:
     """What tonight says, in words: its counts, what broke, what is still red, what is green again."""
     tonight = history.tonight
-    parts = [f"<p>{len(history.nights)} nights, {escape(history.nights[0].name)} to {escape(tonight.name)}; "
-             f"{len(history.cell_ids)} cells.</p>"]  # fmt: skip
+    parts = [f"<p>{_count(len(history.nights), 'night')}, {escape(history.nights[0].name)} to "
+             f"{escape(tonight.name)}; {_count(len(history.cell_ids), 'cell')}.</p>"]  # fmt: skip
     if tonight.problem:
         parts.append(f'<p class="verdict bad">Tonight ({escape(tonight.name)}): its report could not be read: '
                      f"{escape(tonight.problem)} ({escape(str(tonight.report))}).</p>")  # fmt: skip
@@ -92,7 +95,7 @@ def _tonight(history: History) -> list[str]:
         for cell_id in still:
             since, count = history.red_since(cell_id), history.red_nights(cell_id)
             assert since is not None
-            rows.append((cell_id, f"red since {since.name} ({count} nights): {tonight.cell(cell_id).why}"))
+            rows.append((cell_id, f"red since {since.name} ({_count(count, 'night')}): {tonight.cell(cell_id).why}"))
         parts.append(_said(rows))
     green = [c for c in history.cell_ids if _green_again(history, c)]
     if green:
@@ -128,6 +131,8 @@ def _change(values: Sequence[float | None], show: Callable[[float], str], bold_o
     before, now = known[-2][1], known[-1][1]
     if before == 0:
         return "<td>-</td>"
+    if now == before:
+        return "<td>same</td>"
     share = (now - before) / before
     sign = "+" if now >= before else "-"
     text = f"x{now / before:.2f}" if ratio else f"{sign}{show(abs(now - before))} ({share:+.1%})"

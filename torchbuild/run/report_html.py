@@ -42,7 +42,7 @@ code, pre { font: 12px ui-monospace, monospace; } pre { background: #f6f8fa; pad
 .failure { border-left: 4px solid #cf222e; padding-left: .8em; margin: .8em 0; }
 details { margin: .3em 0; } summary { cursor: pointer; } details > pre { margin: .3em 0 .3em 1em; }
 details.checks > summary { font-weight: bold; }
-td.said { white-space: pre-wrap; }
+td.said { white-space: pre-wrap; } details.checks td:nth-child(2) { white-space: nowrap; }
 svg text { font: 11px system-ui, sans-serif; fill: #1b1f23; } svg text.axis { font-size: 10px; fill: #57606a; }
 svg .tick { stroke: #eaeef2; } svg .line { fill: none; stroke: #8c959f; stroke-width: 1.2; }
 svg .passed { fill: #2da44e; } svg .cached { fill: #54aeff; } svg .skipped { fill: #afb8c1; }
