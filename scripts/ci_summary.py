@@ -3,20 +3,25 @@ corpus job's: which pairs of the night's slice passed, which failed and why.
 
     python scripts/ci_summary.py artifacts --cells "$BUILD_MATRIX_JSON" --publish success >> "$GITHUB_STEP_SUMMARY"
     python scripts/ci_summary.py artifacts --cells "$BUILD_MATRIX_JSON" --html report.html   # also the page
-    python scripts/ci_summary.py artifacts --cells "$BUILD_MATRIX_JSON" --json report.json   # the night's report
+    python scripts/ci_summary.py artifacts --cells "$BUILD_MATRIX_JSON" --history history --keep 30   # tonight kept
     python scripts/ci_summary.py --corpus corpus.json >> "$GITHUB_STEP_SUMMARY"
 
 ``artifacts/report-<cell>/report.json`` are the build jobs' reports, ``artifacts/smoke-<cell>/report.json`` the GPU
 smoke jobs'; a GPU smoke job's results of the smoke stages replace the build machine's (which had no GPU). A cell of
-the matrix without a report is listed as such (its job failed before writing one, or ran out of time); the
-night's report.json (``--json``, a run's report.json with the GPU smoke results in place) names it in ``no_report``:
-``pipeline.py history`` reads a folder of these nights.
+the matrix without a report is listed as such (its job failed before writing one, or ran out of time).
+
+``--history DIR`` adds tonight to a history (``pipeline.py history DIR`` draws its page): ``DIR/<night>/report.json``,
+a run's report.json with the GPU smoke results in place and the cells without a report named in ``no_report``;
+``<night>`` is the UTC date and time (``--night`` names it otherwise: the history orders its nights by name), and
+only the newest ``--keep`` nights stay.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -112,7 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--publish", default="", help="the publish job's result")
     parser.add_argument("--corpus", type=Path, help="bench/corpus.py's --json output: its summary instead")
     parser.add_argument("--html", type=Path, help="also write the page of every cell (report.html) here")
-    parser.add_argument("--json", type=Path, help="also write the night's report.json here (for pipeline.py history)")
+    parser.add_argument("--history", type=Path, help="add tonight's report.json to this history (a folder per night)")
+    parser.add_argument("--night", help="tonight's folder in --history (default: the UTC date and time)")
+    parser.add_argument("--keep", type=int, default=30, help="the newest nights kept in --history (default: 30)")
     args = parser.parse_args(argv)
     if args.corpus is not None:
         try:
@@ -135,9 +142,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     merged = [merged_cell(builds[c], smokes.get(c)) for c in cells if c in builds]
     if args.html is not None:
         write_atomic(args.html, report_html.page({"cells": merged}, "torchbuild nightly"))
-    if args.json is not None:
-        night = night_report(merged, [c for c in cells if c not in builds])
-        write_atomic(args.json, json.dumps(night, indent=2, sort_keys=True) + "\n")
+    if args.history is not None:
+        night = args.night or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H%M%SZ")
+        report = night_report(merged, [c for c in cells if c not in builds])
+        (args.history / night).mkdir(parents=True, exist_ok=True)
+        write_atomic(args.history / night / "report.json", json.dumps(report, indent=2, sort_keys=True) + "\n")
+        for old in sorted(p for p in args.history.iterdir() if p.is_dir())[: -max(args.keep, 1)]:
+            shutil.rmtree(old)
     return 0
 
 
