@@ -53,8 +53,9 @@ def cmd_history(args: argparse.Namespace) -> int:
     write_atomic(page, history_html.page(nights))
     broke, still = nights.broke_tonight(), nights.still_red()
     out.print(
-        f"wrote {page}: {len(nights.nights)} nights ({nights.nights[0].name} to {nights.tonight.name}), "
-        f"{len(nights.cell_ids)} cells; broke tonight: {', '.join(broke) or 'none'}; "
+        f"wrote {page}: {history_html.counted(len(nights.nights), 'night')} ({nights.nights[0].name} to "
+        f"{nights.tonight.name}), {history_html.counted(len(nights.cell_ids), 'cell')}; broke tonight: "
+        f"{', '.join(broke) or 'none'}; "
         f"still red: {', '.join(still) or 'none'}",
         markup=False,
         highlight=False,

@@ -29,7 +29,8 @@ ul.said li { margin: .2em 0; } .note { color: #57606a; }
 """
 
 
-def _count(n: int, thing: str) -> str:
+def counted(n: int, thing: str) -> str:
+    """'1 night', '3 nights'."""
     return f"{n} {thing}{'' if n == 1 else 's'}"
 
 
@@ -56,7 +57,7 @@ def _since_box(history: History, cell_id: str) -> Box:
         last = next((n.cell(cell_id) for n in reversed(history.nights)
                      if n.cell(cell_id).status not in (NOT_BUILT, UNREAD)), None)  # fmt: skip
         return Box("not built", "-", f"not red: {last.status if last else 'never built'} the last night that built it")
-    return Box("failed", f"{since.name} ({_count(history.red_nights(cell_id), 'night')})", since.cell(cell_id).why)
+    return Box("failed", f"{since.name} ({counted(history.red_nights(cell_id), 'night')})", since.cell(cell_id).why)
 
 
 def _cells_grid(history: History) -> str:
@@ -71,8 +72,8 @@ def _cells_grid(history: History) -> str:
 def _tonight(history: History) -> list[str]:
     """What tonight says, in words: its counts, what broke, what is still red, what is green again."""
     tonight = history.tonight
-    parts = [f"<p>{_count(len(history.nights), 'night')}, {escape(history.nights[0].name)} to "
-             f"{escape(tonight.name)}; {_count(len(history.cell_ids), 'cell')}.</p>"]  # fmt: skip
+    parts = [f"<p>{counted(len(history.nights), 'night')}, {escape(history.nights[0].name)} to "
+             f"{escape(tonight.name)}; {counted(len(history.cell_ids), 'cell')}.</p>"]  # fmt: skip
     if tonight.problem:
         parts.append(f'<p class="verdict bad">Tonight ({escape(tonight.name)}): its report could not be read: '
                      f"{escape(tonight.problem)} ({escape(str(tonight.report))}).</p>")  # fmt: skip
@@ -95,7 +96,7 @@ def _tonight(history: History) -> list[str]:
         for cell_id in still:
             since, count = history.red_since(cell_id), history.red_nights(cell_id)
             assert since is not None
-            rows.append((cell_id, f"red since {since.name} ({_count(count, 'night')}): {tonight.cell(cell_id).why}"))
+            rows.append((cell_id, f"red since {since.name} ({counted(count, 'night')}): {tonight.cell(cell_id).why}"))
         parts.append(_said(rows))
     green = [c for c in history.cell_ids if _green_again(history, c)]
     if green:
