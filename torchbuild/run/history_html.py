@@ -56,6 +56,7 @@ def _since_box(history: History, cell_id: str) -> Box:
     if since is None:
         last = next((n.cell(cell_id) for n in reversed(history.nights)
                      if n.cell(cell_id).status not in (NOT_BUILT, UNREAD)), None)  # fmt: skip
+        # white, as a night that did not build it: nothing to say
         return Box("not built", "-", f"not red: {last.status if last else 'never built'} the last night that built it")
     return Box("failed", f"{since.name} ({counted(history.red_nights(cell_id), 'night')})", since.cell(cell_id).why)
 

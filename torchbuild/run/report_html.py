@@ -104,17 +104,17 @@ def _box(stage: Mapping[str, Any]) -> Box:
 SHOWN_LINES = 5  # a stage's message of more lines shows its first, the rest folded
 
 
-def _folded(text: str, more: str = "more") -> str:
+def _folded(text: str) -> str:
     """``text``: its first line shown, the rest (a traceback, a log's tail) in a folded ``<details>``."""
     first, _, rest = text.strip("\n").partition("\n")
     if not rest.strip():
         return f"<pre>{escape(first)}</pre>"
     lines = len(rest.splitlines())
-    return (f"<details><summary><code>{escape(first)}</code> ({lines} {more} line{'s' if lines > 1 else ''})"
+    return (f"<details><summary><code>{escape(first)}</code> ({lines} more line{'s' if lines > 1 else ''})"
             f"</summary><pre>{escape(rest)}</pre></details>")  # fmt: skip
 
 
-def without_outputs(message: str, checks: Sequence[Mapping[str, Any]]) -> str:
+def _without_outputs(message: str, checks: Sequence[Mapping[str, Any]]) -> str:
     """A failed stage's message with the long output of each of its failed ``checks`` (which the stage quotes) cut
     to its first line: each output is shown once, with its check."""
     for check in checks:
@@ -124,7 +124,7 @@ def without_outputs(message: str, checks: Sequence[Mapping[str, Any]]) -> str:
     return message
 
 
-def failure_anchor(cell_id: str, stage: str) -> str:
+def _failure_anchor(cell_id: str, stage: str) -> str:
     return f"failed-{cell_id}-{stage}"
 
 
@@ -137,17 +137,17 @@ def _failures(cells: Sequence[Mapping[str, Any]]) -> list[str]:
             if stage["status"] != "failed" and not checks:
                 continue
             where = f"{cell['cell_id']} / {stage['stage']}"
-            anchor = failure_anchor(cell["cell_id"], stage["stage"])
+            anchor = _failure_anchor(cell["cell_id"], stage["stage"])
             parts.append(f'<div class="failure" id="{escape(anchor)}"><h3>{escape(where)}</h3>')
             if stage["status"] == "failed":
-                message = without_outputs(str(stage["message"]), checks)
+                message = _without_outputs(str(stage["message"]), checks)
                 short = len(message.strip().splitlines()) <= SHOWN_LINES
                 parts.append(f"<pre>{escape(message.strip())}</pre>" if short else _folded(message))
             for check in checks:
                 name = " ".join(str(part) for part in (check.get("code", ""), check["name"]) if part)
                 file = f" ({check['file']})" if check.get("file") else ""
                 parts.append(f"<p><b>{escape(name)}</b>{escape(file)}</p>")
-                parts.append(_folded(str(check["message"]), more="more"))
+                parts.append(_folded(str(check["message"])))
             parts.append("</div>")
     return ["<h2>Failures</h2>", *parts] if parts else []
 
@@ -185,7 +185,7 @@ def _checks(cell: Mapping[str, Any]) -> list[str]:
         for check in checks:
             message = str(check["message"])
             if check["status"] == "failed" and "\n" in message.strip():
-                anchor = failure_anchor(cell["cell_id"], stage["stage"])
+                anchor = _failure_anchor(cell["cell_id"], stage["stage"])
                 message_html = (f'{escape(message.splitlines()[0])} (<a href="#{escape(anchor)}">its whole output '
                                 "under Failures</a>)")  # fmt: skip
             else:
