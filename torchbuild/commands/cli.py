@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from torchbuild.channels.local import check_directory
+from torchbuild.commands import history as history_cmd
 from torchbuild.commands import publish as publish_cmd
 from torchbuild.commands import sbom as sbom_cmd
 from torchbuild.commands import values
@@ -32,7 +33,7 @@ from torchbuild.pin import pin
 from torchbuild.plan import Plan
 from torchbuild.run.records import EXIT_UNVERIFIED
 
-COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor", "sbom")
+COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor", "sbom", "history")
 
 
 def cache_help() -> str:
@@ -87,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"passed, 1 a cell failed, 2 bad input, {EXIT_UNVERIFIED} none failed but a cell is unverified (a check "
         "could not run: the run's last lines say which, and what runs it).",
     )
-    sub = parser.add_subparsers(dest="command", metavar="{run,plan,matrix,smoke,publish,index,doctor,sbom}")
+    sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     run = sub.add_parser("run", help="run the stages for the selected cells (the default command)")
     _selectors(run)
     run.add_argument("--channel", help="publish to this channel (default: the matrix's, a local 'channel/')")
@@ -160,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     _selectors(smoke)
     publish_cmd.add_parsers(sub)
     sbom_cmd.add_parser(sub)
+    history_cmd.add_parser(sub)
     doctor = sub.add_parser(
         "doctor", help="what compiling the selected cells needs on this host: found or missing, with fixes"
     )
@@ -362,7 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {"run": cmd_run, "plan": cmd_plan, "matrix": cmd_matrix, "smoke": cmd_smoke, "doctor": cmd_doctor}
-    handlers.update(publish=publish_cmd.cmd_publish, index=publish_cmd.cmd_index, sbom=sbom_cmd.cmd_sbom)
+    handlers.update(publish=publish_cmd.cmd_publish, index=publish_cmd.cmd_index, sbom=sbom_cmd.cmd_sbom,
+                    history=history_cmd.cmd_history)  # fmt: skip
     with signals.stopping_cleanly():
         try:
             environment.check()  # every variable torchbuild reads, before anything runs
