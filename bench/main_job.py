@@ -8,8 +8,12 @@ For each cell (linux-64 and win-64 CPU, Python 3.11, the release `latest` pins t
     results.timings): their seconds side by side;
   - the yardstick, the least a user does by hand with the wheels the cell ships (torch and each companion it
     ships): linux-64, a fresh `python -m venv` plus one `pip install` of them (with their dependencies, from the
-    same indexes and pip cache); win-64, `delvewheel repair --ignore-existing` of each, one after the other, with
-    the same DLL providers (a companion's excluding the DLLs torch's repaired wheel holds, as a user would).
+    same indexes and pip cache); win-64, what also executes them under the same Wine (bench/windows_yardstick.py):
+    `delvewheel repair --ignore-existing` of each, one after the other, with the same DLL providers (a companion's
+    excluding the DLLs torch's repaired wheel holds, as a user would), a fresh venv, `pip install` of the repaired
+    wheels and upstream's smoke script, each part's seconds shown; beside it the older yardstick, delvewheel alone;
+  - the busy CPU seconds of the whole machine (/proc/stat) while each runs: Wine's processes are not the
+    pipeline's children, so `time` would not count them.
 Prints one table, both cells side by side, and the ratio total / yardstick for each. With --repeat N every figure is
 the median of the N runs (each stage's, each check's, the total, the rerun, the yardstick) and the ratio the median
 of the N runs' ratios (each measured in one run, on the same load).
@@ -42,6 +46,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))  # windows_yardstick.py beside this file, also where a test loads it
+
+from windows_yardstick import measure as yardstick_under_wine  # noqa: E402
 
 from torchbuild.config.options import RunOptions  # noqa: E402
 from torchbuild.plan import STAGES  # noqa: E402
@@ -65,6 +72,9 @@ class Measured:
     rerun_s: float = 0.0
     yardstick: str = ""
     yardstick_s: float = 0.0
+    parts: dict[str, float] = field(default_factory=dict)  # the yardstick's parts (win-64), in order
+    cpu_s: float = 0.0  # busy CPU seconds of the machine while the pipeline ran
+    yardstick_cpu_s: float = 0.0
     wheels: list[Path] = field(default_factory=list)  # the source wheels the cell ships, torch's first
     conda: str = ""  # the conda stage's own split (unpack, assemble) and the package's sha256
     checks: dict[str, float] = field(default_factory=dict)  # "stage: check" -> seconds, every one, heaviest first
@@ -73,6 +83,21 @@ class Measured:
     @property
     def ratio(self) -> float:
         return self.median_ratio if self.median_ratio is not None else self.total_s / self.yardstick_s
+
+    @property
+    def repair_only_s(self) -> float:
+        """The older win-64 yardstick: delvewheel alone."""
+        return self.parts.get("delvewheel repair", 0.0)
+
+
+def busy_cpu_s() -> float:
+    """The machine's busy CPU seconds since boot (every process's, Wine's too): /proc/stat's first line."""
+    try:
+        fields = Path("/proc/stat").read_text(encoding="utf-8").splitlines()[0].split()[1:]
+    except OSError:
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def _pipeline(work: Path, platform: str, *extra: str) -> float:
@@ -99,9 +124,10 @@ def _venv_pip_install(wheels: list[Path], work: Path) -> float:
     return time.perf_counter() - started
 
 
-def _delvewheel_each(wheels: list[Path], repaired_torch: Path, work: Path) -> float:
+def _delvewheel_each(wheels: list[Path], repaired_torch: Path, work: Path) -> tuple[float, list[Path]]:
     """delvewheel repair of each wheel with the providers the repair stage finds; a companion's excludes the DLLs
-    torch's repaired wheel holds (it loads them from torch). Only the repairs are timed."""
+    torch's repaired wheel holds (it loads them from torch). Only the repairs are timed. The seconds, and the
+    wheels it made, torch's first."""
     from torchbuild import plan as plan_mod
     from torchbuild.config import matrix
     from torchbuild.config.matrix import Cell
@@ -120,7 +146,8 @@ def _delvewheel_each(wheels: list[Path], repaired_torch: Path, work: Path) -> fl
         started = time.perf_counter()
         subprocess.run([*argv, str(wheel)], check=True, capture_output=True)
         seconds += time.perf_counter() - started
-    return seconds
+    made = {w.name.split("-")[0]: w for w in (work / "plain").glob("*.whl")}
+    return seconds, [made[w.name.split("-")[0]] for w in wheels]
 
 
 def measure(platform: str, repodata: Path | None = None, cold_checks: bool = False) -> Measured:
@@ -131,7 +158,9 @@ def measure(platform: str, repodata: Path | None = None, cold_checks: bool = Fal
         if cold_checks:
             for name in CHECK_CACHES:
                 shutil.rmtree(RunOptions().cache_dir / name, ignore_errors=True)
+        cpu = busy_cpu_s()
         measured.total_s = _pipeline(work, platform, "--force", *stored)
+        measured.cpu_s = busy_cpu_s() - cpu
         (cell,) = json.loads((work / "build" / "report.json").read_text())["cells"]
         measured.torch = cell["torch"]
         measured.stages = {s["stage"]: (s["status"], float(s["duration"])) for s in cell["stages"]}
@@ -147,13 +176,18 @@ def measure(platform: str, repodata: Path | None = None, cold_checks: bool = Fal
         measured.wheels = [Path(artifacts[k]["path"]) for k in shipped]
         measured.rerun_s = _pipeline(work, platform, *stored)
         names = " + ".join(w.name.split("-")[0] for w in measured.wheels)
+        cpu = busy_cpu_s()
         if platform == "linux-64":
             measured.yardstick = f"python -m venv + pip install of {names}"
             measured.yardstick_s = _venv_pip_install(measured.wheels, work)
         else:
-            measured.yardstick = f"delvewheel repair of {names}, one after the other"
+            measured.yardstick = (f"delvewheel repair of {names}, one after the other, then under Wine a fresh venv, "
+                                  "pip install of what it made and upstream's smoke script")  # fmt: skip
             repaired = Path(artifacts["repaired_wheel"]["path"])
-            measured.yardstick_s = _delvewheel_each(measured.wheels, repaired, work)
+            seconds, made = _delvewheel_each(measured.wheels, repaired, work)
+            measured.parts = yardstick_under_wine(made, seconds, RunOptions().cache_dir)
+            measured.yardstick_s = sum(measured.parts.values())
+        measured.yardstick_cpu_s = busy_cpu_s() - cpu
     return measured
 
 
@@ -169,9 +203,11 @@ def medians(runs: list[Measured]) -> Measured:
     # the others read its result) shows the median of all runs, not of that one
     found = {name: statistics.median(m.checks.get(name, 0.0) for m in runs) for name in names}
     checks = dict(sorted(found.items(), key=lambda item: item[1], reverse=True)[:HEAVIEST])
+    parts = {part: statistics.median(m.parts.get(part, 0.0) for m in runs) for part in first.parts}
     return Measured(
         first.platform, first.torch, stages, statistics.median(m.total_s for m in runs),
         statistics.median(m.rerun_s for m in runs), first.yardstick, statistics.median(m.yardstick_s for m in runs),
+        parts, statistics.median(m.cpu_s for m in runs), statistics.median(m.yardstick_cpu_s for m in runs),
         first.wheels, first.conda, checks, statistics.median(m.ratio for m in runs),
     )
 
@@ -197,7 +233,14 @@ def show(results: list[Measured]) -> None:
     print(f"{'total (wall)':28}" + "".join(f"{m.total_s:>24.1f} s" for m in results))
     print(f"{'rerun, nothing changed':28}" + "".join(f"{m.rerun_s:>24.1f} s" for m in results))
     print(f"{'yardstick':28}" + "".join(f"{m.yardstick_s:>24.1f} s" for m in results))
+    for part in dict.fromkeys(part for m in results for part in m.parts):
+        print(f"{'  ' + part:28}" + "".join(f"{_seconds(m.parts.get(part)):>26}" for m in results))
     print(f"{'ratio total / yardstick':28}" + "".join(f"{m.ratio:>26.2f}" for m in results))
+    if any(m.parts for m in results):
+        older = (f"{m.total_s / m.repair_only_s:>26.2f}" if m.repair_only_s else f"{'-':>26}" for m in results)
+        print(f"{'ratio / delvewheel alone':28}" + "".join(older))
+    print(f"{'busy CPU s, pipeline':28}" + "".join(f"{m.cpu_s:>24.0f} s" for m in results))
+    print(f"{'busy CPU s, yardstick':28}" + "".join(f"{m.yardstick_cpu_s:>24.0f} s" for m in results))
     names = list(dict.fromkeys(name for m in results for name in m.checks))
     if names:
         print("heaviest checks (seconds; a group made in one go counts once):")
