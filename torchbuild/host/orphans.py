@@ -22,7 +22,6 @@ child in one thread (a stage's), which outlives the child.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import shutil
 import signal
@@ -42,8 +41,9 @@ LINUX = sys.platform.startswith("linux")
 # from ``end``) runs the on_death command and kills the whole group. Without a tool it is a watcher: it waits for
 # SIGUSR1, or for SIGTERM (``release``: the caller ended what it watches itself), and exits.
 _LAUNCHER = f"""
-import ctypes, json, os, signal, sys
-parent, on_death, argv = int(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3:]
+import ctypes, os, signal, sys
+parent, count = int(sys.argv[1]), int(sys.argv[2])
+on_death, argv = sys.argv[3:3 + count], sys.argv[3 + count:]
 def end(signum, frame):
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     if on_death:
@@ -95,7 +95,7 @@ def start(
     args = [os.fspath(a) for a in argv]
     if LINUX and args:
         _find(args[0], options.get("env"), options.get("cwd"))
-        command = [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(os.getpid()), json.dumps(list(on_death)), *args]
+        command = [*_launcher(on_death), *args]
         return subprocess.Popen(command, start_new_session=True, **options)
     if os.name == "nt":
         flags = options.pop("creationflags", 0)
@@ -111,13 +111,17 @@ def watcher(on_death: Sequence[str], env: Mapping[str, str] | None = None) -> su
     is no launcher (not Linux: a job object ends Windows' processes; Wine runs on Linux only)."""
     if not LINUX:
         return None
-    command = [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(os.getpid()), json.dumps(list(on_death))]
-    proc = subprocess.Popen(command, env=None if env is None else dict(env), start_new_session=True,
+    proc = subprocess.Popen(_launcher(on_death), env=None if env is None else dict(env), start_new_session=True,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
     assert proc.stdout is not None
     with proc.stdout:  # "ready": its handlers are set, so that ``end`` and ``release`` do what they say
         proc.stdout.readline()
     return proc
+
+
+def _launcher(on_death: Sequence[str]) -> list[str]:
+    """The launcher's command line, before the tool's: this process's id, then the on_death command, counted."""
+    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(os.getpid()), str(len(on_death)), *on_death]
 
 
 def end(proc: subprocess.Popen[Any]) -> None:
