@@ -119,7 +119,7 @@ def test_a_conda_package_bomb_is_refused_from_its_tar_headers(tmp_path: Path, ta
 def test_a_wheel_of_countless_empty_members_is_refused_before_anything_runs(tmp_path: Path) -> None:
     # Before: 200,000 empty members passed every limit (they unpack to 0 bytes), each a file made on the disk.
     wheel = make_wheel(tmp_path / "in", WHEEL, {"torch/__init__.py": b"__version__ = '2.13.0+cpu'\n"})
-    many = archives.Limits.from_environment().members + 1
+    many = 100_001  # one past the default limit
     with zipfile.ZipFile(wheel, "a") as archive:
         for number in range(many):
             archive.writestr(f"torch/empty/{number}", b"")
