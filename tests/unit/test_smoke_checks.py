@@ -479,13 +479,21 @@ def test_an_environment_whose_python_does_not_start_fails_the_smoke_harness_chec
     assert checks[1].message == "not run: the smoke harness did not start"
 
 
-def test_a_harness_that_cannot_be_started_is_tried_twice_then_its_checks_are_not_run(tmp_path: Path) -> None:
-    unrunnable = tmp_path / "python"
-    unrunnable.write_text("not a program\n")  # no execute permission: exec fails with EACCES, twice
-    with pytest.raises(NotStarted) as refused:
-        started_twice(lambda: subprocess.run([str(unrunnable)], check=False))
-    assert str(refused.value).count("PermissionError: [Errno 13] Permission denied") == 2
+@pytest.mark.skipif(resource is None or not Path("/proc/self/fd").is_dir(), reason="skipped: counts open files "
+                    "from /proc, limits them with setrlimit")  # fmt: skip
+def test_a_harness_that_cannot_be_started_is_tried_twice_then_its_checks_are_not_run() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")), hard))  # no room for its pipes
+    try:
+        with pytest.raises(NotStarted) as refused:
+            started_twice(lambda: subprocess.run([sys.executable, "-c", "pass"], capture_output=True, check=False))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert str(refused.value) == "OSError: [Errno 24] Too many open files; then OSError: [Errno 24] Too many open files"
     (first, *_) = not_started("wheel", "torch.whl", [], refused.value)
-    assert first.status == "unverified" and first.message.startswith(
-        "not run: the smoke harness's process could not be started (tried twice: PermissionError: [Errno 13]"
+    assert first.status == "unverified" and first.message == (
+        "not run: the smoke harness's process could not be started (tried twice: OSError: [Errno 24] Too many open "
+        "files; then OSError: [Errno 24] Too many open files); the host's failure"
     )
+    with pytest.raises(FileNotFoundError):  # no interpreter there: the environment's fault, not retried
+        started_twice(lambda: subprocess.run(["/no/such/python"], check=False))

@@ -190,13 +190,16 @@ class NotStarted(Exception):
 
 def started_twice(start: Callable[[], T]) -> tuple[T, str]:
     """``start()`` (it starts the harness's process); one that raises OSError (the host could not start a process:
-    EAGAIN, ENOMEM, "[WinError 1359]") is tried once more after RETRY_S. What it returned, and what the first try
-    failed with ("" where it did not); NotStarted after two failures."""
+    EAGAIN, ENOMEM, EMFILE, "[WinError 1359]") is tried once more after RETRY_S. What it returned, and what the first
+    try failed with ("" where it did not); NotStarted after two failures. A program that is missing or may not be run
+    (FileNotFoundError, PermissionError) is the environment's fault, not the host's: raised as it is."""
     errors: list[str] = []
     while True:
         try:
             return start(), (f"the smoke harness could not be started at first ({errors[0]}) and started on the retry"
                              if errors else "")  # fmt: skip
+        except (FileNotFoundError, PermissionError):
+            raise
         except OSError as exc:
             errors.append(f"{type(exc).__name__}: {exc}")
             if len(errors) > 1:
