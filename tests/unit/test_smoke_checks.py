@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.builders import real_torch_wheel, torch_plan
-from torchbuild.stages.smoke.env import NotStarted, harness_end, not_started, started_twice
+from torchbuild.stages.smoke.env import harness_end, not_started, started_twice
 from torchbuild.stages.smoke.resources import checks_install, smoke_checks
+from torchbuild.stages.smoke.resources.smoke_base import NotStarted
 from torchbuild.stages.smoke.stage import parse_results, result, wheel_requirements
 from torchbuild.stages.smoke.venv import VenvBackend
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from torchbuild.errors import UserError
 from torchbuild.results import Check, Status
-from torchbuild.stages.smoke.resources import smoke_checks
+from torchbuild.stages.smoke.resources import smoke_base, smoke_checks
+from torchbuild.stages.smoke.resources.smoke_base import NotStarted
 
 if TYPE_CHECKING:
     from torchbuild.config.user_tests import UserTest
@@ -33,7 +33,6 @@ HARNESS = "smoke harness"  # the check that fails where the environment's python
 NOISE = ("find_builtin_dll cannot find builtin", ":fixme:", ":warn:", ":err:module:")
 # Every check runs in its own process (import torch: seconds); the DataLoader spawns two more.
 CHECKS_TIMEOUT_S = smoke_checks.CHECK_TIMEOUT_S * len(smoke_checks.CHECKS)
-RETRY_S = smoke_checks.START_RETRY_S  # a harness that could not be started is tried once more after this pause
 T = TypeVar("T")
 
 
@@ -184,27 +183,12 @@ def parse_results(
     return checks
 
 
-class NotStarted(Exception):
-    """The harness's process could not be started, twice (the OSErrors, in ``str``)."""
-
-
 def started_twice(start: Callable[[], T]) -> tuple[T, str]:
-    """``start()`` (it starts the harness's process); one that raises OSError (the host could not start a process:
-    EAGAIN, ENOMEM, EMFILE, "[WinError 1359]") is tried once more after RETRY_S. What it returned, and what the first
-    try failed with ("" where it did not); NotStarted after two failures. A program that is missing or may not be run
-    (FileNotFoundError, PermissionError) is the environment's fault, not the host's: raised as it is."""
-    errors: list[str] = []
-    while True:
-        try:
-            return start(), (f"the smoke harness could not be started at first ({errors[0]}) and started on the retry"
-                             if errors else "")  # fmt: skip
-        except (FileNotFoundError, PermissionError):
-            raise
-        except OSError as exc:
-            errors.append(f"{type(exc).__name__}: {exc}")
-            if len(errors) > 1:
-                raise NotStarted("; then ".join(errors)) from None
-            time.sleep(RETRY_S)
+    """The harness's own process started by ``start()``, tried once more where the OS could not start it
+    (smoke_base.started_twice: NotStarted after two tries): what it returned, and the retry to say ("" where it
+    started at once)."""
+    ran, first = smoke_base.started_twice(start)
+    return ran, f"the smoke harness could not be started at first ({first}) and started on the retry" if first else ""
 
 
 def retried(checks: Sequence[Check], note: str) -> list[Check]:

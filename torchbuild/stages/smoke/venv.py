@@ -33,7 +33,6 @@ from torchbuild.stages.smoke.env import (
     CHECKS_TIMEOUT_S,
     BackendError,
     Env,
-    NotStarted,
     expect_args,
     harness_end,
     installed_requires,
@@ -45,6 +44,7 @@ from torchbuild.stages.smoke.env import (
     started_twice,
 )
 from torchbuild.stages.smoke.resources import compile_results, consumer_cache, smoke_checks
+from torchbuild.stages.smoke.resources.smoke_base import NotStarted
 from torchbuild.stages.smoke.wine import conda_library_bin
 from torchbuild.wheel import wheelfile
 

@@ -41,7 +41,6 @@ from torchbuild.stages.smoke import user_test
 from torchbuild.stages.smoke.env import (
     CHECKS_TIMEOUT_S,
     Env,
-    NotStarted,
     expect_args,
     harness_end,
     installed_requires,
@@ -53,6 +52,7 @@ from torchbuild.stages.smoke.env import (
     retried,
     started_twice,
 )
+from torchbuild.stages.smoke.resources.smoke_base import NotStarted
 
 if TYPE_CHECKING:
     from torchbuild.config.user_tests import UserTest

@@ -18,9 +18,9 @@ prints one JSON object per line on stdout, one per check:
     {"check": "import", "status": "passed" | "failed" | "skipped" | "not run", "message": "...", "output": "..."}
 and exits 1 when a check failed. "not run" is this harness's failure, never the artifact's: the check's process
 could not be started (an OSError from the OS: "[WinError 1359] Internal error" under a loaded Wine, EAGAIN, EMFILE),
-once more after START_RETRY_S and then not, or the harness itself failed before the check ran; the message says
-which, with the error. A process that started on its second try says so in its checks' messages. No torchbuild
-imports: the environment has only torch, numpy and their dependencies.
+twice (smoke_base.started_twice), or the harness itself failed before the check ran; the message says which, with
+the error. A process that started on its second try says so in its checks' messages. No torchbuild imports: the
+environment has only torch, numpy and their dependencies.
 """
 
 from __future__ import annotations
@@ -40,11 +40,14 @@ from . import checks_audio, checks_consumer, checks_core, checks_cuda, checks_in
 from .smoke_base import (
     CHECK_TIMEOUT_S,
     FIRST_DONE_ENV,
+    START_RETRY_S,
     CheckFailed,
     Expect,
+    NotStarted,
     Outcome,
     clean_env,
     gpu_present,
+    started_twice,
     tail,
 )
 
@@ -54,7 +57,6 @@ __all__ = [
 ]  # fmt: skip
 
 CHILD_FLAG = "--child"
-START_RETRY_S = 2.0  # a check process that could not start is tried once more after this pause
 STARTED = "started"  # the harness's first line, {"harness": "started"}: the environment's python runs it
 ENTRY = "run_checks.py"  # the script a process runs these checks with (this folder as a package)
 JOBS = 2
@@ -98,31 +100,24 @@ def check_names(companions: Sequence[str] = ()) -> list[str]:
     return [name for name in CHECKS if name not in left_out]
 
 
-class NotStarted(Exception):
-    """A check process that could not be started, twice: ``errors`` says why each time."""
-
-    def __init__(self, errors: Sequence[str]) -> None:
-        super().__init__("; then ".join(errors))
-        self.errors = list(errors)
-
-    def result(self, name: str) -> dict[str, str]:
-        message = f"not run: its process could not be started (tried twice: {self}); the smoke harness's failure"
-        return {"check": name, "status": "not run", "message": message, "output": ""}
+def _not_started(name: str, error: NotStarted) -> dict[str, str]:
+    message = f"not run: its process could not be started (tried twice: {error}); the smoke harness's failure"
+    return {"check": name, "status": "not run", "message": message, "output": ""}
 
 
 def _child(
     names: Sequence[str], expect: Expect, extra: Mapping[str, str]
 ) -> tuple[subprocess.CompletedProcess[str] | None, str]:
     """The checks ``names`` run one after another in one child process (``extra`` added to its environment): the
-    process (None when it timed out), and what went wrong starting it the first time, if it did. NotStarted when it
-    could not be started twice."""
+    process (None when it timed out), and what went wrong starting it the first time, if it did (said in its
+    checks' messages). NotStarted when it could not be started twice (smoke_base.started_twice)."""
     argv = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), ENTRY), *_expect_args(expect)]
     argv += [arg for name in names for arg in (CHILD_FLAG, name)]
     env = {**clean_env(), **extra}
-    errors: list[str] = []
-    while True:
+
+    def run() -> subprocess.CompletedProcess[str] | None:
         try:
-            proc = subprocess.run(
+            return subprocess.run(
                 argv,
                 capture_output=True,
                 text=True,
@@ -132,17 +127,14 @@ def _child(
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            proc = None
-        except OSError as exc:
-            errors.append(f"{type(exc).__name__}: {exc}")
-            if len(errors) > 1:
-                raise NotStarted(errors) from None
-            print(f"smoke_checks: the process of {', '.join(names)} could not be started ({errors[0]}); trying once "
-                  f"more in {START_RETRY_S:.0f} s", file=sys.stderr, flush=True)  # fmt: skip
-            time.sleep(START_RETRY_S)
-            continue
-        return proc, (f"its process could not be started at first ({errors[0]}) and started on the retry"
-                      if errors else "")  # fmt: skip
+            return None
+
+    def said(error: str) -> None:
+        print(f"smoke_checks: the process of {', '.join(names)} could not be started ({error}); trying once more in "
+              f"{START_RETRY_S:.0f} s", file=sys.stderr, flush=True)  # fmt: skip
+
+    proc, first = started_twice(run, said)
+    return proc, f"its process could not be started at first ({first}) and started on the retry" if first else ""
 
 
 def _said(result: dict[str, str], retried: str) -> dict[str, str]:
@@ -158,7 +150,7 @@ def _run_shared(names: Sequence[str], expect: Expect, extra: Mapping[str, str]) 
     try:
         proc, retried = _child(names, expect, extra)
     except NotStarted as exc:
-        return [exc.result(name) for name in names]
+        return [_not_started(name, exc) for name in names]
     if proc is None:
         return [_run_child(name, expect, extra) for name in names]
     results: dict[str, dict[str, str]] = {}
@@ -180,7 +172,7 @@ def _run_child(name: str, expect: Expect, extra: Mapping[str, str]) -> dict[str,
     try:
         proc, retried = _child([name], expect, extra)
     except NotStarted as exc:
-        return exc.result(name)
+        return _not_started(name, exc)
     if proc is None:
         return {"check": name, "status": "failed", "message": f"timed out after {CHECK_TIMEOUT_S:.0f} s", "output": ""}
     output = tail(proc.stderr)
