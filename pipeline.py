@@ -2,10 +2,7 @@
 
 import sys
 
-try:
-    from torchbuild.commands.cli import main
-except KeyboardInterrupt:  # Ctrl-C while Python loads the modules, before anything has started
-    sys.exit(130)
+from torchbuild.commands.entry import main
 
 if __name__ == "__main__":
     sys.exit(main())

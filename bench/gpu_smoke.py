@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         [sys.executable, str(RESOURCES / "run_checks.py"), *expect],
         capture_output=True, text=True, errors="replace", check=False,
     )  # fmt: skip
-    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    results = [line for line in lines if "check" in line]  # the first says the harness started
     for result in results:
         print(f"  {result['status']:8} {result['check']}: {result['message']}")
         if result["status"] == "failed":

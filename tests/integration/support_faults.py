@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,46 @@ def children_of(pid: int) -> dict[int, str]:
             continue
         if fields.get("PPid", "").strip() == str(pid) and not fields.get("State", "").startswith("Z"):
             found[int(status.parent.name)] = cmdline
+    return found
+
+
+def processes_of(marker: str) -> dict[int, str]:
+    """The live processes (Linux /proc, zombies aside) whose command line, working directory or environment names
+    ``marker`` (a run's folder): what a run left running. This process and its ancestors (pytest) are left out."""
+    ours = {os.getpid(), *_ancestors(os.getpid())}
+    found = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        pid = int(entry.name)
+        if pid in ours or not alive(pid):
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(entry / "cwd")
+            environ = (entry / "environ").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline or cwd.startswith(marker) or marker in environ:
+            found[pid] = cmdline
+    return found
+
+
+def _ancestors(pid: int) -> list[int]:
+    found = []
+    while pid > 1:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+        except OSError:
+            break
+        pid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+        found.append(pid)
+    return found
+
+
+def left_running(marker: str, within_s: float) -> dict[int, str]:
+    """``processes_of(marker)`` once none is left or ``within_s`` seconds have passed."""
+    deadline = time.monotonic() + within_s
+    while (found := processes_of(marker)) and time.monotonic() < deadline:
+        time.sleep(0.2)
     return found
 
 

@@ -182,13 +182,15 @@ def test_a_channel_path_through_a_missing_folder_makes_only_the_channel(
 
 
 def _rattler_child(parent: int, timeout: float = 120) -> int:
+    """The py-rattler process index started: the tool its launcher (host/orphans.py, the parent's child) runs."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for pid, cmdline in children_of(parent).items():
-            if "torchbuild.conda.rattler_child" in cmdline:
-                return pid
+        for launcher in children_of(parent):
+            for pid, cmdline in children_of(launcher).items():
+                if cmdline.startswith(f"{sys.executable} -m torchbuild.conda.rattler_child"):
+                    return pid
         time.sleep(0.002)
-    raise AssertionError(f"no py-rattler child of {parent} in {timeout} s")
+    raise AssertionError(f"no py-rattler process below {parent} in {timeout} s")
 
 
 def test_an_index_killed_with_sigkill_takes_its_py_rattler_child_with_it(

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import venv
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 
 from tests.builders import make_wheel
 from tests.conftest import REPODATA, ROOT, Scratch
+from tests.integration.support_faults import left_running, processes_of
 from torchbuild.plan import STAGES
 
 pytestmark = pytest.mark.slow
@@ -282,3 +284,31 @@ def test_a_different_file_under_a_published_name_is_refused(first_run: Run, tmp_
     assert result.returncode == 1
     assert "publish" in result.stderr and "refusing to overwrite" in result.stderr and conda.name in result.stderr
     assert snapshot(workspace / "channel") == before
+
+
+def _checks_running(workspace: Path, timeout: float = 300) -> None:
+    """Wait until the smoke's check processes (run_checks.py --child, in the workspace's environments) run."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any("run_checks.py" in cmd and "--child" in cmd for cmd in processes_of(str(workspace)).values()):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no smoke check process ran in {timeout} s")
+
+
+def test_a_pipeline_killed_during_the_smoke_leaves_nothing_running_and_the_next_run_passes(first_run: Run) -> None:
+    # Before: the venv's python running the checks and its children ran on for seconds after a kill -9 (an
+    # out-of-memory kill, a CI runner's cancel). Last in this module: it runs the smoke stages of the run again.
+    argv = [sys.executable, str(ROOT / "pipeline.py"), "smoke", "--only", CELL, "--matrix", str(ROOT / "matrix.yaml")]
+    env = {**os.environ, "SOURCE_DATE_EPOCH": "1700000000", "COLUMNS": "200"}
+    killed = subprocess.Popen(argv, cwd=first_run.workspace, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        _checks_running(first_run.workspace)
+    finally:
+        killed.kill()
+    killed.wait()
+    assert left_running(str(first_run.workspace), within_s=5.0) == {}
+    again = subprocess.run(argv, cwd=first_run.workspace, env=env, capture_output=True, text=True, check=False)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert stages_of(first_run.report)["smoke-wheel"] == "passed"

@@ -458,6 +458,24 @@ def test_a_cell_no_index_has_a_wheel_for_is_refused_naming_what_was_looked_for(t
     assert "Traceback" not in result.stderr and snapshot(tmp_path / "work") == before
 
 
+@pytest.mark.parametrize(("channel", "said"), [
+    ("/".join(["a" * 200] * 21), "bytes long; with the files a channel holds below it, it would pass the 4,096 bytes a "
+     "path may have. Give one of at most 3,840 bytes."),
+    ("a" * 4300, "has a name of 4300 bytes; a file system takes at most 255 in one name. Give a shorter path."),
+], ids=["path", "name"])  # fmt: skip
+def test_a_channel_path_longer_than_a_file_system_takes_is_refused_in_one_line(
+    channel: str, said: str, artifacts: dict[str, Path], tmp_path: Path
+) -> None:
+    # Before: exit 1 with the OS's "File name too long" and the whole 4,300-character path.
+    result = subprocess.run([sys.executable, str(ROOT / "pipeline.py"), "publish", str(artifacts["wheel"]),
+                             "--channel", channel], cwd=tmp_path, capture_output=True, text=True, check=False,
+                            timeout=120, env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT)})  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: The channel path {'a' * 60}...{'a' * 12} ") and line.endswith(said), line
+    assert len(line) < 400 and list(tmp_path.iterdir()) == []
+
+
 def test_every_flag_that_takes_a_value_refuses_an_empty_one(capsys: pytest.CaptureFixture[str]) -> None:
     """An unset CI variable gives ``--only ''``: no flag may take it as "not given" (the whole matrix, the latest
     torch). Every option of every command that takes a free value is tried; the parse ends with exit 2."""

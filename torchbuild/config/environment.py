@@ -29,6 +29,10 @@ MAX_RATIO = "TORCHBUILD_MAX_RATIO"
 # torch 2.13.0 cpu's manylinux wheel: 3.7 overall, 24 for its worst member of 1 MiB or more (33 for a small one);
 # deflate reaches about 1030 on zeros, so 100 leaves real wheels room and refuses a bomb.
 MAX_RATIO_DEFAULT = 100.0
+MAX_MEMBERS = "TORCHBUILD_MAX_MEMBERS"
+# torch 2.13.0 cpu's wheel holds about 12,500 members, a CUDA wheel about as many: 100,000 leaves room, and stops an
+# archive of countless empty members (each one a file made, an inode spent) before it is unpacked.
+MAX_MEMBERS_DEFAULT = 100_000
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 # Where temporary files go: what py-rattler-build (Rust's std::env::temp_dir) and the tools it runs read; Python's
@@ -158,6 +162,16 @@ def max_ratio(env: Mapping[str, str] = os.environ) -> float:
     return value
 
 
+def max_members(env: Mapping[str, str] = os.environ) -> int:
+    """How many members (files, folders, links) one archive may hold, e.g. TORCHBUILD_MAX_MEMBERS=250000."""
+    raw = env.get(MAX_MEMBERS, "").strip()
+    if not raw:
+        return MAX_MEMBERS_DEFAULT
+    if not raw.isdigit() or int(raw) < 1:
+        raise UserError(f"{MAX_MEMBERS}={raw!r}: give a whole number of 1 or more (members of one archive).")
+    return int(raw)
+
+
 def _temp_folders(env: Mapping[str, str]) -> None:
     for name in TEMP_FOLDERS:
         raw = env.get(name)
@@ -187,6 +201,7 @@ CHECKS: tuple[Callable[[Mapping[str, str]], object], ...] = (
     _temp_folders,
     max_unpacked,
     max_ratio,
+    max_members,
 )
 
 

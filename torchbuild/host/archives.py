@@ -4,7 +4,9 @@ that unpacks to gigabytes (a decompression bomb) fills no disk.
 
 - the total unpacked size: at most TORCHBUILD_MAX_UNPACKED (8 GiB unless set; torch's CUDA wheels unpack to ~3 GiB);
 - the ratio of unpacked to compressed size, of the whole archive and of each member of 1 MiB or more: at most
-  TORCHBUILD_MAX_RATIO (100 unless set; torch's own wheels stay under 25).
+  TORCHBUILD_MAX_RATIO (100 unless set; torch's own wheels stay under 25);
+- the number of members: at most TORCHBUILD_MAX_MEMBERS (100,000 unless set; torch's wheels hold about 12,500),
+  so that countless empty members (each a file made) are refused too.
 
 A zip's directory states every member's size and zipfile never inflates a member past it, so a zip is checked from
 its directory alone. A tarball has no directory: its members' headers are counted as the stream reaches them, before
@@ -35,10 +37,12 @@ class TooLarge(UserError):
 class Limits:
     unpacked: int  # bytes
     ratio: float
+    members: int = environment.MAX_MEMBERS_DEFAULT
 
     @classmethod
     def from_environment(cls) -> Limits:
-        return cls(unpacked=environment.max_unpacked(), ratio=environment.max_ratio())
+        return cls(unpacked=environment.max_unpacked(), ratio=environment.max_ratio(),
+                   members=environment.max_members())  # fmt: skip
 
 
 def _gib(size: float) -> str:
@@ -72,10 +76,21 @@ def _over_ratio(name: str, what: str, unpacked: int, packed: int, limits: Limits
     )
 
 
+def _over_members(name: str, count: int, limits: Limits, at_least: bool = False) -> TooLarge:
+    return TooLarge(
+        f"{name} holds {'more than ' if at_least else ''}{count:,} members, more than the limit of "
+        f"{limits.members:,}: refused (each member is a file made); nothing was unpacked. If the archive is "
+        f"genuine, raise the limit with {environment.MAX_MEMBERS} (e.g. {environment.MAX_MEMBERS}="
+        f"{max(2 * limits.members, count + 1)})."
+    )
+
+
 def check_zip(archive: zipfile.ZipFile, name: str, limits: Limits | None = None) -> None:
     """TooLarge when the zip ``archive`` (called ``name`` in the message) would unpack past a limit."""
     limits = limits or Limits.from_environment()
     infos = archive.infolist()
+    if len(infos) > limits.members:
+        raise _over_members(name, len(infos), limits)
     total = sum(info.file_size for info in infos)
     if total > limits.unpacked:
         raise _over_total(name, total, limits)
@@ -115,7 +130,9 @@ def counted_tar(
     when the members so far would unpack past a limit of an archive of ``packed`` bytes."""
     limits = limits or Limits.from_environment()
     total = 0
-    for item in members:
+    for count, item in enumerate(members, 1):
+        if count > limits.members:
+            raise _over_members(name, limits.members, limits, at_least=True)
         total += item[1].size
         check_total(name, total, packed, limits, "unpacks to at least")
         yield item

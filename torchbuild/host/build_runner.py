@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from torchbuild.host import orphans
+from torchbuild.host import signals
 from torchbuild.host.win_jobs import Job, JobError
 
 TAIL_LINES = 30
@@ -157,8 +157,10 @@ def run_build(
     with log.open("a", encoding="utf-8", errors="replace") as handle:
         handle.write(f"$ {subprocess.list2cmdline(command)}\n  (in {cwd})\n")
         handle.flush()
-        proc = subprocess.Popen(
-            orphans.with_group(command, env, cwd),  # its whole tree dies with us; _kill_tree stops it earlier
+        job = _new_job()
+        proc = signals.start(  # its whole tree dies with us (orphans.py); _kill_tree stops it earlier
+            command,
+            windows_job=job,
             cwd=cwd,
             env=dict(env),
             stdout=subprocess.PIPE,
@@ -167,10 +169,8 @@ def run_build(
             text=True,
             errors="replace",
             bufsize=1,
-            start_new_session=os.name != "nt",
             creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0),
         )
-        job = _job_around(proc)
         killed = threading.Event()
 
         def on_timeout() -> None:
@@ -224,12 +224,13 @@ def first_error_in_log(log: Path, last_command_only: bool = True) -> str | None:
     return first_error(text.splitlines())
 
 
-def _job_around(proc: subprocess.Popen[str]) -> Job | None:
-    """On Windows, a job holding the build and what it starts (None elsewhere, or where Windows refuses one)."""
+def _new_job() -> Job | None:
+    """On Windows, a job for the build and what it starts, inside the run's (None elsewhere, or where Windows
+    refuses one)."""
     if os.name != "nt":
         return None
     try:
-        return Job.around(proc.pid)
+        return Job.new()
     except JobError:
         return None
 
@@ -241,7 +242,7 @@ def _kill_tree(proc: subprocess.Popen[str], job: Job | None) -> None:
             return
         if proc.poll() is not None:
             return
-        stopped = subprocess.run(["taskkill", "/F", "/T", "/PID", str(proc.pid)], capture_output=True, check=False)
+        stopped = signals.run(["taskkill", "/F", "/T", "/PID", str(proc.pid)], capture_output=True)
         if stopped.returncode != 0:  # no taskkill, or one without /T (Wine 8.0's): at least the build itself
             proc.kill()
         return

@@ -25,6 +25,7 @@ from pathlib import Path
 from torchbuild.config import nesting
 from torchbuild.config.options import DEFAULT_GIT_URL
 from torchbuild.errors import UserError
+from torchbuild.host import signals
 from torchbuild.host.files import write_atomic
 
 CLONE_TIMEOUT_S = 3600
@@ -80,8 +81,8 @@ def validate_pytorch(path: Path, torch: str) -> str:
 
 def _git(path: Path, *args: str) -> str | None:
     try:
-        proc = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, errors="replace",
-                              check=False)  # fmt: skip
+        proc = signals.run(["git", "-C", str(path), *args], capture_output=True, text=True, errors="replace",
+                           check=False)  # fmt: skip
     except FileNotFoundError:
         return None
     return proc.stdout if proc.returncode == 0 else None
@@ -91,7 +92,7 @@ def _git_bytes(repo: Path, *args: str) -> bytes:
     """Output of a git command the fingerprint needs; a failure is a UserError naming the command."""
     argv = ["git", "-C", str(repo), *args]
     try:
-        proc = subprocess.run(argv, capture_output=True, check=False)
+        proc = signals.run(argv, capture_output=True, check=False)
     except OSError as exc:
         raise UserError(f"`{' '.join(argv)}` could not run ({exc}); the source fingerprint needs git.") from None
     if proc.returncode != 0:
@@ -100,7 +101,7 @@ def _git_bytes(repo: Path, *args: str) -> bytes:
             f"`{' '.join(argv)}` failed (exit {proc.returncode}): {reason}. The source stage reads the checkout's "
             f"local changes with it; fix the repository at {repo} (or give a clean checkout with --source-dir)."
         )
-    return proc.stdout
+    return bytes(proc.stdout)
 
 
 def fingerprint(path: Path) -> tuple[str, str]:
@@ -231,7 +232,7 @@ class _CloneGit:
         shown = f"`git {' '.join(args)}` (in {self.dest}, for --git-url {self.url} --git-ref {self.ref})"
         self.log.parent.mkdir(parents=True, exist_ok=True)
         try:
-            proc = subprocess.run(
+            proc = signals.run(
                 argv, capture_output=True, text=True, errors="replace", timeout=CLONE_TIMEOUT_S, check=False
             )
         except FileNotFoundError:
@@ -250,7 +251,7 @@ class _CloneGit:
             raise UserError(
                 f"{shown} failed (exit {proc.returncode}): {reason}. {_HINTS.get(args[0], '')}Full log: {self.log}"
             )
-        return proc.stdout
+        return str(proc.stdout)
 
 
 _HINTS = {

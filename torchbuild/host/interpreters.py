@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from torchbuild.config.compat import version_key
-from torchbuild.host import uv
+from torchbuild.host import signals, uv
 
 PROBE = "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.executable)"
 PROBE_TIMEOUT_S = 60
@@ -29,8 +29,8 @@ def install_hint(version: str) -> str:
 def _probe(argv: list[str]) -> tuple[str, str] | None:
     """(X.Y, executable) that ``argv`` runs, or None when it does not run."""
     try:
-        proc = subprocess.run([*argv, "-c", PROBE], capture_output=True, text=True, errors="replace",
-                              timeout=PROBE_TIMEOUT_S, check=False)  # fmt: skip
+        proc = signals.run([*argv, "-c", PROBE], capture_output=True, text=True, errors="replace",
+                           timeout=PROBE_TIMEOUT_S, check=False)  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return None
     lines = proc.stdout.strip().splitlines()

@@ -11,7 +11,7 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import FrameType
 from typing import Any
 
@@ -46,31 +46,48 @@ def child(proc: subprocess.Popen[Any]) -> Iterator[subprocess.Popen[Any]]:
             _children.discard(proc)
 
 
+def start(argv: Sequence[str | os.PathLike[str]], **options: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen``, the child ending with this process however it ends, with everything it starts
+    (orphans.py; its ``on_death`` and ``windows_job`` too). Use it as ``with child(start(...)) as proc`` so that a
+    stopped run ends it."""
+    return orphans.start(argv, **options)
+
+
 def run(
-    argv: list[str], timeout: float | None = None, input_text: str | None = None, **options: Any
+    argv: Sequence[str | os.PathLike[str]],
+    timeout: float | None = None,
+    input_text: str | bytes | None = None,
+    **options: Any,
 ) -> subprocess.CompletedProcess[Any]:
-    """subprocess.run (``input_text``: its ``input``), with the child ended when this process is stopped (also
-    where a stage thread started it), or killed (orphans.py)."""
-    command = orphans.with_parent(argv, options.get("env"), options.get("cwd"))
-    with child(subprocess.Popen(command, **options)) as proc:
+    """subprocess.run (``input_text``: its ``input``), with the child and what it started ended on a timeout,
+    when this process is stopped (also where a stage thread started it), or killed (orphans.py). ``check`` and
+    ``capture_output`` as subprocess.run's."""
+    check = options.pop("check", False)
+    if options.pop("capture_output", False):
+        options.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if input_text is not None and "stdin" not in options:
+        options["stdin"] = subprocess.PIPE
+    with child(start(argv, **options)) as proc:
         try:
             stdout, stderr = proc.communicate(input_text, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
-            proc.kill()
+            orphans.end(proc)
             exc.output, exc.stderr = proc.communicate()
             raise
         except BaseException:
-            proc.kill()
+            orphans.end(proc)
             raise
-    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+    args = [os.fspath(a) for a in argv]
+    if check and proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, args, stdout, stderr)
+    return subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
 
 
 def end_children() -> None:
     with _children_lock:
         running = list(_children)
     for proc in running:
-        with contextlib.suppress(OSError):
-            proc.kill()
+        orphans.end(proc)
 
 
 @contextlib.contextmanager

@@ -27,7 +27,7 @@ from packaging.tags import Tag
 from packaging.utils import BuildTag, InvalidWheelFilename, parse_wheel_filename
 
 from torchbuild.errors import UserError
-from torchbuild.host import pip_config
+from torchbuild.host import pip_config, signals
 from torchbuild.host.proc import ToolFailed, run_tool
 
 if sys.version_info >= (3, 11):
@@ -68,8 +68,8 @@ def managed_python(version: str, env: Mapping[str, str]) -> str | None:
     """uv's managed install of Python X.Y (``uv python install X.Y`` made it), or None: none, or uv did not run."""
     argv = [binary(), "python", "find", "--managed-python", "--no-project", "--no-config", version]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=60, env=dict(env),
-                              check=False)  # fmt: skip
+        done = signals.run(argv, capture_output=True, text=True, errors="replace", timeout=60, env=dict(env),
+                           check=False)  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return None
     found = done.stdout.strip()
@@ -146,7 +146,7 @@ def _manylinux_platforms() -> tuple[tuple[str, int, int], ...]:
     """The manylinux platforms this uv accepts for ``--python-platform`` (arch, glibc major, minor), read from its own
     help: the set grows with uv's releases (2_17, 2_28, 2_31 ... 2_40 in uv 0.13) and has gaps (no 2_18-2_27)."""
     try:
-        text = subprocess.run([binary(), "pip", "compile", "--help"], capture_output=True, text=True, errors="replace",
+        text = signals.run([binary(), "pip", "compile", "--help"], capture_output=True, text=True, errors="replace",
                               timeout=60, check=False).stdout  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         text = ""

@@ -11,7 +11,6 @@ explicitly requested ``--torch`` is refused with both named.
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from torchbuild.config.environment import source_date_epoch
 from torchbuild.config.matrix import LATEST, Cell
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
-from torchbuild.host import checkout
+from torchbuild.host import checkout, signals
 from torchbuild.wheel import version_py
 from torchbuild.wheel.wheelfile import WheelError
 
@@ -141,8 +140,8 @@ def _checkout_version(path: Path, origin: str, compat: Compat) -> tuple[Version,
     if build_version.is_release(compat, version) and version.local is None:
         return None
     try:
-        head = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              errors="replace", check=False).stdout.strip()  # fmt: skip
+        head = signals.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
+                           errors="replace", check=False).stdout.strip()  # fmt: skip
     except OSError:
         head = ""
     if version.local is None and re.fullmatch(r"[0-9a-f]{40}", head):

@@ -7,13 +7,13 @@ Only ``nvcc_version`` runs a program; the rest reads files and variables.
 from __future__ import annotations
 
 import re
-import subprocess
 import sysconfig
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from torchbuild.config.compat import version_key
+from torchbuild.host import signals
 from torchbuild.platforms.toolchain import Requirement, ToolchainError
 
 NVCC_FIX_WINDOWS = (
@@ -41,7 +41,7 @@ def parse_nvcc_version(text: str) -> NvccVersion:
 
 def nvcc_version(nvcc: Path) -> NvccVersion:
     try:
-        proc = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, errors="replace", timeout=60)
+        proc = signals.run([str(nvcc), "--version"], capture_output=True, text=True, errors="replace", timeout=60)
     except OSError as exc:
         raise ToolchainError(f"{nvcc} does not run: {exc}") from None
     return parse_nvcc_version(proc.stdout + proc.stderr)

@@ -13,6 +13,16 @@ from torchbuild.results import Artifact, Check
 
 PASSING = ("passed", "skipped", "cached", "unverified")  # nothing failed: later stages run
 EXIT_UNVERIFIED = 3  # the exit status of a run where no cell failed and a cell is unverified
+# What reaches a channel: a cell that passed, and one that is unverified (nothing failed; a check that guards the
+# user could not run here), which is published and said to be unverified everywhere; never a cell that failed.
+PUBLISHED = ("passed", "unverified")
+
+
+def reaches_channel(status: str) -> bool:
+    """The one rule for what a channel receives, in ``run`` (a cell's stages run on, up to publish, only while it
+    holds: runner.py) and in ``publish build/`` (commands/publish.py): a cell of ``status`` (``CellRun.status``,
+    report.json's "status") is published, or not. docs/publishing.md says it."""
+    return status in PUBLISHED
 
 
 @dataclass

@@ -48,7 +48,7 @@ from torchbuild.host.console import check_times, console, heading, step_done, st
 from torchbuild.plan import SMOKE_STAGES, STAGES, Plan
 from torchbuild.results import Artifact, StageResult, sha256_of
 from torchbuild.run import report, repro, state
-from torchbuild.run.records import EXIT_UNVERIFIED, CellRun, StageRecord
+from torchbuild.run.records import EXIT_UNVERIFIED, CellRun, StageRecord, reaches_channel
 from torchbuild.run.state import State
 from torchbuild.stages import Context, Stage, declares, era_artifacts, publish, smoke_conda, smoke_wheel, source
 from torchbuild.stages.build import stage as build
@@ -235,7 +235,8 @@ class _CellRun:
 
     @property
     def failed(self) -> bool:
-        return any(record.status == "failed" for record in self.records.values())
+        """The cell can no longer reach a channel (records.reaches_channel): nothing more starts."""
+        return not reaches_channel(CellRun(self.plan, list(self.records.values())).status)
 
     def prepare(self, stage: Stage) -> _Job | StageRecord:
         """The job that runs ``stage``, or its cached record when its last run still holds (recorded already)."""

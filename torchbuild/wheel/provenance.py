@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import calendar
 import json
-import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
 from torchbuild.config import environment, nesting
 from torchbuild.errors import UserError
-from torchbuild.host import archives
+from torchbuild.host import archives, signals
 from torchbuild.host.files import write_atomic
 
 ENV = environment.SOURCE_DATE_EPOCH
@@ -76,7 +75,7 @@ def wheel_epoch(path: Path) -> tuple[int, str]:
 def checkout_epoch(path: Path, commit: str) -> tuple[int, str]:
     """The commit time of a git checkout; outside git, the newest modification time of its files."""
     if commit:
-        proc = subprocess.run(
+        proc = signals.run(
             ["git", "-C", str(path), "log", "-1", "--format=%ct", commit],
             capture_output=True, text=True, errors="replace", check=False,
         )  # fmt: skip

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from torchbuild.config.compat import Range
+from torchbuild.host import signals
 from torchbuild.platforms.cuda import NvccVersion
 from torchbuild.platforms.toolchain import Requirement, ToolchainError
 
@@ -35,8 +35,8 @@ def parse_gcc_version(text: str) -> tuple[int, ...]:
 
 
 def gcc_version(gcc: str) -> tuple[int, ...]:
-    proc = subprocess.run([gcc, "-dumpfullversion", "-dumpversion"], capture_output=True, text=True, errors="replace",
-                          check=False)  # fmt: skip
+    proc = signals.run([gcc, "-dumpfullversion", "-dumpversion"], capture_output=True, text=True, errors="replace",
+                       check=False)  # fmt: skip
     return parse_gcc_version(proc.stdout)
 
 

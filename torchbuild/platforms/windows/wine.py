@@ -35,6 +35,7 @@ from types import TracebackType
 from typing import Literal
 
 from torchbuild.errors import UserError
+from torchbuild.host import locks, orphans, signals
 from torchbuild.platforms.windows import wine_cpus
 
 INSTALL_HINT = "apt-get install wine64"
@@ -96,7 +97,7 @@ def find() -> Wine | None:
     if executable is None or server is None:
         return None
     try:
-        probe = subprocess.run(
+        probe = signals.run(
             [executable, "--version"], capture_output=True, text=True, errors="replace", timeout=60, check=False,
             stdin=subprocess.DEVNULL,
         )  # fmt: skip
@@ -133,7 +134,7 @@ def environment(prefix: Path, extra: Mapping[str, str] | None = None) -> dict[st
 
 def _quiet(argv: Sequence[str], env: Mapping[str, str], timeout: float, what: str) -> None:
     try:
-        proc = subprocess.run(
+        proc = signals.run(
             list(argv), env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             timeout=timeout, check=False,
         )  # fmt: skip
@@ -154,23 +155,30 @@ def _registry_setting(key: str, name: str, kind: str, value: str) -> list[str]:
 
 
 def template(wine: Wine, cache_dir: Path, user: str | None = None) -> Path:
-    """The prefix every run copies, made once per Wine version in the cache. ``user``: a Windows user of that name
-    (a prefix of its own), whose TEMP and TMP are where Windows puts them (``%USERPROFILE%\\AppData\\Local\\Temp``;
+    """The prefix every run copies, made once per Wine version in the cache; a run that finds another making it
+    waits for it (a lock per entry), rather than booting a second one. ``user``: a Windows user of that name (a
+    prefix of its own), whose TEMP and TMP are where Windows puts them (``%USERPROFILE%\\AppData\\Local\\Temp``;
     Wine's own is ``%USERPROFILE%\\Temp``) and whose Documents, Downloads ... are folders of the profile (Wine links
     them to this side's home folder)."""
     name = f"prefix-{re.sub(r'[^A-Za-z0-9.]+', '_', wine.version)}"
     if user is not None:
         name += f"-user-{hashlib.sha256(user.encode()).hexdigest()[:12]}"
     path = cache_dir / "wine" / name
-    if (path / ".complete").is_file():
-        return path
     path.parent.mkdir(parents=True, exist_ok=True)
+    busy = f"another torchbuild process has been making the Wine prefix {path} for {2 * PREFIX_TIMEOUT_S:.0f} s"
+    locks.made_once(path.parent / f".{path.name}.lock", lambda: (path / ".complete").is_file(),
+                    lambda: _make_template(wine, path, user), busy=busy, wait_s=2 * PREFIX_TIMEOUT_S)  # fmt: skip
+    return path
+
+
+def _make_template(wine: Wine, path: Path, user: str | None) -> None:
     staging = Path(tempfile.mkdtemp(prefix=".prefix-", dir=path.parent))
     env = {**environment(staging, user_env(user) if user else None), "WINEDEBUG": "-all"}
     settings = [_registry_setting("HKCU\\Software\\Wine", "Version", "REG_SZ", "win10")]
     if user is not None:
         temp = "%USERPROFILE%\\AppData\\Local\\Temp"
         settings += [_registry_setting("HKCU\\Environment", var, "REG_EXPAND_SZ", temp) for var in ("TEMP", "TMP")]
+    watcher = watch(wine, env)
     try:
         _quiet([wine.executable, "wineboot", "--init"], env, PREFIX_TIMEOUT_S, f"wineboot --init of {staging}")
         for setting in settings:
@@ -182,15 +190,26 @@ def template(wine: Wine, cache_dir: Path, user: str | None = None) -> Path:
                 linked.mkdir()
             (profile / "AppData" / "Local" / "Temp").mkdir(parents=True, exist_ok=True)
     finally:
-        subprocess.run([wine.server, "-k"], env=env, check=False, capture_output=True, timeout=SERVER_TIMEOUT_S)
-        subprocess.run([wine.server, "-w"], env=env, check=False, capture_output=True, timeout=SERVER_TIMEOUT_S)
+        _end_server(wine, env)
+        if watcher is not None:
+            orphans.release(watcher)
     (staging / ".complete").write_text(f"{wine.label}\n", encoding="utf-8")
-    if (path / ".complete").is_file():  # made by another run meanwhile
-        shutil.rmtree(staging, ignore_errors=True)
-    else:
-        shutil.rmtree(path, ignore_errors=True)
-        staging.replace(path)
-    return path
+    shutil.rmtree(path, ignore_errors=True)
+    staging.replace(path)
+
+
+def watch(wine: Wine, env: Mapping[str, str]) -> subprocess.Popen[bytes] | None:
+    """A watcher that ends every process of the prefix in ``env`` and its wineserver (``wineserver -k``) when this
+    process dies, however it dies (orphans.py): the server leaves our process groups, and the services it keeps
+    (services.exe, winedevice.exe) would spin on for ever. ``orphans.release`` it after ``_end_server``."""
+    return orphans.watcher([wine.server, "-k"], env)
+
+
+def _end_server(wine: Wine, env: Mapping[str, str]) -> None:
+    """Every process of the prefix in ``env`` killed, and its wineserver gone."""
+    for flag in ("-k", "-w"):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            signals.run([wine.server, flag], env=env, capture_output=True, timeout=SERVER_TIMEOUT_S)
 
 
 def fresh_prefix(wine: Wine, cache_dir: Path, dest: Path, user: str | None = None) -> Path:
@@ -199,8 +218,8 @@ def fresh_prefix(wine: Wine, cache_dir: Path, dest: Path, user: str | None = Non
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["cp", "-a", str(source), str(dest)], capture_output=True, text=True, errors="replace",
-                          check=False)  # fmt: skip
+    proc = signals.run(["cp", "-a", str(source), str(dest)], capture_output=True, text=True, errors="replace",
+                       check=False)  # fmt: skip
     if proc.returncode != 0:
         raise WineError(f"copying the Wine prefix {source} to {dest} failed: {proc.stderr.strip()}")
     return dest
@@ -233,20 +252,22 @@ class Session:
         self.env = environment(prefix, env)
         self._warm = False
         self.cpu: int | None = None  # where the server and its processes run (wine_cpus.py), while started
+        self._watch: subprocess.Popen[bytes] | None = None  # ends the session if this process dies (orphans.py)
 
     def start(self) -> None:
         if self.cpu is None:
             self.cpu = wine_cpus.HOST.take()
+        if self._watch is None:  # the session ends with this process, however it ends
+            self._watch = watch(self.wine, self.env)
         # -p: persistent; the services started by wineboot get /dev/null, not the pipes of a later run.
         # The server goes to the background: with pipes, this call would wait for it to exit.
-        subprocess.run(wine_cpus.pinned([self.wine.server, "-p"], self.cpu), env=self.env, check=False,
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       timeout=SERVER_TIMEOUT_S)  # fmt: skip
+        signals.run(wine_cpus.pinned([self.wine.server, "-p"], self.cpu), env=self.env, stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=SERVER_TIMEOUT_S)  # fmt: skip
         # Its services live as long as the server: they must hold /dev/null, not a pipe someone reads to EOF.
         try:
-            proc = subprocess.run(
+            proc = signals.run(
                 wine_cpus.pinned([self.wine.executable, "wineboot"], self.cpu), env=self.env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=PREFIX_TIMEOUT_S, check=False,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=PREFIX_TIMEOUT_S,
             )  # fmt: skip
         except subprocess.TimeoutExpired:
             self.stop()
@@ -257,13 +278,13 @@ class Session:
         self._warm = True
 
     def stop(self) -> None:
-        for flag in ("-k", "-w"):
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                subprocess.run([self.wine.server, flag], env=self.env, check=False, capture_output=True,
-                               timeout=SERVER_TIMEOUT_S)  # fmt: skip
+        _end_server(self.wine, self.env)
         self._warm = False
         wine_cpus.HOST.give(self.cpu)
         self.cpu = None
+        if self._watch is not None:
+            orphans.release(self._watch)
+            self._watch = None
 
     def __enter__(self) -> Session:
         self.start()
@@ -293,17 +314,15 @@ class Session:
         args = tuple(str(a) for a in argv)
         started = time.monotonic()
         argv_run = wine_cpus.pinned([self.wine.executable, *args], self.cpu)
-        proc = subprocess.Popen(
-            argv_run, cwd=cwd, env={**self.env, **(env or {})}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-        )  # fmt: skip
         try:
-            out, err = proc.communicate(timeout=timeout)
-            code: int | None = proc.returncode
-        except subprocess.TimeoutExpired:
-            self.stop()
-            out, err = proc.communicate()
-            code = None
+            proc = signals.run(
+                argv_run, cwd=cwd, env={**self.env, **(env or {})}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE, timeout=timeout,
+            )  # fmt: skip
+            out, err, code = proc.stdout, proc.stderr, proc.returncode
+        except subprocess.TimeoutExpired as exc:
+            self.stop()  # every process in the prefix (signals.run ended the program's own group)
+            out, err, code = exc.output, exc.stderr, None
         return Ran(args, code, (out or b"").decode(encoding, errors="replace"),
                    (err or b"").decode(encoding, errors="replace"), time.monotonic() - started)  # fmt: skip
 

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
 from torchbuild.errors import StageFailed, as_stage_failure
-from torchbuild.host import downloads, pip
+from torchbuild.host import downloads, pip, signals
 from torchbuild.host.build_runner import run_build
 from torchbuild.host.checkout import Checkout
 from torchbuild.host.console import console
@@ -142,8 +141,8 @@ def _describe(plan: Plan, activation: Activation, env: Mapping[str, str], notes:
 
 
 def _sccache_stats(sccache: str, env: Mapping[str, str], log: Path) -> None:
-    proc = subprocess.run([sccache, "--show-stats"], capture_output=True, text=True, errors="replace", env=dict(env),
-                          check=False)  # fmt: skip
+    proc = signals.run([sccache, "--show-stats"], capture_output=True, text=True, errors="replace", env=dict(env),
+                       check=False)  # fmt: skip
     with log.open("a", encoding="utf-8") as handle:
         handle.write(f"$ sccache --show-stats\n{proc.stdout}{proc.stderr}")
     wanted = ("cache hits", "cache misses")

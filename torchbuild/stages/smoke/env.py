@@ -9,24 +9,31 @@ stage makes one environment with a backend of its own.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from torchbuild.errors import UserError
 from torchbuild.results import Check, Status
-from torchbuild.stages.smoke.resources import smoke_checks
+from torchbuild.stages.smoke.resources import smoke_base, smoke_checks
+from torchbuild.stages.smoke.resources.smoke_base import NotStarted
 
 if TYPE_CHECKING:
     from torchbuild.config.user_tests import UserTest
     from torchbuild.plan import Plan
 
-STATUSES: dict[str, Status] = {"passed": "passed", "failed": "failed", "skipped": "skipped"}
+# smoke_checks.py's statuses; "not run" (its failure to run a check, never the artifact's) leaves the check unverified
+STATUSES: dict[str, Status] = {"passed": "passed", "failed": "failed", "skipped": "skipped", "not run": "unverified"}
+HARNESS = "smoke harness"  # the check that fails where the environment's python did not start smoke_checks.py
+# Lines of a harness's stderr that say nothing about how it ended (Wine's, for every native DLL it loads)
+NOISE = ("find_builtin_dll cannot find builtin", ":fixme:", ":warn:", ":err:module:")
 # Every check runs in its own process (import torch: seconds); the DataLoader spawns two more.
 CHECKS_TIMEOUT_S = smoke_checks.CHECK_TIMEOUT_S * len(smoke_checks.CHECKS)
+T = TypeVar("T")
 
 
 class BackendError(UserError):
@@ -125,16 +132,45 @@ def result_lines(stdout: str) -> dict[str, Mapping[str, Any]]:
     return results
 
 
-def parse_results(kind: str, stdout: str, artifact: str, companions: Sequence[str] = ()) -> list[Check]:
-    """smoke_checks.py's JSON lines -> named Checks, torch's and those of the ``companions`` installed beside it; a
-    check without a result line is a failure."""
+def harness_started(stdout: str) -> bool:
+    """Whether smoke_checks.py said it started (its first line): the environment's python ran it."""
+    return any(line.strip() == json.dumps({"harness": smoke_checks.STARTED}) for line in stdout.splitlines())
+
+
+def harness_end(returncode: int | None, timeout_s: float, stderr: str) -> str:
+    """How smoke_checks.py ended, for the checks it left without a result: "timed out after 2400 s", "was killed
+    by signal 9", "exited 1", with the last line it wrote on stderr."""
+    if returncode is None:
+        how = f"timed out after {timeout_s:.0f} s"
+    elif returncode < 0:
+        how = f"was killed by signal {-returncode}"
+    else:
+        how = f"exited {returncode}"
+    said = [line.strip() for line in stderr.splitlines() if line.strip() and not any(n in line for n in NOISE)]
+    return f"{how}: {said[-1]}" if said else how
+
+
+def parse_results(
+    kind: str, stdout: str, artifact: str, companions: Sequence[str] = (), ended: str = "ended"
+) -> list[Check]:
+    """smoke_checks.py's JSON lines -> named Checks, torch's and those of the ``companions`` installed beside it.
+
+    A check the harness could not run ("not run": its process could not be started twice, the harness failed) and a
+    check left without a result (the harness stopped: ``ended`` says how) are "unverified", never the artifact's
+    failure. Where the harness did not even start (the environment's python did not run it), the failed check is
+    "<kind>: smoke harness", and the others are not run."""
     results = result_lines(stdout)
+    started = harness_started(stdout) or bool(results)
     checks = []
+    if not started:
+        why = f"the environment's python did not start the smoke harness (smoke_checks.py {ended}); no check ran"
+        checks.append(Check(name=f"{kind}: {HARNESS}", status="failed", message=why, file=artifact))
     for name in smoke_checks.check_names(companions):
         result = results.get(name)
         if result is None:
-            message = "no result (smoke_checks.py stopped before this check)"
-            checks.append(Check(name=f"{kind}: {name}", status="failed", message=message, file=artifact))
+            message = (f"not run: the smoke harness (smoke_checks.py) {ended} before this check; the harness's "
+                       "failure, not the artifact's" if started else "not run: the smoke harness did not start")
+            checks.append(Check(name=f"{kind}: {name}", status="unverified", message=message, file=artifact))
             continue
         message = str(result.get("message", ""))
         status = STATUSES.get(str(result.get("status")))
@@ -145,6 +181,26 @@ def parse_results(kind: str, stdout: str, artifact: str, companions: Sequence[st
         checks.append(Check(name=f"{kind}: {name}", status=status, message=message, file=artifact,
                             duration=_seconds(result.get("seconds"))))  # fmt: skip
     return checks
+
+
+def started_twice(start: Callable[[], T]) -> tuple[T, str]:
+    """The harness's own process started by ``start()``, tried once more where the OS could not start it
+    (smoke_base.started_twice: NotStarted after two tries): what it returned, and the retry to say ("" where it
+    started at once)."""
+    ran, first = smoke_base.started_twice(start)
+    return ran, f"the smoke harness could not be started at first ({first}) and started on the retry" if first else ""
+
+
+def retried(checks: Sequence[Check], note: str) -> list[Check]:
+    """``checks`` with ``note`` (``started_twice``'s) in each message."""
+    return [dataclasses.replace(c, message=f"{c.message} ({note})") if note else c for c in checks]
+
+
+def not_started(kind: str, artifact: str, companions: Sequence[str], error: NotStarted) -> list[Check]:
+    """Every check "not run": the harness's own process could not be started, twice."""
+    message = f"not run: the smoke harness's process could not be started (tried twice: {error}); the host's failure"
+    return [Check(name=f"{kind}: {name}", status="unverified", message=message, file=artifact)
+            for name in smoke_checks.check_names(companions)]  # fmt: skip
 
 
 def _seconds(raw: object) -> float | None:

@@ -166,8 +166,19 @@ def _failure(name: str, env: Env, backend: Backend, checks: Sequence[Check]) -> 
     where = f"{backend.describe(env.kind)} {backend.where}"
     lines = [f"{first.name} failed in {where} with {env.artifact.name}: {first.message}"]
     lines += [f"also failed: {c.name}: {c.message.splitlines()[0]}" for c in failed[1:]]
+    lines += _not_run([c for c in checks if c.status == "unverified"])
     lines.append(_kept(env))
     return StageFailed(name, "\n".join(lines), checks)
+
+
+def _not_run(checks: Sequence[Check]) -> list[str]:
+    """One line for the checks that did not run (the harness's failure, not the artifact's), with why: their first
+    reason, and how many share it."""
+    if not checks:
+        return []
+    why = checks[0].message.removeprefix("not run: ").splitlines()[0]
+    return [f"not run ({len(checks)} of the checks, not the artifact's fault): {', '.join(c.name for c in checks)}: "
+            f"{why}"]  # fmt: skip
 
 
 def _kept(env: Env) -> str:
@@ -225,9 +236,16 @@ def run(ctx: Context, kind: str) -> StageResult:
     scratch.remove(env.root)
     (base / KEPT).unlink(missing_ok=True)
     shutil.rmtree(base / "wineprefix", ignore_errors=True)
+    return result(kind, backend, all_checks)
+
+
+def result(kind: str, backend: Backend, all_checks: Sequence[Check]) -> StageResult:
+    """The stage's result where no check failed: passed, or unverified where a check did not run (the harness's
+    failure: the cell is published marked unverified, never passed; docs/publishing.md)."""
     ran = [c for c in all_checks if not c.name.endswith(": install")]
     passed = sum(c.status == "passed" for c in ran)
     skipped = [c for c in ran if c.status == "skipped"]
+    not_run = [c for c in ran if c.status == "unverified"]
     message = f"{passed}/{len(ran)} checks passed {backend.where} in {backend.describe(kind)}"
     if isinstance(backend, WineBackend):
         message += f" ({', '.join(f'{k}={v}' for k, v in backend.settings.items())})"
@@ -239,7 +257,10 @@ def run(ctx: Context, kind: str) -> StageResult:
     if in_utf8_mode:
         message += (f"; {', '.join(in_utf8_mode)}: {smoke_checks.LOCALE_RETRIED}, not with this host's locale "
                     "encoding (the host's setting, not the artifact: the check says why)")  # fmt: skip
-    return StageResult(status="passed", checks=tuple(all_checks), message=message, ran_on=backend.where)
+    if not_run:
+        message = "; ".join([*_not_run(not_run), message])
+    status: Status = "unverified" if not_run else "passed"
+    return StageResult(status=status, checks=tuple(all_checks), message=message, ran_on=backend.where)
 
 
 def stage(kind: str, beside: tuple[str, ...]) -> Stage:

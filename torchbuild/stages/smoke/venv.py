@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 
 from torchbuild.conda import rattler_child
 from torchbuild.config import nesting
-from torchbuild.host import uv
+from torchbuild.host import signals, uv
 from torchbuild.host.platform import wine_version
 from torchbuild.host.proc import run_tool
 from torchbuild.results import Check, sha256_of
@@ -34,12 +34,17 @@ from torchbuild.stages.smoke.env import (
     BackendError,
     Env,
     expect_args,
+    harness_end,
     installed_requires,
     leftovers,
     log_run,
+    not_started,
     parse_results,
+    retried,
+    started_twice,
 )
 from torchbuild.stages.smoke.resources import compile_results, consumer_cache, smoke_checks
+from torchbuild.stages.smoke.resources.smoke_base import NotStarted
 from torchbuild.stages.smoke.wine import conda_library_bin
 from torchbuild.wheel import wheelfile
 
@@ -119,7 +124,7 @@ class VenvBackend:
 
     @property
     def where(self) -> str:
-        version = subprocess.run(
+        version = signals.run(
             [self.python, "-c", "import platform; print(platform.python_version())"],
             capture_output=True, text=True, errors="replace", check=False,
         ).stdout.strip()  # fmt: skip
@@ -191,23 +196,21 @@ class VenvBackend:
         if self.cache_dir is not None:  # the C++ consumer's compile and torch.compile's check, once per content
             environ[consumer_cache.SHARED_ENV] = str(self.cache_dir / "smoke-consumer")
             environ[compile_results.SHARED_ENV] = str(self.cache_dir / "smoke-compiled")
+        companions = list(env.companions)
         try:
-            proc = subprocess.run(
-                argv,
-                cwd=env.cwd,
-                env=environ,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=CHECKS_TIMEOUT_S,
-                check=False,
-            )
-            stdout, stderr = proc.stdout, proc.stderr
+            proc, retry = started_twice(lambda: signals.run(argv, cwd=env.cwd, env=environ, capture_output=True,
+                                                            text=True, errors="replace", timeout=CHECKS_TIMEOUT_S))
+            stdout, stderr, code = proc.stdout, proc.stderr, proc.returncode
         except subprocess.TimeoutExpired as exc:
             stdout = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            stderr = f"[timed out after {CHECKS_TIMEOUT_S:.0f} s]"
+            stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+            stderr, code, retry = f"{stderr}\n[timed out after {CHECKS_TIMEOUT_S:.0f} s]", None, ""
+        except NotStarted as exc:
+            log_run(env, argv, "", f"[could not be started: {exc}]")
+            return not_started(env.kind, env.artifact.name, companions, exc) + leftovers(env)
         log_run(env, argv, stdout, stderr)
-        return parse_results(env.kind, stdout, env.artifact.name, list(env.companions)) + leftovers(env)
+        ended = harness_end(code, CHECKS_TIMEOUT_S, stderr)
+        return retried(parse_results(env.kind, stdout, env.artifact.name, companions, ended), retry) + leftovers(env)
 
     def run_user_test(self, env: Env, test: UserTest) -> Check:
         return user_test.check(env, test, lambda argv, cwd: run_command(env, argv, cwd))
@@ -227,7 +230,7 @@ def run_command(env: Env, argv: list[str], cwd: Path) -> user_test.Ran:
     if program is None:
         return user_test.Ran(None, "", f"'{argv[0]}' is not in the environment ({bin_dir}) nor on this host's PATH")
     try:
-        proc = subprocess.run([program, *argv[1:]], cwd=cwd, env=environ, stdin=subprocess.DEVNULL,
+        proc = signals.run([program, *argv[1:]], cwd=cwd, env=environ, stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
                               timeout=user_test.TIMEOUT_S, check=False)  # fmt: skip
     except FileNotFoundError:

@@ -42,12 +42,17 @@ from torchbuild.stages.smoke.env import (
     CHECKS_TIMEOUT_S,
     Env,
     expect_args,
+    harness_end,
     installed_requires,
     leftovers,
     log_run,
+    not_started,
     parse_results,
     result_lines,
+    retried,
+    started_twice,
 )
+from torchbuild.stages.smoke.resources.smoke_base import NotStarted
 
 if TYPE_CHECKING:
     from torchbuild.config.user_tests import UserTest
@@ -197,11 +202,16 @@ class WineBackend:
         torch_file = wine.windows_path(prefix(env) / win_env.SITE_PACKAGES / "torch" / "__init__.py")
         expect = expect_args(self.plan, torch_file, list(env.companions))
         argv = [str(prefix(env) / "python.exe"), wine.windows_path(script), *expect]
-        ran = session.run(argv, timeout=CHECKS_TIMEOUT_S, cwd=env.cwd)
+        try:
+            ran, retry = started_twice(lambda: session.run(argv, timeout=CHECKS_TIMEOUT_S, cwd=env.cwd))
+        except NotStarted as exc:
+            log_run(env, ["wine", *argv], "", f"[could not be started: {exc}]")
+            return not_started(env.kind, env.artifact.name, list(env.companions), exc) + leftovers(env)
         stderr = ran.stderr if ran.returncode is not None else f"{ran.stderr}\n[timed out after {CHECKS_TIMEOUT_S} s]"
         log_run(env, ["wine", *argv], ran.stdout, stderr)
-        checks = parse_results(env.kind, ran.stdout, env.artifact.name, list(env.companions))
-        checks = loader_verdicts(checks, result_lines(ran.stdout), prefix(env), ran.stderr)
+        ended = harness_end(ran.returncode, CHECKS_TIMEOUT_S, ran.shown_stderr)
+        checks = parse_results(env.kind, ran.stdout, env.artifact.name, list(env.companions), ended)
+        checks = retried(loader_verdicts(checks, result_lines(ran.stdout), prefix(env), ran.stderr), retry)
         if env.kind == "conda":
             broken = [rule.why for rule in self.plan.broken_scripts if rule.value == SCRIPT]
             checks.append(script_check(env, session, broken[0] if broken else ""))

@@ -12,11 +12,14 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 CHECK_TIMEOUT_S = 300.0
+START_RETRY_S = 2.0  # a process that could not be started is tried once more after this pause
+T = TypeVar("T")
 # A file that exists once the first check process has ended (its import of torch wrote torch's bytecode); given to
 # the processes that start beside it (smoke_checks.HASH_FIRST)
 FIRST_DONE_ENV = "TORCHBUILD_SMOKE_FIRST_DONE"
@@ -148,3 +151,28 @@ def cxx_compiler() -> str | None:
         if name and shutil.which(name):
             return str(shutil.which(name))
     return None
+
+
+class NotStarted(Exception):
+    """A process that could not be started, twice; the message gives both errors."""
+
+
+def started_twice(start: Callable[[], T], said: Callable[[str], None] | None = None) -> tuple[T, str]:
+    """``start()`` (it starts a process), tried once more after START_RETRY_S where it raises OSError: the OS could
+    not start the process ("[WinError 1359] Internal error" under a loaded Wine, EAGAIN, EMFILE), a failure of the
+    host, never of what the process would check. What it returned, and the first try's error ("" where it started at
+    once); ``said`` hears of the retry before it is made. NotStarted after two failures. A program that is missing
+    or may not be run (FileNotFoundError, PermissionError) is raised as it is: no retry mends it."""
+    errors: list[str] = []
+    while True:
+        try:
+            return start(), errors[0] if errors else ""
+        except (FileNotFoundError, PermissionError):
+            raise
+        except OSError as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+            if len(errors) > 1:
+                raise NotStarted("; then ".join(errors)) from None
+            if said is not None:
+                said(errors[0])
+            time.sleep(START_RETRY_S)

@@ -15,9 +15,12 @@ again in a process of its own, so a crash fails its one check and leaves the oth
         [--expect-broken-scripts torchfrtrace,...] [--only NAME ...]
 
 prints one JSON object per line on stdout, one per check:
-    {"check": "import", "status": "passed" | "failed" | "skipped", "message": "...", "output": "..."}
-and exits 1 when a check failed. No torchbuild imports: the environment has only torch, numpy and their
-dependencies.
+    {"check": "import", "status": "passed" | "failed" | "skipped" | "not run", "message": "...", "output": "..."}
+and exits 1 when a check failed. "not run" is this harness's failure, never the artifact's: the check's process
+could not be started (an OSError from the OS: "[WinError 1359] Internal error" under a loaded Wine, EAGAIN, EMFILE),
+twice (smoke_base.started_twice), or the harness itself failed before the check ran; the message says which, with
+the error. A process that started on its second try says so in its checks' messages. No torchbuild imports: the
+environment has only torch, numpy and their dependencies.
 """
 
 from __future__ import annotations
@@ -39,11 +42,14 @@ from . import checks_audio, checks_consumer, checks_core, checks_cuda, checks_in
 from .smoke_base import (
     CHECK_TIMEOUT_S,
     FIRST_DONE_ENV,
+    START_RETRY_S,
     CheckFailed,
     Expect,
+    NotStarted,
     Outcome,
     clean_env,
     gpu_present,
+    started_twice,
     tail,
 )
 
@@ -53,6 +59,7 @@ __all__ = [
 ]  # fmt: skip
 
 CHILD_FLAG = "--child"
+STARTED = "started"  # the harness's first line, {"harness": "started"}: the environment's python runs it
 ENTRY = "run_checks.py"  # the script a process runs these checks with (this folder as a package)
 JOBS = 2
 CHECKS: dict[str, Callable[[Expect], Outcome]] = {
@@ -100,32 +107,57 @@ def check_names(companions: Sequence[str] = ()) -> list[str]:
     return [name for name in CHECKS if name not in left_out]
 
 
-def _child(names: Sequence[str], expect: Expect, extra: Mapping[str, str]) -> subprocess.CompletedProcess[str] | None:
-    """The checks ``names`` run one after another in one child process (``extra`` added to its environment); None
-    when it timed out."""
+def _not_started(name: str, error: NotStarted) -> dict[str, str]:
+    message = f"not run: its process could not be started (tried twice: {error}); the smoke harness's failure"
+    return {"check": name, "status": "not run", "message": message, "output": ""}
+
+
+def _child(
+    names: Sequence[str], expect: Expect, extra: Mapping[str, str]
+) -> tuple[subprocess.CompletedProcess[str] | None, str]:
+    """The checks ``names`` run one after another in one child process (``extra`` added to its environment): the
+    process (None when it timed out), and what went wrong starting it the first time, if it did (said in its
+    checks' messages). NotStarted when it could not be started twice (smoke_base.started_twice)."""
     argv = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), ENTRY), *_expect_args(expect)]
     argv += [arg for name in names for arg in (CHILD_FLAG, name)]
     env = {**clean_env(), **extra}
-    try:
-        return subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            env=env,
-            timeout=CHECK_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return None
+
+    def run() -> subprocess.CompletedProcess[str] | None:
+        try:
+            return subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                env=env,
+                timeout=CHECK_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return None
+
+    def said(error: str) -> None:
+        print(f"smoke_checks: the process of {', '.join(names)} could not be started ({error}); trying once more in "
+              f"{START_RETRY_S:.0f} s", file=sys.stderr, flush=True)  # fmt: skip
+
+    proc, first = started_twice(run, said)
+    return proc, f"its process could not be started at first ({first}) and started on the retry" if first else ""
+
+
+def _said(result: dict[str, str], retried: str) -> dict[str, str]:
+    return {**result, "message": f"{result.get('message')} ({retried})"} if retried else result
 
 
 def _run_shared(names: Sequence[str], expect: Expect, extra: Mapping[str, str]) -> list[dict[str, str]]:
     """The checks of one of PROCESSES in one child; if it does not end cleanly with a result for each, each runs
-    again alone (_run_child), so that a crash is reported by the check that crashed."""
+    again alone (_run_child), so that a crash is reported by the check that crashed. A process that cannot be
+    started makes its checks "not run"."""
     if len(names) == 1:
         return [_run_child(names[0], expect, extra)]
-    proc = _child(names, expect, extra)
+    try:
+        proc, retried = _child(names, expect, extra)
+    except NotStarted as exc:
+        return [_not_started(name, exc) for name in names]
     if proc is None:
         return [_run_child(name, expect, extra) for name in names]
     results: dict[str, dict[str, str]] = {}
@@ -138,12 +170,16 @@ def _run_shared(names: Sequence[str], expect: Expect, extra: Mapping[str, str]) 
             results[result["check"]] = {**result, "output": tail(proc.stderr)}
     if proc.returncode != 0 or len(results) != len(names):
         return [_run_child(name, expect, extra) for name in names]
-    return [results[name] for name in names]
+    return [_said(results[name], retried) for name in names]
 
 
 def _run_child(name: str, expect: Expect, extra: Mapping[str, str]) -> dict[str, str]:
-    """Run one check in a child process; a crash or a missing result is that check's failure."""
-    proc = _child([name], expect, extra)
+    """Run one check in a child process; a crash or a missing result is that check's failure; a process that
+    cannot be started, its "not run"."""
+    try:
+        proc, retried = _child([name], expect, extra)
+    except NotStarted as exc:
+        return _not_started(name, exc)
     if proc is None:
         return {"check": name, "status": "failed", "message": f"timed out after {CHECK_TIMEOUT_S:.0f} s", "output": ""}
     output = tail(proc.stderr)
@@ -154,19 +190,19 @@ def _run_child(name: str, expect: Expect, extra: Mapping[str, str]) -> dict[str,
         result = None
     if not isinstance(result, dict) or result.get("check") != name:
         how = f"died with signal {-proc.returncode}" if proc.returncode < 0 else f"exited {proc.returncode}"
-        return {
+        return _said({
             "check": name,
             "status": "failed",
             "message": f"the check process {how} without a result",
             "output": tail(proc.stdout + "\n" + proc.stderr),
-        }
+        }, retried)  # fmt: skip
     if proc.returncode != 0 and result.get("status") != "failed":
         result = {
             **result,
             "status": "failed",
             "message": f"{result.get('message')}; then the process exited {proc.returncode}",
         }
-    return {**result, "output": output}
+    return _said({**result, "output": output}, retried)
 
 
 def locale_encoding() -> str | None:
@@ -259,6 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in args.child:
             print(json.dumps(run_one(name, expect)), flush=True)
         return 0
+    print(json.dumps({"harness": STARTED}), flush=True)  # the environment's python started this harness
     releases = {"torchvision": expect.torchvision, "torchaudio": expect.torchaudio}
     installed = [name for name, release in releases.items() if release]
     wanted = args.only or check_names(installed)
@@ -273,17 +310,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         marker = os.path.join(tmp, "done")
         beside_first = {FIRST_DONE_ENV: marker}
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            started = [pool.submit(_run_shared, processes[0], expect, {})] if processes else []
-            started += [pool.submit(_run_shared, group, expect, beside_first) for group in early]
+            started = [(processes[0], pool.submit(_run_shared, processes[0], expect, {}))] if processes else []
+            started += [(group, pool.submit(_run_shared, group, expect, beside_first)) for group in early]
             try:
                 if started:
-                    started[0].result()
+                    started[0][1].exception()  # waits for it; an error is reported below, with its checks
             finally:
                 open(marker, "w", encoding="utf-8").close()
-            started += [pool.submit(_run_shared, group, expect, {}) for group in later]
-            ran = [future.result() for future in started]
+            started += [(group, pool.submit(_run_shared, group, expect, {})) for group in later]
+            ran = [_harness_results(group, future) for group, future in started]
     found = {r["check"]: r for rs in ran for r in rs}
     results = [_in_utf8_mode(found[name], expect) for name in wanted]
     for result in results:
         print(json.dumps(result), flush=True)
     return 1 if any(result["status"] == "failed" for result in results) else 0
+
+
+def _harness_results(
+    group: Sequence[str], future: concurrent.futures.Future[list[dict[str, str]]]
+) -> list[dict[str, str]]:
+    """The results of one process's checks; where this harness failed running them (an error here, not in the check's
+    process), each is "not run" with the error (on stderr with its traceback)."""
+    try:
+        return future.result()
+    except Exception as exc:
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
+        message = f"not run: the smoke harness failed before this check ran ({type(exc).__name__}: {exc})"
+        return [{"check": name, "status": "not run", "message": message, "output": ""} for name in group]
