@@ -98,6 +98,42 @@ def test_a_crash_in_a_shared_process_fails_only_the_check_that_crashed(tmp_path:
     assert by_name["openmp mkl"]["message"] == "the check process died with signal 6 without a result"
 
 
+FAKE_TORCHVISION = """\
+# A FAKE torchvision, this test's only: its import aborts the process, as a companion built against another torch's
+# C++ ABI can.
+import os
+
+os.abort()
+"""
+
+
+def test_a_companion_that_crashes_the_shared_process_fails_its_checks_and_leaves_torchs(tmp_path: Path) -> None:
+    """torchvision's checks share the first process with torch's (one import of torch, as upstream's smoke test): a
+    known-bad torchvision that aborts it fails each of its own checks, named, and torch's pass as they would alone."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    for name, text in (("torch", FAKE_TORCH), ("torchvision", FAKE_TORCHVISION)):
+        (Path(purelib) / name).mkdir()
+        (Path(purelib) / name / "__init__.py").write_text(text, encoding="utf-8")
+    shared = ("import", "torchvision import", "torchvision nms")
+    assert set(shared) <= set(smoke_checks.PROCESSES[0])
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    only = [arg for name in shared for arg in ("--only", name)]
+    proc = run_script(cwd, "--expect-torchvision", "0.28.0", *only, python=python)
+    by_name = {r["check"]: r for r in map(json.loads, proc.stdout.splitlines()) if "check" in r}
+    assert proc.returncode == 1
+    assert by_name["import"]["status"] == "passed"
+    for name in shared[1:]:
+        assert by_name[name]["status"] == "failed", by_name[name]
+        assert by_name[name]["message"] == "the check process died with signal 6 without a result"
+
+
 def test_every_check_runs_in_exactly_one_process() -> None:
     grouped = [name for group in smoke_checks.PROCESSES for name in group]
     assert sorted(grouped) == sorted(smoke_checks.CHECKS)

@@ -134,5 +134,3 @@ CHECKS: dict[str, Callable[[Expect], Outcome]] = {
     "torchaudio spectrogram": check_spectrogram,
     "torchaudio resample": check_resample,
 }
-# One process: torchaudio (and torch) imported once. Asked for only where the Plan builds torchaudio.
-PROCESSES = (tuple(CHECKS),)

@@ -297,10 +297,10 @@ CHECKS: dict[str, Callable[[Expect], Outcome]] = {
 }
 
 # The checks that share a child process, in the order they run there: "import" first (its time is torch's import
-# alone), torch before numpy. "numpy then torch" needs a process where numpy comes first; the DataLoader check starts
-# its own. Every check is in exactly one.
+# alone), torch before numpy. "numpy then torch" needs a process where numpy comes first; the DataLoader check, which
+# imports nothing itself (its script's process and workers import torch), follows it there. Every check is in
+# exactly one.
 PROCESSES = (
     ("import", "openmp mkl", "torch then numpy", "cpu matmul", "cuda matmul"),
-    ("numpy then torch",),
-    ("dataloader spawn",),
+    ("numpy then torch", "dataloader spawn"),
 )

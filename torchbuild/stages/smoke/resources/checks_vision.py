@@ -252,5 +252,3 @@ CHECKS: dict[str, Callable[[Expect], Outcome]] = {
     "torchvision transforms": check_transforms,
     "torchvision model": check_model,
 }
-# One process: torchvision (and torch) imported once. Asked for only where the Plan builds torchvision.
-PROCESSES = (tuple(CHECKS),)

@@ -72,21 +72,24 @@ COMPANION_CHECKS: dict[str, tuple[str, ...]] = {
     "torchaudio": tuple(checks_audio.CHECKS),
 }
 # The checks that share a child process, in the order they run there (checks_core.py and checks_more.py say why);
-# every check is in exactly one. The cheap checks of checks_more.py join the core's first process (torch imported
-# once), after its own, and the console scripts last (their imports, caffe2's among them, may leave the process
-# unlike a user's). The dist-info check, which imports nothing, shares the C++ consumer's process. The CUDA runtime
-# check ends with a device-side assert, after which nothing can use the GPU in that process: it runs alone.
-# After the first, the longest go first (torch.compile, then the C++ consumer): two run at a time, and the others
-# fill the second place meanwhile, so the stage lasts about as long as torch.compile's process.
+# every check is in exactly one. As upstream's smoke test does, every check that needs no process of its own shares
+# the first (torch imported once: under Wine an import of torch is 4-6 CPU seconds): the core's, then the cheap
+# checks of checks_more.py, the companions' (torchvision's, torchaudio's: where they are installed), and the console
+# scripts last (their imports, caffe2's among them, may leave the process unlike a user's). A process of its own only
+# where isolation is what is checked or needed: numpy imported before torch (two OpenMP runtimes), then the DataLoader
+# (its script starts its own process and two spawned workers); the CUDA runtime check, after whose device-side assert
+# nothing can use the GPU in that process. torch.compile's and the C++ consumer's (with the dist-info check, which
+# imports nothing) run beside the rest: they are the longest, and hash files before they import torch (HASH_FIRST).
+# A shared process that crashes or ends without a result for each of its checks is not trusted: each of its checks
+# runs again alone, so a crash is named by the check that crashed (_run_shared).
 PROCESSES: tuple[tuple[str, ...], ...] = (
-    (*checks_core.PROCESSES[0], *checks_more.WITH_IMPORT, "console scripts"),
+    (*checks_core.PROCESSES[0], *checks_more.WITH_IMPORT, *checks_vision.CHECKS, *checks_audio.CHECKS,
+     "console scripts"),
     ("torch.compile",),
     ("dist-info", "c++ consumer"),
-    *checks_core.PROCESSES[1:],
+    checks_core.PROCESSES[1],
     ("cuda runtime",),
-    *checks_vision.PROCESSES,
-    *checks_audio.PROCESSES,
-)
+)  # fmt: skip
 DATALOADER_SCRIPT: str = checks_core.DATALOADER_SCRIPT
 # A check that failed with a UnicodeError where this environment's locale encoding is not UTF-8 runs once more in
 # Python's UTF-8 mode; passing there, it passed, and says so with LOCALE_RETRIED (the host's setting, not the
