@@ -221,7 +221,7 @@ def test_a_cuda_cells_repair_on_a_windows_host_vendors_from_cuda_path_and_oneapi
     compiler folders those of the mkl and intel-openmp wheels): the repair of the Windows CUDA FIXTURE wheel (not
     torch: tests/cuda_win_fixture.py) vendors NVIDIA's files from that folder, unchanged, and no provider wheel."""
     variant = VARIANTS["12.8"]
-    wheel = build_wheel(variant, tmp_path, torch_plan("win-64", "12.8", "3.11", variant.torch).wheel, ())
+    wheel = build_wheel(variant, tmp_path, torch_plan("win-64", "12.8", "3.11", variant.torch).root.wheel, ())
     script = tmp_path / "repair.py"
     script.write_text(REPAIR_ON_THE_WINDOWS_SIDE, encoding="utf-8")
     ran = wine_host("python", "--cuda-path", "12.8", "--", wine.windows_path(script), wine.windows_path(wheel),

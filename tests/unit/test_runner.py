@@ -26,7 +26,7 @@ WAIT_S = 60.0
 def stand_ins(plan: Plan, tmp_path: Path, **given: runner.StageFunction) -> dict[str, runner.StageFunction]:
     """Every stage handing over what it declares it writes, less those ``given`` (keyed smoke_wheel for
     smoke-wheel)."""
-    artifact = Artifact.of(make_wheel(tmp_path / "in", plan.wheel))
+    artifact = Artifact.of(make_wheel(tmp_path / "in", plan.root.wheel))
 
     def hand_over(*names: str) -> runner.StageFunction:
         return lambda _ctx: StageResult(outputs={name: artifact for name in names})
@@ -55,7 +55,7 @@ def test_the_wheel_smoke_runs_beside_conda_and_the_conda_smoke_beside_a_failing_
 ) -> None:
     plan = torch_plan(platform=platform)
     wheel_smoke, conda_smoke = threading.Event(), threading.Event()
-    conda_package = Artifact.of(make_wheel(tmp_path / "conda", plan.wheel))
+    conda_package = Artifact.of(make_wheel(tmp_path / "conda", plan.root.wheel))
 
     def conda(_ctx: Context) -> StageResult:
         if not wheel_smoke.wait(WAIT_S):

@@ -222,7 +222,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         out.print(estimate.render(estimate.for_github_matrix(github_matrix(plans))), markup=False)
         return 0
     for plan in plans:
-        out.print(f"{plan.cell_id:40} torch {plan.torch:8} {plan.wheel}")
+        out.print(f"{plan.cell_id:40} torch {plan.torch:8} {plan.root.wheel}")
     return 0
 
 

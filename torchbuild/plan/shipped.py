@@ -1,15 +1,18 @@
-"""A package a cell ships (torch, torchvision, torchaudio, and whatever comes next): one entry of ``Plan.packages``.
+"""A package a cell ships (torch, torchvision, torchaudio, and whatever comes next): one entry of ``Plan.packages``,
+with its conda package (CondaPackage).
 
 Every stage runs one code path over the entries. What differs between torch and a package built beside it is data
 here, not a module of its own: ``links_against`` names the shipped packages whose libraries are loaded before its
 own (``import torch`` first), so that its repair leaves theirs to them and never vendors them, its conda package
-pins their exact builds (``depends``) and verify resolves its binaries against their packages. The first entry,
-torch, links against nothing: its artifacts carry the plain names (``repaired_wheel``), every other entry's carry
-its name (``repaired_wheel[torchvision]``, stages/__init__.py).
+pins their exact builds (``conda.depends``) and verify resolves its binaries against their packages. The root,
+torch, links against nothing and is what the others link against: its wheel is the cell's own (the source and build
+stages make it), its artifacts carry the plain names (``repaired_wheel``), every other entry's carry its name
+(``repaired_wheel[torchvision]``, stages/__init__.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from torchbuild.config import companions
@@ -17,14 +20,56 @@ from torchbuild.config.pairing import Companion
 
 
 @dataclass(frozen=True, kw_only=True)
+class CondaPackage:
+    """One shipped package's conda package: its name, version and build, its run requirements on the others and the
+    cell's environment, and its file. What every package of the cell shares (subdir, site-packages, ...) is the
+    cell's (plan/model.py CondaTarget)."""
+
+    name: str  # pytorch, torchvision
+    version: str
+    build_string: str  # the cell's: py3.11_cpu_0 (a package built beside torch takes torch's)
+    build_number: int
+    depends: tuple[str, ...]  # torch: what packaging.yaml adds; beside torch: Python and the cell's exact pytorch
+    constrains: tuple[str, ...] = ()
+    filename: str  # the .conda file
+    archives: Mapping[str, str]  # archive format (conda, tar.bz2) -> file name
+
+    @property
+    def stem(self) -> str:
+        """The file name without its archive suffix: ``pytorch-2.5.1-py3.11_cpu_0``."""
+        return self.filename.removesuffix(".conda")
+
+
+def conda_package(
+    name: str,
+    version: str,
+    build_string: str,
+    build_number: int,
+    depends: tuple[str, ...],
+    constrains: tuple[str, ...] = (),
+) -> CondaPackage:
+    """The conda package ``name`` ``version`` of the cell's build, with its file names in both archive formats."""
+    stem = f"{name}-{version}-{build_string}"
+    return CondaPackage(
+        name=name,
+        version=version,
+        build_string=build_string,
+        build_number=build_number,
+        depends=depends,
+        constrains=constrains,
+        filename=f"{stem}.conda",
+        archives={"conda": f"{stem}.conda", "tar.bz2": f"{stem}.tar.bz2"},
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class ShippedPackage:
     name: str
     release: str  # 2.5.1, 0.20.1
-    wheel: str  # the file name of its input wheel (PyPI's for a package fetched by sha256)
+    wheel: str  # the file name of its wheel: torch's as the Plan names it; PyPI's for a package fetched by sha256
+    conda: CondaPackage
     sha256: str = ""  # what the data pins of that wheel; "" for a wheel the cell builds or is given
     requested: bool = True  # named in packages / --packages: a failed fetch fails the stage instead of leaving it out
-    package: str = ""  # its conda package's file stem
-    depends: tuple[str, ...] = ()  # its conda run requirements on the others (Python, the cell's exact pytorch build)
     links_against: tuple[str, ...] = ()  # the shipped packages whose libraries are loaded before its own
     # What its extension modules import that it loads only where installed (FFmpeg's DLLs for torchaudio), by library
     on_demand: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -40,18 +85,27 @@ class ShippedPackage:
         """The package the others are loaded beside (torch): it links against no other shipped package."""
         return not self.links_against
 
+    @property
+    def torch_pin(self) -> str:
+        """The conda requirement on the cell's exact pytorch build that a package built beside torch has (the last of
+        its ``conda.depends``)."""
+        return self.conda.depends[-1]
 
-def beside(companion: Companion, root: str) -> ShippedPackage:
-    """The entry of a package the stages build beside ``root`` (torch) from the wheel the Plan chose for it."""
+
+def beside(companion: Companion, root: ShippedPackage) -> ShippedPackage:
+    """The entry of a package the stages build beside ``root`` (torch) from the wheel the Plan chose for it; its
+    conda package takes the root's build string and number."""
+    release = companion.release or ""
     return ShippedPackage(
         name=companion.name,
-        release=companion.release or "",
+        release=release,
         wheel=companion.wheel,
+        conda=conda_package(
+            companion.name, release, root.conda.build_string, root.conda.build_number, companion.depends
+        ),
         sha256=companion.sha256,
         requested=companion.requested,
-        package=companion.package,
-        depends=companion.depends,
-        links_against=(root,),
+        links_against=(root.name,),
         on_demand=companion.on_demand,
         repository=companions.load().packages[companion.name].repository,
     )

@@ -287,7 +287,7 @@ def run_cell(
     check_flow(declared)
     waits = waits_for(declared)
     cell_run = _CellRun(plan, root, options, stages or {})
-    heading(f"[bold]{plan.cell_id}[/]  torch {plan.version}  ({plan.conda.filename})")
+    heading(f"[bold]{plan.cell_id}[/]  torch {plan.version}  ({plan.root.conda.filename})")
     pending = list(declared)
     running: dict[concurrent.futures.Future[StageRecord], _Job] = {}
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(declared))

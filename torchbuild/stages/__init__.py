@@ -5,7 +5,7 @@ artifact names below) and which run options shape its output. The runner gives a
 options and the artifacts it declared it reads; a stage reads nothing else, and the stages never import each other
 (the two smoke stages share ``stages/smoke/``, which is no stage of its own).
 
-Each package the cell ships (``Plan.packages``: torch, then those built beside it, config/shipped.py) goes through
+Each package the cell ships (``Plan.packages``: torch, then those built beside it, plan/shipped.py) goes through
 the same stages; torch's artifacts carry the plain names, every other package's its name,
 ``<torch's artifact>[<package>]``: ``source_wheel[torchvision]``, ``repaired_wheel[torchvision]``,
 ``repair_report[torchvision]``, ``conda_package[torchvision]``. The 2018 channel's names a cell of that era adds
@@ -21,8 +21,7 @@ from pathlib import Path
 
 from torchbuild.config import era_names
 from torchbuild.config.options import RunOptions
-from torchbuild.config.shipped import ShippedPackage
-from torchbuild.plan import Plan
+from torchbuild.plan import Plan, ShippedPackage
 from torchbuild.results import Artifact, StageResult
 
 

@@ -128,7 +128,7 @@ def _leave_out_other_pythons(
     beside the cell's Python (the subset has them for other Pythons, or not at all); returns them, said."""
     subdir, python = plan.conda.subdir, plan.python
     servable = set().union(*(_names_for_python(channel, subdir, python) for channel in stored))
-    servable |= {plan.conda.name, *files_of}
+    servable |= {plan.root.conda.name, *files_of}
     dropped: list[str] = []
     for package in packages:
         names = {d.split()[0] for d in _depends_of(local, subdir, package.name)}
@@ -163,7 +163,7 @@ def solve_check(
         reason = f"the stored {channel} repodata for {plan.conda.subdir} has no python {plan.python}.*"
         return skipped(code, package, reason)
     companions = dict(companions or {})
-    specs = [plan.conda.name, *companions, f"python {plan.python}.*"]
+    specs = [plan.root.conda.name, *companions, f"python {plan.python}.*"]
     virtual = plan.solve.virtual_packages
     overlay = datafiles.directory(OVERLAY)
     stored = [c for c in ([overlay / channel] if overlay else []) if (c / plan.conda.subdir).is_dir()] + [real]
@@ -201,7 +201,7 @@ def _live_check(
     """The solve against the live channel of the cell's era; "unverified" where it cannot be reached."""
     channel = plan.solve.channel
     url = solver.CHANNEL_URLS[channel]
-    specs = [plan.conda.name, *companions, f"python {plan.python}.*"]
+    specs = [plan.root.conda.name, *companions, f"python {plan.python}.*"]
     pinned = {rule.conda for rule in plan.conda.pypi_names.values() if rule.exact_as_prefix}
     with tempfile.TemporaryDirectory(prefix="solve-", dir=work) as tmp:
         local = solver.make_local_channel([package, *companions.values()], Path(tmp) / "channel")
@@ -232,7 +232,7 @@ def _judged(
     """The check of a solution: it took this very build (and each companion's) from the local channel."""
     virtual = plan.solve.virtual_packages
     local_url = solver.channel_url(local).rstrip("/")
-    files = {plan.conda.name: package.name, **{name: path.name for name, path in companions.items()}}
+    files = {plan.root.conda.name: package.name, **{name: path.name for name, path in companions.items()}}
     ours = [s for s in solution if files.get(s.name) == s.file_name and s.channel.rstrip("/") == local_url]
     if len(ours) != len(files):
         chosen = [str(s) for s in solution if s.name in files]
