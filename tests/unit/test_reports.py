@@ -38,7 +38,8 @@ def stages_of(plan: Plan, root: Path) -> dict[str, runner.StageFunction]:
     source = Artifact.of(make_wheel(cell / "source", plan.root.wheel, {"torch/__init__.py": b"# as upstream\n"}))
     repaired = Artifact.of(make_wheel(cell / "repair", plan.root.wheel, {"torch/__init__.py": b"# repaired\n"}))
     vendored = Vendored(path=VENDORED, sha256="0" * 64, size=1, version=None, provider="system", origin="/usr/lib")
-    RepairReport(wheel=plan.root.wheel, platform=plan.platform, vendored=(vendored,)).write(cell / "repair" / "repair.json")
+    wheel = plan.root.wheel
+    RepairReport(wheel=wheel, platform=plan.platform, vendored=(vendored,)).write(cell / "repair" / "repair.json")
     report = Artifact.of(cell / "repair" / "repair.json")
     tag = plan.python.replace(".", "")
     conda = Artifact.of(assemble_small(cell / "conda", {"lib/t.txt": plan.python.encode()}, name="pytorch",
@@ -105,12 +106,13 @@ def test_two_runs_of_two_cells_in_one_build_are_both_in_every_report(runs: Runs)
 
 def test_every_artifact_row_is_its_own_file_and_the_published_one_as_the_channel_has_it(runs: Runs) -> None:
     plan = runs.plans[0]
-    in_channel = runs.root / "channel" / "whl" / "simple" / "torch" / plan.root.wheel
-    source = runs.root / plan.work_dir / "source" / plan.root.wheel
+    wheel = plan.root.wheel
+    in_channel = runs.root / "channel" / "whl" / "simple" / "torch" / wheel
+    source = runs.root / plan.work_dir / "source" / wheel
     assert sha256_of(in_channel) != sha256_of(source)  # the repaired wheel, not its input
     markdown = (runs.root / "build" / "report.md").read_text()
-    rows = [line for line in markdown.splitlines() if line.startswith(f"| `{plan.cell_id}` |") and plan.root.wheel in line]
-    assert f"| published_wheel | `{plan.root.wheel}` | " in markdown
+    rows = [line for line in markdown.splitlines() if line.startswith(f"| `{plan.cell_id}` |") and wheel in line]
+    assert f"| published_wheel | `{wheel}` | " in markdown
     assert any(sha256_of(in_channel) in row and "published_wheel" in row for row in rows), rows
     assert any(sha256_of(source) in row and "source_wheel" in row for row in rows), rows
     conda = next((runs.root / "channel" / "linux-64").glob("pytorch-*py311*.conda"))
