@@ -44,12 +44,12 @@ from pathlib import Path, PureWindowsPath
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from torchbuild.config import dll_providers
 from torchbuild.config.options import RunOptions
-from torchbuild.config.pypi_to_conda import install_scheme
-from torchbuild.config.python_embed import pinned_for
 from torchbuild.errors import UserError
 from torchbuild.host.console import adapt_streams
+from torchbuild.knowledge import dll_providers
+from torchbuild.knowledge.pypi_to_conda import install_scheme
+from torchbuild.knowledge.python_embed import pinned_for
 from torchbuild.platforms.windows import dependencies, providers, python_embed, wine
 from torchbuild.platforms.windows.environments import SITE_PACKAGES
 

@@ -1,7 +1,7 @@
 """A fourth package beside torch needs data and no code of its own (issue 41): ``torchfixture``, a tiny extension
 package whose ``_C.so`` links torch's ``libc10.so``, is one more entry of a copy of companions.yaml (``packages:``,
 its release with its wheel's sha256, a column of ``pairs``) that stands in for the installed one
-(``TORCHBUILD_DATA``, config/datafiles.py). The Plan of a linux-64 CPU cell resolved from that data ships it, and it
+(``TORCHBUILD_DATA``, knowledge/datafiles.py). The Plan of a linux-64 CPU cell resolved from that data ships it, and it
 goes through every stage of the real runner: the source stage takes its wheel by the sha256 the data pins, the repair
 leaves libc10.so to torch, the conda stage packages it pinning the cell's exact pytorch build, verify checks that
 package beside torch's (TB111, TB112) and publish puts both into the channel.
@@ -22,8 +22,8 @@ import yaml
 from tests.builders import make_wheel, torch_plan
 from tests.conftest import REPODATA
 from torchbuild.conda.archive import read_package
-from torchbuild.config import companions, datafiles
 from torchbuild.config.options import RunOptions
+from torchbuild.knowledge import companions, datafiles
 from torchbuild.results import StageResult, sha256_of
 from torchbuild.run.runner import run_cell
 from torchbuild.stages import Context

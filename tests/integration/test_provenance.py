@@ -22,10 +22,10 @@ from tests.builders import make_wheel, torch_plan
 from tests.integration.support_source_repair import build_so, wheel_from_tree
 from tests.pe_fixtures import PeFixtures
 from torchbuild.conda.checks.package import check_package
-from torchbuild.config import dll_providers
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed
 from torchbuild.host import scratch
+from torchbuild.knowledge import dll_providers
 from torchbuild.plan import Plan
 from torchbuild.platforms.windows import authenticode
 from torchbuild.platforms.windows import providers as provider_dlls

@@ -19,9 +19,9 @@ import pytest
 from tests.builders import make_wheel, torch_plan
 from tests.conftest import REPODATA, ROOT, Scratch
 from tests.pe_fixtures import PeFixtures
-from torchbuild.config import companions
 from torchbuild.config.options import RunOptions
 from torchbuild.host import downloads
+from torchbuild.knowledge import companions
 from torchbuild.platforms.closure import joint_openmp
 from torchbuild.platforms.windows import pe, wine
 from torchbuild.stages.source import fetch

@@ -31,7 +31,6 @@ from torchbuild.config.options import RunOptions
 from torchbuild.platforms.windows import wine
 from torchbuild.stages.source import fetch
 
-
 WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
 CELL = "win-64-cpu-py3.11"
 TORCH = "2.13.0"

@@ -18,9 +18,9 @@ import pytest
 from tests.builders import torch_plan
 from tests.conftest import REPODATA, ROOT
 from tests.cuda_win_fixture import VARIANTS, build_wheel
-from torchbuild.config import dll_providers
 from torchbuild.config.options import RunOptions
 from torchbuild.host import downloads, pip
+from torchbuild.knowledge import dll_providers
 from torchbuild.platforms.windows import pe, providers, wine
 from torchbuild.stages.source import fetch
 
@@ -190,7 +190,8 @@ REPAIR_ON_THE_WINDOWS_SIDE = """
 import json, sys
 from pathlib import Path
 from torchbuild import plan
-from torchbuild.config import dll_providers, matrix
+from torchbuild.config import matrix
+from torchbuild.knowledge import dll_providers
 from torchbuild.config.options import RunOptions
 from torchbuild.host import downloads, pip
 from torchbuild.platforms.windows import providers

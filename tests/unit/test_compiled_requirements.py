@@ -17,10 +17,11 @@ from packaging.requirements import Requirement
 
 from tests.builders import make_wheel, source_info, torch_plan
 from tests.conftest import ROOT
-from torchbuild.config import cuda_wheels, matrix
+from torchbuild.config import matrix
 from torchbuild.config.matrix import Cell
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed
+from torchbuild.knowledge import cuda_wheels
 from torchbuild.plan import Plan, resolve
 from torchbuild.results import Artifact
 from torchbuild.stages import Context

@@ -16,7 +16,7 @@ from torchbuild.conda import solve
 from torchbuild.conda.archive import read_package
 from torchbuild.conda.checks.package import check_package
 from torchbuild.conda.requirements import requirement_to_conda, wheel_requires
-from torchbuild.config.pypi_to_conda import load as load_mapping
+from torchbuild.knowledge.pypi_to_conda import load as load_mapping
 from torchbuild.results import CODES, Check
 from torchbuild.wheel.checks import check_wheel
 from torchbuild.wheel.wheelfile import WheelInfo

@@ -13,9 +13,10 @@ import pytest
 
 from tests.conftest import ROOT
 from torchbuild.commands.plan_view import declared_lines
-from torchbuild.config import cuda_wheels, datafiles, matrix
+from torchbuild.config import matrix
 from torchbuild.config.matrix import Cell, MatrixError
 from torchbuild.errors import UserError
+from torchbuild.knowledge import cuda_wheels, datafiles
 from torchbuild.plan import resolve
 from torchbuild.run import state
 from torchbuild.wheel.wheelfile import without_requirements

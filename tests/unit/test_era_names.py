@@ -1,4 +1,4 @@
-"""The 2018 channel's names (data/era_names.yaml, config/era_names.py): which cells publish pytorch-cpu,
+"""The 2018 channel's names (data/era_names.yaml, knowledge/era_names.py): which cells publish pytorch-cpu,
 torchvision-cpu and a cudaXY selector, checked against the stored real records, and what the Plan and the rendered
 recipe of such a cell say."""
 
@@ -12,8 +12,8 @@ import pytest
 from tests.builders import torch_plan
 from tests.conftest import REPODATA
 from tests.unit.test_cli import pipeline
-from torchbuild.config import era_names
 from torchbuild.errors import UserError
+from torchbuild.knowledge import era_names
 from torchbuild.stages.conda import era, recipe
 
 PYTORCH_2018 = REPODATA / "pytorch" / "linux-64" / "repodata.json"

@@ -72,7 +72,7 @@ def test_the_platform_flag_names_the_known_platforms(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert "--platform PLATFORM   win-64 or linux-64 (default: this host's)" in help_of("plan", capsys, monkeypatch)
-    # a platform added to config/compat.py's list is named without a second edit (the list patched here)
+    # a platform added to knowledge/compat.py's list is named without a second edit (the list patched here)
     monkeypatch.setattr(cli, "PLATFORMS", ("win-64", "linux-64", "osx-arm64"))
     assert "win-64, linux-64 or osx-arm64 (default: this host's)" in help_of("plan", capsys, monkeypatch)
 

@@ -14,10 +14,10 @@ from packaging.version import Version
 from tests.builders import make_wheel
 from tests.conftest import ROOT
 from torchbuild.config import build_version, matrix
-from torchbuild.config.compat import load
 from torchbuild.config.matrix import Cell
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
+from torchbuild.knowledge.compat import load
 from torchbuild.pin import pin
 
 NEWEST = load().releases[-1].version

@@ -12,9 +12,9 @@ import pytest
 
 from tests.builders import make_wheel
 from torchbuild.config import matrix
-from torchbuild.config.compat import load
 from torchbuild.config.matrix import Cell
 from torchbuild.errors import StageFailed
+from torchbuild.knowledge.compat import load
 from torchbuild.pin import pin
 from torchbuild.plan import probe, resolve
 from torchbuild.stages import source

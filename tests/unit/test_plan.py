@@ -192,7 +192,7 @@ def test_notes_concern_the_plans_platform() -> None:
 
 
 def test_no_note_speaks_of_how_it_was_written() -> None:
-    from torchbuild.config.compat import PLATFORMS, load, notes_for
+    from torchbuild.knowledge.compat import PLATFORMS, load, notes_for
 
     compat = load()
     rows = [*compat.releases, *compat.cuda.values()]

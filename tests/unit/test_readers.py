@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from torchbuild.channels import repodata
-from torchbuild.config.compat import version_key
+from torchbuild.knowledge.compat import version_key
 from torchbuild.platforms.closure import OpenMpRuntime, joint_openmp
 from torchbuild.platforms.linux import elf
 from torchbuild.platforms.linux.elf import ElfInfo

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from torchbuild.config import datafiles
+from torchbuild.knowledge import datafiles
 from torchbuild.stages.verify.solve import OVERLAY, _unrecorded_pins, _versions_in
 
 

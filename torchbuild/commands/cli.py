@@ -20,14 +20,15 @@ from torchbuild.commands.selection import default_platform, load_matrix, resolve
 from torchbuild.conda.assembly import COMPRESSION_LEVELS, COMPRESSORS
 from torchbuild.config import environment
 from torchbuild.config.channel_spec import local_path
-from torchbuild.config.compat import PLATFORMS, load
 from torchbuild.config.matrix import DECLARED_CHOICES, Matrix
 from torchbuild.config.option_fields import choices, default
-from torchbuild.config.options import RunOptions, user_cache_dir
+from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError, one_of, os_error
 from torchbuild.host import scratch, signals
 from torchbuild.host.console import adapt_streams, console, out
 from torchbuild.host.files import unwritable
+from torchbuild.knowledge.cache_folder import user_cache_dir
+from torchbuild.knowledge.compat import PLATFORMS, load
 from torchbuild.pin import pin
 from torchbuild.plan import Plan
 from torchbuild.run.records import EXIT_UNVERIFIED

@@ -8,9 +8,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from rich.markup import escape
 
-from torchbuild.config.cuda_wheels import RequirementWheel
 from torchbuild.config.matrix import LATEST
 from torchbuild.host.console import console, out
+from torchbuild.knowledge.cuda_wheels import RequirementWheel
 from torchbuild.plan import Plan
 
 

@@ -11,23 +11,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchbuild.conda.requirements import Conversion
-from torchbuild.config import era_names, pairing
-from torchbuild.config.build_deps import Dependency
 from torchbuild.config.build_version import OwnBuild
-from torchbuild.config.companions import UpstreamOpenMp
-from torchbuild.config.compat import (
+from torchbuild.config.declared_choice import Choice
+from torchbuild.config.user_tests import UserTest
+from torchbuild.host.pip import target_args as pip_target_args
+from torchbuild.knowledge import era_names, pairing
+from torchbuild.knowledge.build_deps import Dependency
+from torchbuild.knowledge.companions import UpstreamOpenMp
+from torchbuild.knowledge.compat import (
     CPU,
     Rule,
     VcRuntimeRule,
 )
-from torchbuild.config.cuda_wheels import RequirementWheel
-from torchbuild.config.declared_choice import Choice
-from torchbuild.config.dll_providers import ProviderData
-from torchbuild.config.pypi_to_conda import NameRule
-from torchbuild.config.python_embed import Pinned
-from torchbuild.config.smoke_envs import Wanted
-from torchbuild.config.user_tests import UserTest
-from torchbuild.host.pip import target_args as pip_target_args
+from torchbuild.knowledge.cuda_wheels import RequirementWheel
+from torchbuild.knowledge.dll_providers import ProviderData
+from torchbuild.knowledge.pypi_to_conda import NameRule
+from torchbuild.knowledge.python_embed import Pinned
+from torchbuild.knowledge.smoke_envs import Wanted
 from torchbuild.plan.shipped import ShippedPackage
 from torchbuild.platforms.by_name import platform_module
 from torchbuild.platforms.target import Platform, Toolchain
@@ -87,7 +87,7 @@ class WindowsFacts:
     dll_search_dirs: tuple[str, ...]
     driver_dlls: tuple[str, ...]
     embeddable: Pinned | None
-    embeddable_missing: str  # one line: why none is pinned for the cell's Python (config/python_embed.py)
+    embeddable_missing: str  # one line: why none is pinned for the cell's Python (knowledge/python_embed.py)
     smoke_extras_wine: tuple[Wanted, ...]
 
 
@@ -126,7 +126,7 @@ class Plan:
     # cell's platform (under Wine: WindowsFacts.smoke_extras_wine)
     smoke_extras: tuple[Wanted, ...] = ()
     # torchvision / torchaudio beside torch: the release and PyPI wheel chosen for this target, or why none ships,
-    # and (win-64 torchvision) the conda package the stages build from that wheel (config/pairing.py); those the
+    # and (win-64 torchvision) the conda package the stages build from that wheel (knowledge/pairing.py); those the
     # stages build are entries of ``packages``
     companions: tuple[pairing.Companion, ...] = ()
     # The declared requirements whose wheels provide libraries the wheel loads (cuda_wheels.yaml: PyPI's linux CUDA

@@ -12,10 +12,16 @@ from packaging.version import Version
 
 from torchbuild.conda import solve
 from torchbuild.conda.selectors import conda_selectors
-from torchbuild.config import build_deps, cuda_wheels, dll_providers, era_names, pairing, pypi_to_conda, smoke_envs
 from torchbuild.config.build_version import OwnBuild, build_string_label, labelled, own_facts
-from torchbuild.config.companions import TORCH, upstream_openmp
-from torchbuild.config.compat import (
+from torchbuild.config.declared_choice import cell_libraries
+from torchbuild.config.matrix import LATEST, Cell, Matrix
+from torchbuild.config.support import check_cuda, check_python, resolve_release, supporting
+from torchbuild.config.user_tests import UserTest
+from torchbuild.errors import UserError
+from torchbuild.host.pip import target_args as pip_target_args
+from torchbuild.knowledge import build_deps, cuda_wheels, dll_providers, era_names, pairing, pypi_to_conda, smoke_envs
+from torchbuild.knowledge.companions import TORCH, upstream_openmp
+from torchbuild.knowledge.compat import (
     Compat,
     CudaRelease,
     TorchRelease,
@@ -23,12 +29,6 @@ from torchbuild.config.compat import (
     notes_for,
     version_key,
 )
-from torchbuild.config.declared_choice import cell_libraries
-from torchbuild.config.matrix import LATEST, Cell, Matrix
-from torchbuild.config.support import check_cuda, check_python, resolve_release, supporting
-from torchbuild.config.user_tests import UserTest
-from torchbuild.errors import UserError
-from torchbuild.host.pip import target_args as pip_target_args
 from torchbuild.plan.model import (
     SOLVE_CHANNEL,
     STAGES,

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from torchbuild.config import companions
-from torchbuild.config.pairing import Companion
+from torchbuild.knowledge import companions
+from torchbuild.knowledge.pairing import Companion
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchbuild.config import era_names
 from torchbuild.config.options import RunOptions
+from torchbuild.knowledge import era_names
 from torchbuild.plan import Plan, ShippedPackage
 from torchbuild.results import Artifact, StageResult
 

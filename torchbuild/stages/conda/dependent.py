@@ -19,9 +19,9 @@ from typing import Any
 from torchbuild.conda import info_files, licenses
 from torchbuild.conda.assembly import assemble, build_timestamp
 from torchbuild.conda.requirements import Conversion, wheel_requires
-from torchbuild.config import dll_providers
 from torchbuild.errors import as_stage_failure
 from torchbuild.host import archives, scratch
+from torchbuild.knowledge import dll_providers
 from torchbuild.plan import ShippedPackage
 from torchbuild.platforms.windows import vc_runtime
 from torchbuild.results import Artifact

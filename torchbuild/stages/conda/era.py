@@ -1,4 +1,4 @@
-"""The 2018 channel's names beside a cell's ``pytorch`` (config/era_names.py, data/era_names.yaml), made by the conda
+"""The 2018 channel's names beside a cell's ``pytorch`` (knowledge/era_names.py, data/era_names.yaml), made by the conda
 stage from the same staged payload and the same assembly:
 
 - a CPU cell of torch 0.3-1.1: ``pytorch-cpu``, the same package renamed (the real records are renamed builds, not

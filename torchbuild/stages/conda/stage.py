@@ -29,10 +29,10 @@ from pathlib import Path
 from torchbuild.conda import info_files, licenses
 from torchbuild.conda.assembly import assemble, build_timestamp, check_options
 from torchbuild.conda.requirements import wheel_requires
-from torchbuild.config import dll_providers
 from torchbuild.errors import StageFailed, UserError, as_stage_failure
 from torchbuild.host import archives, scratch
 from torchbuild.host.console import console
+from torchbuild.knowledge import dll_providers
 from torchbuild.plan import Plan, ShippedPackage
 from torchbuild.platforms.windows import vc_runtime
 from torchbuild.results import Artifact, StageResult

@@ -10,8 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from torchbuild.config import cuda_wheels
 from torchbuild.errors import StageFailed
+from torchbuild.knowledge import cuda_wheels
 from torchbuild.plan import ShippedPackage
 from torchbuild.platforms.closure import left_to_dependencies, with_hints
 from torchbuild.platforms.linux import elf, manylinux

@@ -33,9 +33,9 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from torchbuild.config import cuda_wheels
 from torchbuild.errors import StageFailed, as_stage_failure
 from torchbuild.host.proc import ToolError, run_tool
+from torchbuild.knowledge import cuda_wheels
 from torchbuild.plan import ShippedPackage
 from torchbuild.platforms.closure import left_to_dependencies, with_hints
 from torchbuild.platforms.target import RepairTool

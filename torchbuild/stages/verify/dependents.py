@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from torchbuild.conda.archive import TB100, CondaArchive, PackageUnreadable, paths_json, read_package
 from torchbuild.conda.checks.package import run_checks
 from torchbuild.conda.extract import extract_package
-from torchbuild.config import cuda_wheels
+from torchbuild.knowledge import cuda_wheels
 from torchbuild.plan import Plan, ShippedPackage
 from torchbuild.platforms.closure import OpenMpRuntime, UpstreamOpenMp, joint_openmp
 from torchbuild.platforms.linux import elf

@@ -19,9 +19,10 @@ from packaging.version import Version
 
 from torchbuild.channels import repodata as rd
 from torchbuild.conda import solve as solver
-from torchbuild.config import datafiles, environment
-from torchbuild.config.compat import version_key
+from torchbuild.config import environment
 from torchbuild.host.files import write_atomic
+from torchbuild.knowledge import datafiles
+from torchbuild.knowledge.compat import version_key
 from torchbuild.plan import Plan
 from torchbuild.results import Check, define, result, skipped, unverified
 
