@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from torchbuild.config.options import RunOptions  # noqa: E402
 from torchbuild.plan import STAGES  # noqa: E402
 from torchbuild.results import Check, timings  # noqa: E402
-from torchbuild.run.runner import pipeline  # noqa: E402
+from torchbuild.run.flow import pipeline  # noqa: E402
 from torchbuild.stages.repair import windows  # noqa: E402
 from torchbuild.stages.repair.dependent_pe import torch_dlls  # noqa: E402
 

@@ -31,5 +31,7 @@ def test_a_kind_declared_for_every_package_covers_any_package_but_not_the_era_na
     assert declares(repair.STAGE.reads, "source_wheel[torchfixture]")
     assert not declares(repair.STAGE.writes, "conda_package[torchfixture]")
     assert not declares(repair.STAGE.reads, "source_wheel")  # torch's own is the build's built_wheel
-    assert declares(conda.STAGE.writes, "conda_package[era:pytorch]")  # declared one by one
+    assert declares(conda.STAGE.writes, "conda_package[era:pytorch]")  # conda_package[era:*]
+    assert declares(conda.STAGE.writes, "conda_package[era:torchvision]")
     assert not declares(("conda_package[*]",), "conda_package[era:pytorch]")
+    assert not declares(("conda_package[era:*]",), "conda_package[torchvision]")

@@ -8,6 +8,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from torchbuild.conda.requirements import Conversion
@@ -15,7 +16,7 @@ from torchbuild.config.build_version import OwnBuild
 from torchbuild.config.declared_choice import Choice
 from torchbuild.config.user_tests import UserTest
 from torchbuild.host.pip import target_args as pip_target_args
-from torchbuild.knowledge import era_names, pairing
+from torchbuild.knowledge import datafiles, era_names, pairing
 from torchbuild.knowledge.build_deps import Dependency
 from torchbuild.knowledge.companions import UpstreamOpenMp
 from torchbuild.knowledge.compat import (
@@ -36,6 +37,7 @@ from torchbuild.wheel.wheelfile import Expected, WheelTags
 STAGES = ("source", "build", "repair", "conda", "verify", "smoke-wheel", "smoke-conda", "publish")
 SMOKE_STAGES = ("smoke-wheel", "smoke-conda")
 SOLVE_CHANNEL = "conda-forge"  # when packaging.yaml's solve_channels names none for the cell
+STORED_REPODATA = "repodata"  # torchbuild/data/repodata/<channel>/<subdir>: what the stored subsets lack (solve)
 Offered = Mapping[str, pairing.Offered] | None  # companion -> the release the pin step took from the indexes
 
 
@@ -71,6 +73,14 @@ class SolveTarget:
     channel: str  # a channel directory under --repodata (conda-forge; main of 2018 for old win-64 cells)
     absent: tuple[str, ...]  # run dependencies the stored subset has no record of for this era: left out, said so
     virtual_packages: Mapping[str, str]
+    # The records of ``channel`` the stored subsets lack (the CUDA libraries PyPI's CUDA wheels pin) that torchbuild
+    # stores for the cell's subdir, torchbuild/data/<overlay> (its README.md): searched first; "" where it has none
+    overlay: str = ""
+
+    @property
+    def overlay_channel(self) -> Path | None:
+        """The folder of ``overlay`` in this installation of torchbuild, or None where there is none."""
+        return datafiles.directory(self.overlay) if self.overlay else None
 
 
 @dataclass(frozen=True, kw_only=True)

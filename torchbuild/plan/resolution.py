@@ -19,7 +19,16 @@ from torchbuild.config.support import check_cuda, check_python, resolve_release,
 from torchbuild.config.user_tests import UserTest
 from torchbuild.errors import UserError
 from torchbuild.host.pip import target_args as pip_target_args
-from torchbuild.knowledge import build_deps, cuda_wheels, dll_providers, era_names, pairing, pypi_to_conda, smoke_envs
+from torchbuild.knowledge import (
+    build_deps,
+    cuda_wheels,
+    datafiles,
+    dll_providers,
+    era_names,
+    pairing,
+    pypi_to_conda,
+    smoke_envs,
+)
 from torchbuild.knowledge.companions import TORCH, upstream_openmp
 from torchbuild.knowledge.compat import (
     Compat,
@@ -32,6 +41,7 @@ from torchbuild.knowledge.compat import (
 from torchbuild.plan.model import (
     SOLVE_CHANNEL,
     STAGES,
+    STORED_REPODATA,
     CondaTarget,
     Offered,
     Plan,
@@ -84,6 +94,14 @@ def user_test(cell: Cell, matrix: Matrix) -> UserTest | None:
         return None
     project = Path(matrix.path).parent.resolve()
     return UserTest(command=keys.command, requires=keys.requires or (), project=str(project))
+
+
+def stored_overlay(channel: str, subdir: str) -> str:
+    """The folder under torchbuild/data with the records of ``channel`` for ``subdir`` that the stored subsets lack,
+    or "" where torchbuild stores none."""
+    name = f"{STORED_REPODATA}/{channel}"
+    found = datafiles.directory(name)
+    return name if found is not None and (found / subdir).is_dir() else ""
 
 
 def work_dir_of(cell: Cell) -> str:
@@ -230,6 +248,7 @@ def resolve(
         offered=offered,
     )  # fmt: skip
     era = pkg.solve_channel_for(cell.platform, release.version, cell.cuda, cell.python)
+    solve_channel = era.channel if era else SOLVE_CHANNEL
 
     work_dir = work_dir_of(cell)
     notes = list(own_notes)
@@ -258,9 +277,10 @@ def resolve(
         packages=(torch, *(beside(c, torch) for c in companions if c.built)),
         conda=conda,
         solve=SolveTarget(
-            channel=era.channel if era else SOLVE_CHANNEL,
+            channel=solve_channel,
             absent=era.absent if era else (),
             virtual_packages=solve.virtual_packages_for(cell.platform, cell.cuda if cuda else None),
+            overlay=stored_overlay(solve_channel, cell.platform),
         ),
         selectors=conda_selectors(cell.platform, cell.python, cell.cuda, cudnn),
         channel=matrix.channel,

@@ -1,9 +1,10 @@
 """The verify stage's solve (TB301, TB302): the new package, with the cell's Python, must be the build a solver picks.
 
 With stored repodata (--repodata DIR or TORCHBUILD_REPODATA: ``<channel>/<subdir>/repodata.json``) the solve runs
-offline against it, with torchbuild/data/repodata/<channel> (the CUDA libraries the stored subset lacks) searched
-first. Without, it runs against the live channel through py-rattler's gateway, cached in the user's cache folder;
-where that channel cannot be reached the check is "unverified" (not run), and says what runs it.
+offline against it, with the records the stored subset lacks that torchbuild stores for the cell's channel (the
+CUDA libraries: ``plan.solve.overlay``) searched first. Without, it runs against the live channel through
+py-rattler's gateway, cached in the user's cache folder; where that channel cannot be reached the check is
+"unverified" (not run), and says what runs it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from torchbuild.channels import repodata as rd
 from torchbuild.conda import solve as solver
 from torchbuild.config import environment
 from torchbuild.host.files import write_atomic
-from torchbuild.knowledge import datafiles
 from torchbuild.knowledge.compat import version_key
 from torchbuild.plan import Plan
 from torchbuild.results import Check, define, result, skipped, unverified
@@ -89,9 +89,6 @@ def _leave_out(local: Path, subdir: str, file_name: str, names: set[str]) -> lis
     record["depends"] = [d for d in record.get("depends", []) if d not in dropped]
     write_atomic(path, json.dumps(raw, indent=1) + "\n")
     return dropped
-
-
-OVERLAY = "repodata"  # torchbuild/data/repodata/<channel>: records of the CUDA libraries the shared subset lacks
 
 
 def _versions_in(channels: Sequence[Path], subdir: str) -> dict[str, set[str]]:
@@ -166,8 +163,8 @@ def solve_check(
     companions = dict(companions or {})
     specs = [plan.root.conda.name, *companions, f"python {plan.python}.*"]
     virtual = plan.solve.virtual_packages
-    overlay = datafiles.directory(OVERLAY)
-    stored = [c for c in ([overlay / channel] if overlay else []) if (c / plan.conda.subdir).is_dir()] + [real]
+    overlay = plan.solve.overlay_channel
+    stored = [*([overlay] if overlay else []), real]
     with tempfile.TemporaryDirectory(prefix="solve-", dir=work) as tmp:
         local = solver.make_local_channel([package, *companions.values()], Path(tmp) / "channel")
         dropped: list[str] = []
