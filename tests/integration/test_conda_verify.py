@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +90,29 @@ def test_conda_stage_makes_the_plans_package(tiny: Built) -> None:
     assert "typing_extensions >=4.10.0" in pkg.info["info/recipe/meta.yaml"].decode()
     assert not (artifact.path.parent / "payload").exists(), "the staging prefix is removed after assembly"
     assert tiny.conda.message.startswith("pytorch-2.13.0-py3.11_cpu_0.conda: ")
+
+
+def test_the_stage_opens_each_wheel_once_for_torch_and_for_a_package_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its metadata, its members' names and sizes, its time and its install are read from one checked open."""
+    plan = torch_plan("win-64", "cpu", "3.11", "2.5.1")  # torch and torchvision beside it
+    (vision,) = plan.dependents
+    torch_wheel = tiny_torch_wheel(tmp_path / "dist", plan, TINY_REQUIRES)
+    vision_wheel = with_sbom(make_wheel(tmp_path / "dist", vision.wheel, {"torchvision/__init__.py": b""},
+                                        requires=["torch==2.5.1", "numpy"]))  # fmt: skip
+    inputs = {"repaired_wheel": Artifact.of(torch_wheel), "repaired_wheel[torchvision]": Artifact.of(vision_wheel)}
+    opened: list[str] = []
+    real = zipfile.ZipFile.__init__
+
+    def counted(self: zipfile.ZipFile, file: object, *args: object, **kwargs: object) -> None:
+        opened.append(Path(str(file)).name)
+        real(self, file, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(zipfile.ZipFile, "__init__", counted)
+    result = conda.run(context(tmp_path / "work", plan, inputs))
+    assert set(result.outputs) == {"conda_package", "conda_package[torchvision]"}
+    assert (opened.count(torch_wheel.name), opened.count(vision_wheel.name)) == (1, 1)
 
 
 def test_installed_console_script_runs_with_the_environments_python(tiny: Built, tmp_path: Path) -> None:

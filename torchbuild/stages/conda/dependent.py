@@ -13,6 +13,7 @@ Writes ``conda_package[<name>]``: ``<ShippedPackage.package>.conda`` (or .tar.bz
 from __future__ import annotations
 
 import shutil
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from torchbuild.conda import info_files, licenses
 from torchbuild.conda.assembly import assemble, build_timestamp
 from torchbuild.conda.requirements import Conversion, wheel_requires
 from torchbuild.errors import as_stage_failure
-from torchbuild.host import archives, scratch
+from torchbuild.host import scratch
 from torchbuild.knowledge import dll_providers
 from torchbuild.plan import ShippedPackage
 from torchbuild.platforms.windows import vc_runtime
@@ -50,23 +51,24 @@ def depends_of(
     return list(dict.fromkeys([*shipped.conda.depends, *wheel_requires(wheel, conversion), *vc]))
 
 
-def package(ctx: Context, shipped: ShippedPackage, repaired: Path) -> tuple[Artifact, str, dict[str, Path]]:
-    """Its package from its repaired wheel, what the stage says of it, and its package under the 2018 channel's name
-    (artifact kind -> file: torchvision-cpu beside a CPU cell of torch 0.3-1.1; none elsewhere), made from the same
-    payload."""
+def package(
+    ctx: Context, shipped: ShippedPackage, repaired: Path, archive: zipfile.ZipFile
+) -> tuple[Artifact, str, dict[str, Path]]:
+    """Its package from its ``repaired`` wheel (``archive``, as the stage opened it), what the stage says of it, and
+    its package under the 2018 channel's name (artifact kind -> file: torchvision-cpu beside a CPU cell of torch
+    0.3-1.1; none elsewhere), made from the same payload."""
     from torchbuild.wheel.install import install_wheel  # loads installer: only when a package is made
 
     plan = ctx.plan
     with as_stage_failure(NAME, wheelfile.WheelError):
-        wheel = wheelfile.read_wheel(repaired)
+        wheel = wheelfile.read_wheel(repaired, archive)
     report_artifact = ctx.inputs.get(package_artifact("repair_report", shipped))
     report = RepairReport.read(report_artifact.path) if report_artifact else None
     depends = depends_of(ctx, shipped, wheel, report)
-    with archives.open_zip(wheel.path) as archive:
-        left_out = dll_providers.provided_members(archive.namelist(), plan.conda.provided_dlls)
-        unpacked_size = sum(info.file_size for info in archive.infolist())
+    left_out = dll_providers.provided_members(archive.namelist(), plan.conda.provided_dlls)
+    unpacked_size = sum(info.file_size for info in archive.infolist())
     source = provenance.source_info(
-        "wheel", f"PyPI {shipped.wheel}", shipped.sha256, "", provenance.wheel_epoch(wheel.path)
+        "wheel", f"PyPI {shipped.wheel}", shipped.sha256, "", provenance.wheel_epoch(wheel.path, archive)
     )
     name = shipped.conda.archives[ctx.options.conda_format]
     out_dir = ctx.stage_dir(NAME) / shipped.name
@@ -93,7 +95,7 @@ def package(ctx: Context, shipped: ShippedPackage, repaired: Path) -> tuple[Arti
     with scratch.directory(unpacked_size, out_dir, "torchbuild-conda-payload-") as staging:
         replace = {sbom.wheel_member(wheel.dist_info): document.encode("utf-8")}
         payload = install_wheel(
-            wheel.path, plan.conda.install_scheme, staging, windows=plan.platform_module.conda_windows_layout,
+            archive, plan.conda.install_scheme, staging, windows=plan.platform_module.conda_windows_layout,
             leave_out=left_out, replace=replace,
         )
         moved = licenses.take(staging / plan.conda.site_packages, wheel.dist_info, out_dir / "info-licenses")

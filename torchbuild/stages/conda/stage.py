@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import shutil
 import time
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from torchbuild.conda import info_files, licenses
 from torchbuild.conda.assembly import assemble, build_timestamp, check_options
 from torchbuild.conda.requirements import wheel_requires
 from torchbuild.errors import StageFailed, UserError, as_stage_failure
-from torchbuild.host import archives, scratch
+from torchbuild.host import scratch
 from torchbuild.host.console import console
 from torchbuild.knowledge import dll_providers
 from torchbuild.plan import Plan, ShippedPackage
@@ -75,7 +76,10 @@ def run(ctx: Context) -> StageResult:
             if wheel is None:
                 continue  # a package built beside torch that the repair stage left out
             make = _package if package.is_root else dependent.package
-            artifact, line, era_made = make(ctx, package, wheel.path)
+            with as_stage_failure(NAME, wheelfile.WheelError):
+                archive = wheelfile.open_wheel(wheel.path)  # opened once: what follows reads it from here
+            with archive:
+                artifact, line, era_made = make(ctx, package, wheel.path, archive)
             outputs[package_artifact("conda_package", package)] = artifact
             outputs.update(era.outputs(era_made))
             said.append(line + era.said(era_made))
@@ -86,14 +90,16 @@ def run(ctx: Context) -> StageResult:
     return StageResult(outputs=outputs, message="; ".join(said))
 
 
-def _package(ctx: Context, torch: ShippedPackage, repaired: Path) -> tuple[Artifact, str, dict[str, Path]]:
-    """torch's package from the rendered recipe, what the stage says of it, and the 2018 channel's names made from
-    the same payload (artifact kind -> file)."""
+def _package(
+    ctx: Context, torch: ShippedPackage, repaired: Path, archive: zipfile.ZipFile
+) -> tuple[Artifact, str, dict[str, Path]]:
+    """torch's package from its ``repaired`` wheel (``archive``, as the stage opened it), what the stage says of it,
+    and the 2018 channel's names made from the same payload (artifact kind -> file)."""
     from torchbuild.wheel.install import install_wheel  # loads installer: only when a package is made
 
     plan = ctx.plan
     with as_stage_failure(NAME, wheelfile.WheelError):
-        wheel = wheelfile.read_wheel(repaired)
+        wheel = wheelfile.read_wheel(repaired, archive)
     requires = wheel_requires(wheel, plan.conda.requirements)
     report_artifact = ctx.inputs.get("repair_report")
     report = RepairReport.read(report_artifact.path) if report_artifact else None
@@ -102,9 +108,8 @@ def _package(ctx: Context, torch: ShippedPackage, repaired: Path) -> tuple[Artif
         raise StageFailed(NAME, "no source_info from the source stage: the package's time and origin are not known")
     source = SourceInfo.read(source_artifact.path)
     vc_spec = vc_runtime_spec(plan, report)
-    with archives.open_zip(wheel.path) as archive:
-        left_out = dll_providers.provided_members(archive.namelist(), plan.conda.provided_dlls)
-        unpacked_size = sum(info.file_size for info in archive.infolist())
+    left_out = dll_providers.provided_members(archive.namelist(), plan.conda.provided_dlls)
+    unpacked_size = sum(info.file_size for info in archive.infolist())
     rendered = recipe.render(
         plan,
         ctx.stage_dir("recipe"),
@@ -127,7 +132,7 @@ def _package(ctx: Context, torch: ShippedPackage, repaired: Path) -> tuple[Artif
         member = sbom.wheel_member(wheel.dist_info)
         replace = {member: document.encode("utf-8")}
         payload = install_wheel(
-            wheel.path,
+            archive,
             plan.conda.install_scheme,
             staging,
             windows=plan.platform_module.conda_windows_layout,
