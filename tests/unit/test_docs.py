@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from torchbuild.commands import options_reference
 from torchbuild.commands.cli import build_parser
 from torchbuild.config import matrix_schema
 from torchbuild.config.matrix import parse
@@ -218,6 +219,18 @@ def test_every_cli_option_is_in_the_options_reference() -> None:
     assert not missing, f"options of the CLI not in their command's section of docs/options.md: {missing}"
     commands_documented = set(re.findall(r"^\| `(\w+)` \|", reference, re.M))
     assert set(_options(build_parser())) <= commands_documented
+
+
+def test_the_options_reference_tables_are_the_parsers() -> None:
+    """Each table of docs/options.md (commands, options, their values, defaults and meanings) is what the parser
+    gives, as ``--help`` says it."""
+    text = (ROOT / "docs" / "options.md").read_text(encoding="utf-8")
+    written = dict(options_reference.marked(text))
+    made = options_reference.tables(build_parser())
+    assert set(written) == set(made), f"docs/options.md marks {sorted(written)}, the parser has {sorted(made)}"
+    stale = sorted(section for section in made if written[section] != made[section])
+    assert not stale, (f"docs/options.md's tables {stale} differ from the parser: python -m "
+                       "torchbuild.commands.options_reference docs/options.md")  # fmt: skip
 
 
 def test_every_matrix_key_is_in_the_matrix_reference() -> None:

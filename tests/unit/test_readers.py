@@ -1,4 +1,4 @@
-"""One reader per fact: a dotted version's one sort key (config/compat.version_key, which verify's solve, the
+"""One reader per fact: a dotted version's one sort key (knowledge/compat.version_key, which verify's solve, the
 interpreter search, the VC runtime floor and the companions' Python list use), repodata.json's one reader
 (channels/repodata.py, which the local channel and verify's solve use), on real files; and why one OpenMP runtime per
 process, written once (platforms/closure.py), as both checks say it."""
