@@ -3,17 +3,25 @@ corpus job's: which pairs of the night's slice passed, which failed and why.
 
     python scripts/ci_summary.py artifacts --cells "$BUILD_MATRIX_JSON" --publish success >> "$GITHUB_STEP_SUMMARY"
     python scripts/ci_summary.py artifacts --cells "$BUILD_MATRIX_JSON" --html report.html   # also the page
+    python scripts/ci_summary.py artifacts --cells "$BUILD_MATRIX_JSON" --history history --keep 30   # tonight kept
     python scripts/ci_summary.py --corpus corpus.json >> "$GITHUB_STEP_SUMMARY"
 
 ``artifacts/report-<cell>/report.json`` are the build jobs' reports, ``artifacts/smoke-<cell>/report.json`` the GPU
 smoke jobs'; a GPU smoke job's results of the smoke stages replace the build machine's (which had no GPU). A cell of
 the matrix without a report is listed as such (its job failed before writing one, or ran out of time).
+
+``--history DIR`` adds tonight to a history (``pipeline.py history DIR`` draws its page): ``DIR/<night>/report.json``,
+a run's report.json with the GPU smoke results in place and the cells without a report named in ``no_report``;
+``<night>`` is the UTC date and time (``--night`` names it otherwise: the history orders its nights by name), and
+only the newest ``--keep`` nights stay.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from torchbuild.host.files import write_atomic
 from torchbuild.plan import SMOKE_STAGES
 from torchbuild.run import report_html
-from torchbuild.run.report import artifact_table, icon
+from torchbuild.run.report import artifact_table, as_dict, icon
 
 
 def read_reports(root: Path, prefix: str) -> dict[str, dict[str, Any]]:
@@ -109,6 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--publish", default="", help="the publish job's result")
     parser.add_argument("--corpus", type=Path, help="bench/corpus.py's --json output: its summary instead")
     parser.add_argument("--html", type=Path, help="also write the page of every cell (report.html) here")
+    parser.add_argument("--history", type=Path, help="add tonight's report.json to this history (a folder per night)")
+    parser.add_argument("--night", help="tonight's folder in --history (default: the UTC date and time)")
+    parser.add_argument("--keep", type=int, default=30, help="the newest nights kept in --history (default: 30)")
     args = parser.parse_args(argv)
     if args.corpus is not None:
         try:
@@ -128,18 +139,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     builds = read_reports(args.artifacts, "report-")
     smokes = read_reports(args.artifacts, "smoke-")
     sys.stdout.write(table(cells, builds, smokes, args.publish))
+    merged = [merged_cell(builds[c], smokes.get(c)) for c in cells if c in builds]
     if args.html is not None:
-        merged = [merged_cell(builds[c], smokes.get(c)) for c in cells if c in builds]
         write_atomic(args.html, report_html.page({"cells": merged}, "torchbuild nightly"))
+    if args.history is not None:
+        night = args.night or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H%M%SZ")
+        report = night_report(merged, [c for c in cells if c not in builds])
+        (args.history / night).mkdir(parents=True, exist_ok=True)
+        write_atomic(args.history / night / "report.json", json.dumps(report, indent=2, sort_keys=True) + "\n")
+        for old in sorted(p for p in args.history.iterdir() if p.is_dir())[: -max(args.keep, 1)]:
+            shutil.rmtree(old)
     return 0
+
+
+def night_report(merged: Sequence[Mapping[str, Any]], no_report: Sequence[str]) -> dict[str, Any]:
+    """The night's report.json: the merged cells as a run's report has them, and the cells without a report."""
+    night = as_dict(merged)
+    if no_report:
+        night.update(ok=False, status="failed")
+    return {**night, "no_report": list(no_report)}
 
 
 def merged_cell(build: Mapping[str, Any], smoke: Mapping[str, Any] | None) -> dict[str, Any]:
     """A build job's cell with the GPU smoke job's results of the smoke stages in place of its own."""
     gpu = {s["stage"]: s for s in (smoke or {}).get("stages", []) if s["stage"] in SMOKE_STAGES}
     stages = [gpu.get(s["stage"], s) for s in build["stages"]]
-    passing = all(s["status"] in ("passed", "skipped", "cached") for s in stages if s["stage"] != "publish")
-    return {**build, "stages": stages, "ok": passing}
+    judged = {s["status"] for s in stages if s["stage"] != "publish"}  # the publish job publishes, not the cell
+    status = "unverified" if "unverified" in judged else "passed"
+    if judged - {"passed", "skipped", "cached", "unverified"}:
+        status = "failed"
+    return {**build, "stages": stages, "ok": status == "passed", "status": status}
 
 
 if __name__ == "__main__":

@@ -20,29 +20,45 @@ The host is made once per (pinned CPython, resolved wheels, source tree) in ``<c
   ``--only-binary=:all: --platform win_amd64`` and installed by unpacking them on this side (installer: the nt
   scheme, ``.exe`` launchers in ``Scripts``), as torchbuild's smoke environments are made.
 
-``run`` starts ``python.exe pipeline.py ...`` in a fresh copy of the cached Wine prefix (one wineserver, killed at
-the end) and exits with its exit code; its stdout and stderr are passed through, Wine's noise left out. The prefix
-is laid out as a Windows build machine's: System32 holds the VC++ runtime of the msvc-runtime wheel that
-torchbuild/data/dll_providers.yaml pins (Microsoft's signed DLLs, with their version resources) in place of Wine's
-builtin placeholders, as the VC++ redistributable installs it; the repair's System32 provider finds it there.
-``--wine-system32`` keeps Wine's own files (which the repair refuses: they have no version resource).
-The one setting a Windows host would not need: KMP_AFFINITY=disabled (see ENV), which the smoke's checks inherit.
+``run`` starts ``python.exe pipeline.py ...`` in a fresh copy of a cached Wine prefix (one wineserver, killed at
+the end; ``--machine DIR``: one prefix kept in DIR, so that the calls of one job share a machine) and exits with its
+exit code; its stdout and stderr are passed through, Wine's noise left out. The machine is a Windows machine with
+Windows's defaults (wine_machine.py): the user ``Zoë Ng`` (``C:\\users\\Zoë Ng``, TEMP and ``%LOCALAPPDATA%`` under
+it), nothing that makes Python's output UTF-8 (a piped stdout is written in the ANSI code page, cp1252, and read so on
+this side), System32 with the VC++ runtime of the msvc-runtime wheel that torchbuild/data/dll_providers.yaml pins
+(Microsoft's signed DLLs, with their version resources) in place of Wine's builtin placeholders, as the VC++
+redistributable installs it. ``--utf8-host``: the host of earlier rounds (user root, PYTHONIOENCODING=utf-8); nothing
+proven only there counts. ``--wine-system32`` keeps Wine's own VC runtime (which the repair refuses: it has no version
+resource). The one setting a Windows host would not need: KMP_AFFINITY=disabled (wine_machine.ENV), which the
+smoke's checks inherit.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path, PureWindowsPath
+from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # wine_machine.py beside it, also where a test loads this file
+
+from wine_machine import (
+    ANSI_CODE_PAGE,
+    PROFILE_USER,
+    WINDOWS_DEFAULTS,
+    Settings,
+    build_machine_env,
+    lay_out,
+    machine_prefix,
+)  # fmt: skip
+from wine_machine import lay_out_system32 as lay_out_system32  # the tests take these from here
+from wine_machine import vc_runtime_dlls as vc_runtime_dlls
 
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
@@ -50,7 +66,7 @@ from torchbuild.host.console import adapt_streams
 from torchbuild.knowledge import dll_providers
 from torchbuild.knowledge.pypi_to_conda import install_scheme
 from torchbuild.knowledge.python_embed import pinned_for
-from torchbuild.platforms.windows import dependencies, providers, python_embed, wine
+from torchbuild.platforms.windows import dependencies, python_embed, wine
 from torchbuild.platforms.windows.environments import SITE_PACKAGES
 
 if sys.version_info >= (3, 11):
@@ -63,34 +79,9 @@ DONE = ".complete"
 RUN_TIMEOUT_S = 1800.0
 SHIM = ROOT / "scripts" / "wine_bcryptprimitives.c"
 MINGW = "x86_64-w64-mingw32-gcc"
-VC_PROVIDER = "msvc-runtime"  # dll_providers.yaml's provider of the VC++ runtime (windows: %SystemRoot%\System32)
 EXTRA = ("pip",)  # pip itself: torchbuild runs `python -m pip` (host/pip.py)
 TEST_EXTRA = ("pytest",)  # of pyproject's test extra, what `pytest` needs on the Windows side (the rest lints)
 UNDER_WINE = ROOT / "tests" / "under_wine.txt"  # the quick tests `pytest` runs by default, one file a line
-CUDA_PROVIDERS = ("nvidia-cuda-runtime", "nvidia-cuda-nvrtc")  # what --cuda-path lays out (the CUDA fixture's DLLs)
-ONEAPI_PROVIDERS = ("mkl", "intel-openmp")  # laid out under %ONEAPI_ROOT% with --cuda-path too
-CUDA_ROOT = r"C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA"  # where NVIDIA's installer puts v12.8
-ONEAPI_ROOT = r"C:\Program Files (x86)\Intel\oneAPI"  # where Intel's oneAPI installer puts mkl\latest
-ENV = {
-    # What the Linux host's Wine smoke sets too (torchbuild/stages/smoke/wine.py): Intel's OpenMP (libiomp5md.dll,
-    # torch >= 2.9) aborts at start-up under Wine 8.0, "OMP: Error #179: Function GetNumaNodeProcessorMaskEx()
-    # failed", a call Wine does not implement. Here the smoke runs as on a Windows host and inherits it.
-    "KMP_AFFINITY": "disabled",
-}
-# Windows's defaults, the host's by default: a user profile whose name has a space and a non-ASCII letter (TEMP and
-# %LOCALAPPDATA%\torchbuild\Cache under it), and nothing that makes Python's output UTF-8: a program's piped stdout
-# is written in the ANSI code page, cp1252 (Wine's locale for this side's C.UTF-8 is English (United States): ANSI
-# cp1252, OEM cp437). LC_ALL concerns Wine's Linux side only: its file names and variables are UTF-8 there.
-PROFILE_USER = "Zoë Ng"
-ANSI_CODE_PAGE = "cp1252"
-WINDOWS_SIDE = {**wine.user_env(PROFILE_USER), "LC_ALL": "C.UTF-8"}
-# --utf8-host: the host of earlier rounds, user root and Python's output forced to UTF-8. Nothing proven only there
-# counts: a Windows machine and its CI logs have neither.
-UTF8_HOST = {"PYTHONIOENCODING": "utf-8"}
-MACHINE_DONE = ".torchbuild-machine"  # in a --machine folder: its prefix is laid out
-# This side's files that reach the network here (a certificate bundle) or hold the wheels pip is told about: given to
-# the Windows side as its Z: paths. As POSIX paths they name a folder of the current drive (C:\etc\ssl\... from C:).
-HOST_FILES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_FIND_LINKS")
 
 
 @dataclass(frozen=True)
@@ -173,114 +164,9 @@ def prepare(python: str, cache_dir: Path, source: Path = ROOT, *, log: Path | No
     return host
 
 
-def vc_runtime_dlls(cache_dir: Path) -> list[Path]:
-    """The DLLs of the msvc-runtime wheel dll_providers.yaml pins (fetched once into the cache)."""
-    provider = next(p for p in dll_providers.load().providers if p.name == VC_PROVIDER)
-    requirement = provider.requirement(dll_providers.values_for("cpu", None))
-    if requirement is None:
-        raise UserError(f"{dll_providers.DATA_FILE}: provider {VC_PROVIDER} names no wheel")
-    log = cache_dir / "wine-host" / "vc-runtime.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    folder = providers.provider_dir(requirement, provider.python or "3.11", cache_dir, log)
-    return sorted(p for p in folder.iterdir() if p.suffix.lower() == ".dll" and provider.provides(p.name))
-
-
-def lay_out_system32(prefix: Path, dlls: list[Path]) -> Path:
-    """Copies ``dlls`` into the prefix's System32 over Wine's placeholders of the same name (Wine's file names
-    are lower case; Windows compares them case-insensitively)."""
-    system32 = prefix / "drive_c" / "windows" / "system32"
-    for dll in dlls:
-        target = system32 / dll.name.lower()
-        target.unlink(missing_ok=True)
-        shutil.copyfile(dll, target)
-    return system32
-
-
-def drive_c(prefix: Path, windows: str) -> Path:
-    """The prefix's file for a ``C:\\...`` path."""
-    drive, _, rest = windows.partition(":")
-    if drive.upper() != "C":
-        raise ValueError(f"{windows} is not on drive C:")
-    return prefix / "drive_c" / rest.strip("\\").replace("\\", "/")
-
-
-def lay_out_providers(prefix: Path, names: tuple[str, ...], cuda: str, env: dict[str, str], cache_dir: Path) -> None:
-    """Each named provider's DLLs (from its pinned win_amd64 wheel, fetched once into the cache) in the first of its
-    dll_providers.yaml `windows` folders that ``env``'s variables name, as an installer puts them; hard links where the
-    file system allows (mkl's are 445 MB)."""
-    values = dll_providers.values_for(cuda, None)
-    log = cache_dir / "wine-host" / "providers.log"
-    for provider in (p for p in dll_providers.load().providers if p.name in names):
-        requirement = provider.requirement(values)
-        folders = (providers.expand_windows_dir(template, values, env) for template in provider.windows)
-        folder = next((f for f in folders if f is not None), None)  # the first whose variables ``env`` sets
-        if requirement is None or folder is None:
-            raise UserError(f"{dll_providers.DATA_FILE}: provider {provider.name} has no wheel or folder for {cuda}")
-        target = drive_c(prefix, str(PureWindowsPath(folder)))
-        target.mkdir(parents=True, exist_ok=True)
-        for dll in providers.provider_dir(requirement, provider.python or "3.11", cache_dir, log).rglob("*"):
-            if dll.suffix.lower() == ".dll" and provider.provides(dll.name) and not (target / dll.name).exists():
-                try:
-                    os.link(dll, target / dll.name)
-                except OSError:
-                    shutil.copyfile(dll, target / dll.name)
-
-
-def build_machine_env(cuda: str | None) -> dict[str, str]:
-    """The variables NVIDIA's CUDA installer and Intel's oneAPI set on a Windows build machine (``cuda``: X.Y)."""
-    if cuda is None:
-        return {}
-    major, minor = cuda.split(".")
-    home = rf"{CUDA_ROOT}\v{major}.{minor}"
-    return {"CUDA_PATH": home, f"CUDA_PATH_V{major}_{minor}": home, "ONEAPI_ROOT": ONEAPI_ROOT}
-
-
-@dataclass(frozen=True)
-class Settings:
-    """How the Windows host is set up: Windows's defaults, or (``utf8``) the UTF-8 host of earlier rounds."""
-
-    utf8: bool = False
-
-    @property
-    def user(self) -> str | None:
-        return None if self.utf8 else PROFILE_USER
-
-    @property
-    def env(self) -> dict[str, str]:
-        files = {name: wine.windows_path(Path(value)) for name in HOST_FILES
-                 if (value := os.environ.get(name, "")).startswith("/")}  # fmt: skip
-        return {**ENV, **files, **(UTF8_HOST if self.utf8 else WINDOWS_SIDE)}
-
-    @property
-    def encoding(self) -> str:
-        """What a program's piped output is written in there."""
-        return "utf-8" if self.utf8 else ANSI_CODE_PAGE
-
-
-def lay_out(prefix: Path, found: wine.Wine, cache_dir: Path, settings: Settings, *, vc_runtime: bool,
-            cuda_path: str | None) -> None:  # fmt: skip
-    """A fresh prefix at ``prefix`` laid out as a Windows build machine's."""
-    env = {**settings.env, **build_machine_env(cuda_path)}
-    wine.fresh_prefix(found, cache_dir, prefix, settings.user)
-    lay_out_system32(prefix, vc_runtime_dlls(cache_dir) if vc_runtime else [])
-    if cuda_path is not None:
-        lay_out_providers(prefix, CUDA_PROVIDERS, cuda_path, env, cache_dir)
-        lay_out_providers(prefix, ONEAPI_PROVIDERS, cuda_path, env, cache_dir)
-
-
-def machine_prefix(machine: Path, found: wine.Wine, cache_dir: Path, settings: Settings, *, vc_runtime: bool = True,
-                   cuda_path: str | None = None) -> Path:  # fmt: skip
-    """The prefix of the Windows machine kept in ``machine``, laid out on its first use."""
-    prefix = machine / "prefix"
-    if not (machine / MACHINE_DONE).is_file():
-        lay_out(prefix, found, cache_dir, settings, vc_runtime=vc_runtime, cuda_path=cuda_path)
-        (machine / MACHINE_DONE).write_text(f"{found.label}\n", encoding="utf-8")
-    return prefix
-
-
 def run(
     python: Path, args: list[str], cache_dir: Path, *, cwd: Path = ROOT, vc_runtime: bool = True,
-    cuda_path: str | None = None, pe_fixtures: bool = False, settings: Settings = Settings(),
+    cuda_path: str | None = None, pe_fixtures: bool = False, settings: Settings = WINDOWS_DEFAULTS,
     machine: Path | None = None, env: dict[str, str] | None = None,
 ) -> wine.Ran:  # fmt: skip
     """``python.exe *args`` under Wine in a fresh prefix (System32 with the real VC runtime unless ``vc_runtime``
@@ -338,13 +224,13 @@ def installed_copy(host: Host, dest: Path) -> Path:
         pth.unlink()
     dlls = dest / "DLLs"
     dlls.mkdir()
-    interpreter = {"python.exe", "pythonw.exe", "python3.dll", f"python{''.join(host.cpython.split('.')[:2])}.dll"}
+    # what stays beside python.exe: the interpreter, its runtime, and the shim every process's Rust modules load from
+    # the application's folder (see shim)
+    kept = {"python3.dll", f"python{''.join(host.cpython.split('.')[:2])}.dll", "bcryptprimitives.dll"}
     for path in dest.iterdir():
-        if path.suffix.lower() == ".pyd" or (path.suffix.lower() == ".dll" and path.name.lower() not in interpreter
-                                             and not path.name.lower().startswith("vcruntime")):  # fmt: skip
+        name = path.name.lower()
+        if name.endswith(".pyd") or (name.endswith(".dll") and name not in kept and not name.startswith("vcruntime")):
             shutil.move(path, dlls / path.name)
-    if (dlls / SHIM.with_suffix(".dll").name).is_file():  # the extension modules load it from their own folder
-        shutil.copyfile(dlls / SHIM.with_suffix(".dll").name, dest / SHIM.with_suffix(".dll").name)
     return dest / "python.exe"
 
 

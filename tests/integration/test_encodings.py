@@ -137,6 +137,16 @@ def test_a_rerun_prints_every_line_in_the_consoles_code_page(host: str, windows_
     assert re.search(rf"\| {CELL} +\| 2\.13\.0\+cpu +\| = \d+s", said.stdout), said.stdout
 
 
+def test_the_smoke_command_prints_every_line_in_a_chinese_consoles_code_page(windows_log: tuple[Path, Said]) -> None:
+    """`smoke` (the nightly's GPU job) runs both smoke stages again: their lines in cp936, as the seeds' users have."""
+    workspace, first = windows_log
+    assert first.returncode == 0
+    said = torchbuild("cp936", workspace, "smoke", *CELL_ARGS, "--matrix", str(ROOT / "matrix.yaml"))
+    assert said.returncode == 0, said.text[-4000:]
+    assert_said_cleanly(said)
+    assert "+ smoke-wheel passed" in said.stderr and "+ smoke-conda passed" in said.stderr
+
+
 def _commands(workspace: Path, channel: Path) -> dict[str, list[str]]:
     wheel = next((workspace / "build" / CELL / "repair").glob("*.whl"))
     small = make_wheel(channel.parent, "torchbuild_fixture-1.0-py3-none-any.whl")  # a fixture: publish's lines, quickly

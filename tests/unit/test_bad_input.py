@@ -379,6 +379,33 @@ def test_sbom(c: Case, artifacts: dict[str, Path], tmp_path: Path) -> None:
     run_case(c, artifacts, tmp_path)
 
 
+NIGHTS = "give a folder with a folder per night, each holding that night's report.json"
+
+
+@pytest.mark.parametrize(
+    "c",
+    [
+        case("history", "nights", message=f"nights does not exist: {NIGHTS}", id="missing"),
+        case("history", "nights", files={"nights/notes.txt": ""}, message=f"nights has no nights: {NIGHTS}",
+             id="no-nights"),
+        case("history", "nights", files={"nights/2026-11-28/report.json": "{"},
+             message="no night in nights has a readable report.json: nights/2026-11-28/report.json: not JSON "
+             "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1))", id="corrupt"),
+        case("history", "nights", files={"nights/2026-11-28/report.json": DEEP_JSON},
+             message="nights/2026-11-28/report.json: not JSON (nested deeper than 64 levels)", id="nested-too-deep"),
+        case("history", "nights", files={"nights/2026-11-28/report.json": "[1, 2]"},
+             message="nights/2026-11-28/report.json: not a torchbuild report (ValueError: expected an object whose "
+             "'cells' is a list)", id="not-a-report"),
+        case("history", "nights", files={"nights/2026-11-28/summary.json": "{}"},
+             message="nights/2026-11-28/report.json: no report.json", id="night-without-report"),
+        case("history", "nights", "-o", "out", files={"nights/n1/report.json": '{"cells": []}', "out/x": ""},
+             message="-o out is a directory: give the path of the page to write", id="output-is-a-directory"),
+    ],
+)  # fmt: skip
+def test_history(c: Case, artifacts: dict[str, Path], tmp_path: Path) -> None:
+    run_case(c, artifacts, tmp_path)
+
+
 @pytest.mark.parametrize(
     "c",
     [

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -24,14 +25,33 @@ def test_a_cuda_path_that_is_no_version_is_refused_naming_the_form() -> None:
     assert "Traceback" not in proc.stderr
 
 
+def _machine() -> ModuleType:
+    _script()  # puts scripts/ on the path, where wine_host.py imports its machine from
+    return sys.modules["wine_machine"]
+
+
 def test_the_build_machines_variables_and_folders_are_nvidias_and_intels_defaults(tmp_path: Path) -> None:
-    script = _script()
+    script = _machine()
     env = script.build_machine_env("12.8")
     home = "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.8"
     assert env == {"CUDA_PATH": home, "CUDA_PATH_V12_8": home, "ONEAPI_ROOT": "C:\\Program Files (x86)\\Intel\\oneAPI"}
     assert script.build_machine_env(None) == {}
     folder = tmp_path / "drive_c" / "Program Files" / "NVIDIA GPU Computing Toolkit" / "CUDA" / "v12.8" / "bin"
     assert script.drive_c(tmp_path, home + "\\bin") == folder
+
+
+def test_the_host_has_windowss_defaults_unless_asked_for_the_utf8_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No variable makes Python's output UTF-8 there; the user is 'Zoë Ng'; this side's certificate bundle and
+    find-links reach the Windows side as Z: paths (as POSIX paths they would name a folder of drive C:)."""
+    machine = _machine()
+    monkeypatch.setenv("PIP_CERT", "/etc/ssl/certs/ca-certificates.crt")
+    monkeypatch.setenv("PYTHONIOENCODING", "utf-8")  # this side's: never passed on as a setting of the host
+    windows = machine.Settings()
+    assert windows.user == "Zoë Ng" and windows.encoding == "cp1252"
+    assert windows.env["USER"] == "Zoë Ng" and windows.env["PYTHONIOENCODING"] == windows.env["PYTHONUTF8"] == ""
+    assert windows.env["PIP_CERT"] == "Z:\\etc\\ssl\\certs\\ca-certificates.crt"
+    utf8 = machine.Settings(utf8=True)
+    assert utf8.user is None and utf8.encoding == "utf-8" and utf8.env["PYTHONIOENCODING"] == "utf-8"
 
 
 def test_every_quick_test_listed_for_wine_exists() -> None:

@@ -319,9 +319,33 @@ def test_the_summary_job_uploads_the_page_of_every_cell(nightly: dict[str, Any])
     (summary,) = steps_running(job, "scripts/ci_summary.py artifacts")
     assert "--html report.html" in summary["run"]
     (upload,) = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
-    assert (upload["with"]["name"], upload["with"]["path"], upload["if"]) == ("summary", "report.html", "always()")
+    assert (upload["with"]["name"], upload["if"]) == ("summary", "always()")
+    assert upload["with"]["path"].split() == ["history.html", "report.html"]
     build_paths = [s for s in nightly["jobs"]["build"]["steps"] if s.get("name") == "Upload the cell's build/"]
     assert "build/report.html" in build_paths[0]["with"]["path"].split()
+
+
+def test_the_nights_reports_are_carried_from_night_to_night_and_their_page_is_linked(nightly: dict[str, Any]) -> None:
+    job = nightly["jobs"]["summary"]
+    assert job["if"] == "${{ !cancelled() && needs.matrix.result == 'success' }}"  # a night of failed builds too
+    steps = job["steps"]
+    uses = [s.get("uses", "").split("@")[0] for s in steps]
+    restore, save = (steps[uses.index(f"actions/cache/{way}")] for way in ("restore", "save"))
+    (summary,) = steps_running(job, "scripts/ci_summary.py artifacts")
+    (page,) = steps_running(job, "python pipeline.py history history -o history.html")
+    upload = steps[uses.index("actions/upload-artifact")]
+    (link,) = steps_running(job, "The nightly page")
+    order = [steps.index(step) for step in (restore, summary, page, save, upload, link)]
+    assert order == sorted(order), "restored, tonight added, the page drawn, saved, uploaded, then linked"
+    assert "--history history --keep 30" in summary["run"]
+    assert restore["with"]["path"] == save["with"]["path"] == "history"
+    # a cache key is written once: each night saves under its own, and the next restores the newest by prefix
+    assert save["with"]["key"] == restore["with"]["key"] == "nightly-history-${{ github.run_id }}"
+    assert restore["with"]["restore-keys"] == "nightly-history-"
+    assert save["if"].startswith("always()")
+    # the link: the upload's URL through the environment (never pasted into the script), into the job's summary
+    assert link["env"] == {"PAGES": "${{ steps.pages.outputs.artifact-url }}"} and upload["id"] == "pages"
+    assert '[summary]($PAGES)' in link["run"] and '>> "$GITHUB_STEP_SUMMARY"' in link["run"]
 
 
 def test_the_windows_host_under_wine_has_a_nightly_job_of_its_own(nightly: dict[str, Any]) -> None:

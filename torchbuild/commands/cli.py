@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from torchbuild.channels.local import check_directory
+from torchbuild.commands import history as history_cmd
 from torchbuild.commands import publish as publish_cmd
 from torchbuild.commands import sbom as sbom_cmd
 from torchbuild.commands import values
@@ -33,7 +34,7 @@ from torchbuild.pin import pin
 from torchbuild.plan import Plan
 from torchbuild.run.records import EXIT_UNVERIFIED
 
-COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor", "sbom")
+COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor", "sbom", "history")
 SELECTION = "cell selection"  # the options every command that selects cells shares
 CHANNELS = "DIR|s3://BUCKET/PREFIX|anaconda://OWNER[/LABEL]"  # what --channel takes
 
@@ -56,12 +57,8 @@ def _selectors(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--py", "--python", metavar="X.Y", dest="python", type=values.text, help="Python version X.Y")
     group.add_argument("--platform", metavar="|".join(PLATFORMS), type=values.text,
                        help=f"{one_of(PLATFORMS)} (default: this host's)")  # fmt: skip
-    group.add_argument(
-        "--torch",
-        metavar="RELEASE|latest",
-        type=values.text,
-        help="torch release, or 'latest': the newest that supports the cell (default: the matrix's)",
-    )
+    group.add_argument("--torch", metavar="RELEASE|latest", type=values.text,
+                       help="torch release, or 'latest': the newest that supports the cell (default: the matrix's)")  # fmt: skip
     group.add_argument(
         "--only", metavar="CELL_ID", type=values.text, help="one cell of the matrix by id (see 'matrix')"
     )
@@ -97,15 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"passed, 1 a cell failed, 2 bad input, {EXIT_UNVERIFIED} none failed but a cell is unverified (a check "
         "could not run: the run's last lines say which, and what runs it).",
     )
-    sub = parser.add_subparsers(dest="command", metavar="{run,plan,matrix,smoke,publish,index,doctor,sbom}")
+    sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     run = sub.add_parser("run", help="run the stages for the selected cells (the default command)")
     _selectors(run)
     run.add_argument("--channel", metavar=CHANNELS,
                      help="publish to this channel (default: the matrix's, a local 'channel/')")  # fmt: skip
-    run.add_argument(
-        "--wheel", metavar="FILE", type=values.path,
-        help="use this prebuilt wheel as the source (a release, or your own build)",
-    )  # fmt: skip
+    run.add_argument("--wheel", metavar="FILE", type=values.path,
+                     help="use this prebuilt wheel as the source (a release, or your own build)")  # fmt: skip
     run.add_argument(
         "--build-version",
         metavar="VERSION|nightly",
@@ -130,10 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=level,
         help=f"zstd (1-22) or bzip2 (1-9) level of the conda package (default: {level})",
     )
-    run.add_argument(
-        "--compression-threads", metavar="N", type=int, default=threads,
-        help=f"compression threads (default: {threads})",
-    )
+    run.add_argument("--compression-threads", metavar="N", type=int, default=threads,
+                     help=f"compression threads (default: {threads})")  # fmt: skip
     run.add_argument(
         "--repodata",
         metavar="DIR",
@@ -179,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     _selectors(smoke)
     publish_cmd.add_parsers(sub)
     sbom_cmd.add_parser(sub)
+    history_cmd.add_parser(sub)
     doctor = sub.add_parser(
         "doctor", help="what compiling the selected cells needs on this host: found or missing, with fixes"
     )
@@ -381,7 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {"run": cmd_run, "plan": cmd_plan, "matrix": cmd_matrix, "smoke": cmd_smoke, "doctor": cmd_doctor}
-    handlers.update(publish=publish_cmd.cmd_publish, index=publish_cmd.cmd_index, sbom=sbom_cmd.cmd_sbom)
+    handlers.update(publish=publish_cmd.cmd_publish, index=publish_cmd.cmd_index, sbom=sbom_cmd.cmd_sbom,
+                    history=history_cmd.cmd_history)  # fmt: skip
     with signals.stopping_cleanly():
         try:
             environment.check()  # every variable torchbuild reads, before anything runs

@@ -28,6 +28,9 @@ class StageRecord:
     # size and mtime are unchanged (state.json only; the reports leave it out).
     mtimes: dict[str, int] = field(default_factory=dict)
     ran_on: str = ""  # where its checks ran ("under Wine 8.0, CPython 3.11.9 embeddable"); "" when not said
+    # seconds from the cell's start to this stage's (its place on the page's timeline: stages run beside each other);
+    # None where it did not run, and in the records of torchbuild versions before it was kept
+    start: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -39,6 +42,7 @@ class StageRecord:
             "outputs": {name: a.to_dict() for name, a in self.outputs.items()},
             "checks": [c.to_dict() for c in self.checks],
             "ran_on": self.ran_on,
+            "start": None if self.start is None else round(self.start, 3),
         }
 
     def to_state(self) -> dict[str, Any]:
@@ -62,6 +66,7 @@ class StageRecord:
                 checks=[Check(**c) for c in raw.get("checks", [])],
                 mtimes={str(k): int(v) for k, v in (raw.get("mtimes") or {}).items()},
                 ran_on=str(raw.get("ran_on", "")),
+                start=None if raw.get("start") is None else float(raw["start"]),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             problem = f"{type(exc).__name__}: {exc}"
@@ -89,6 +94,8 @@ def _text(value: Any) -> str:
 class CellRun:
     plan: Plan
     records: list[StageRecord] = field(default_factory=list)
+    started: str = ""  # when the cell's run started, ISO 8601 in UTC (a history orders its nights by it)
+    seconds: float | None = None  # the cell's run from its start to its last stage's end (its stages overlap)
 
     @property
     def ok(self) -> bool:

@@ -46,6 +46,8 @@ def cell_entry(cell: CellRun, build: Path) -> dict[str, Any]:
         "platform": plan.platform,
         "python": plan.python,
         "cuda": plan.cuda,
+        "started": cell.started,
+        "seconds": None if cell.seconds is None else round(cell.seconds, 3),
         "stages": [r.to_dict() for r in cell.records],
         "artifacts": {name: a.to_dict() for name, a in cell.artifacts.items()},
         "companions": [_companion(companion, cell.artifacts) for companion in plan.companions],

@@ -28,11 +28,13 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import datetime
 import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from torchbuild.channels import conda_name_of, requirement_of
 from torchbuild.channels import install_lines as install_lines_of
@@ -107,37 +109,34 @@ def _reusable(stage: Stage, previous: StageRecord | None, key: str, options: Run
     )
 
 
-def _run_stage(stage: Stage, function: StageFunction, ctx: Context, key: str, announce: bool = True) -> StageRecord:
+def _run_stage(
+    stage: Stage, function: StageFunction, ctx: Context, key: str, origin: float, announce: bool = True
+) -> StageRecord:
+    """``stage`` run; its record's ``start`` counts from ``origin`` (the cell's start, time.monotonic())."""
     if announce:
         step_start(stage.name)
     started = time.monotonic()
+
+    def record(status: str, message: str, **fields: Any) -> StageRecord:
+        return StageRecord(stage.name, status, time.monotonic() - started, message, key, start=started - origin,
+                           **fields)  # fmt: skip
+
     progress.started(stage.name)
     try:
         result = function(ctx)
     except UserError as exc:
         message = str(exc) if isinstance(exc, StageFailed) else f"{stage.name}: {exc}"
-        checks = list(exc.checks) if isinstance(exc, StageFailed) else []
-        return StageRecord(stage.name, "failed", time.monotonic() - started, message=message, key=key, checks=checks)
+        return record("failed", message, checks=list(exc.checks) if isinstance(exc, StageFailed) else [])
     except OSError as exc:  # the machine's fault, not the input's: a full or read-only disk, a file gone
-        message = f"{stage.name}: {os_error(exc)}"
-        return StageRecord(stage.name, "failed", time.monotonic() - started, message=message, key=key)
+        return record("failed", f"{stage.name}: {os_error(exc)}")
     finally:
         progress.ended(stage.name)
     undeclared = sorted(name for name in result.outputs if not declares(stage.writes, name))
     if undeclared:
-        message = f"{stage.name}: wrote {', '.join(undeclared)}, which it does not declare (it writes {stage.writes})"
-        return StageRecord(stage.name, "failed", time.monotonic() - started, message=message, key=key)
-    return StageRecord(
-        stage=stage.name,
-        status=result.status,
-        duration=time.monotonic() - started,
-        message=result.message,
-        key=key,
-        outputs=dict(result.outputs),
-        checks=list(result.checks),
-        mtimes=_mtimes(result.outputs),
-        ran_on=result.ran_on,
-    )
+        return record("failed", f"{stage.name}: wrote {', '.join(undeclared)}, which it does not declare (it writes "
+                      f"{stage.writes})")  # fmt: skip
+    return record(result.status, result.message, outputs=dict(result.outputs), checks=list(result.checks),
+                  mtimes=_mtimes(result.outputs), ran_on=result.ran_on)  # fmt: skip
 
 
 def _reproduced(record: StageRecord, previous: StageRecord, before: Mapping[str, dict[str, str]]) -> str:
@@ -170,6 +169,8 @@ class _CellRun:
         self.state = State.load(state.path_of(root, plan.work_dir))
         self.available: dict[str, Artifact] = {}
         self.records: dict[str, StageRecord] = {}
+        self.origin = time.monotonic()  # the cell's start: each record's ``start`` counts from it
+        self.started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
     @property
     def failed(self) -> bool:
@@ -181,7 +182,8 @@ class _CellRun:
         key = input_key(stage, self.plan, self.options, inputs)
         previous = self.state.stages.get(stage.name)
         if previous is not None and _reusable(stage, previous, key, self.options):
-            record = dataclasses.replace(previous, status="cached", duration=0.0, mtimes=_mtimes(previous.outputs))
+            record = dataclasses.replace(previous, status="cached", duration=0.0, mtimes=_mtimes(previous.outputs),
+                                         start=time.monotonic() - self.origin)  # fmt: skip
             record.message = f"unchanged since last run ({previous.status})"
             self.records[stage.name] = record
             self.available.update(previous.outputs)
@@ -241,12 +243,13 @@ def run_cell(
                 if isinstance(job, StageRecord):
                     continue
                 if not running and len(ready) == 1:
-                    cell_run.finish(job, _run_stage(stage, job.function, job.ctx, job.key), end_group=True)
+                    record = _run_stage(stage, job.function, job.ctx, job.key, cell_run.origin)
+                    cell_run.finish(job, record, end_group=True)
                     continue
                 alongside = [j.stage.name for j in running.values()]
                 step_start(stage.name + (f" (beside {', '.join(alongside)})" if alongside else ""),
                            group=not alongside)  # fmt: skip
-                running[pool.submit(_run_stage, stage, job.function, job.ctx, job.key, False)] = job
+                running[pool.submit(_run_stage, stage, job.function, job.ctx, job.key, cell_run.origin, False)] = job
                 continue
             if not running:
                 break  # what is left waits for a stage that failed
@@ -267,7 +270,8 @@ def run_cell(
     for stage in pending:
         cell_run.records[stage.name] = StageRecord(stage.name, "not run", message="an earlier stage failed")
     cell_run.state.save(plan)
-    return CellRun(plan=plan, records=[cell_run.records[stage.name] for stage in declared])
+    records = [cell_run.records[stage.name] for stage in declared]
+    return CellRun(plan=plan, records=records, started=cell_run.started, seconds=time.monotonic() - cell_run.origin)
 
 
 def run(

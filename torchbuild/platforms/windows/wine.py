@@ -156,7 +156,8 @@ def _registry_setting(key: str, name: str, kind: str, value: str) -> list[str]:
 def template(wine: Wine, cache_dir: Path, user: str | None = None) -> Path:
     """The prefix every run copies, made once per Wine version in the cache. ``user``: a Windows user of that name
     (a prefix of its own), whose TEMP and TMP are where Windows puts them (``%USERPROFILE%\\AppData\\Local\\Temp``;
-    Wine's own is ``%USERPROFILE%\\Temp``)."""
+    Wine's own is ``%USERPROFILE%\\Temp``) and whose Documents, Downloads ... are folders of the profile (Wine links
+    them to this side's home folder)."""
     name = f"prefix-{re.sub(r'[^A-Za-z0-9.]+', '_', wine.version)}"
     if user is not None:
         name += f"-user-{hashlib.sha256(user.encode()).hexdigest()[:12]}"
@@ -175,7 +176,11 @@ def template(wine: Wine, cache_dir: Path, user: str | None = None) -> Path:
         for setting in settings:
             _quiet([wine.executable, *setting], env, PREFIX_TIMEOUT_S, f"setting {setting[2]}\\{setting[4]}")
         if user is not None:
-            (staging / "drive_c" / "users" / user / "AppData" / "Local" / "Temp").mkdir(parents=True, exist_ok=True)
+            profile = staging / "drive_c" / "users" / user
+            for linked in [p for p in profile.iterdir() if p.is_symlink()]:  # Documents, Downloads ... -> this $HOME
+                linked.unlink()
+                linked.mkdir()
+            (profile / "AppData" / "Local" / "Temp").mkdir(parents=True, exist_ok=True)
     finally:
         subprocess.run([wine.server, "-k"], env=env, check=False, capture_output=True, timeout=SERVER_TIMEOUT_S)
         subprocess.run([wine.server, "-w"], env=env, check=False, capture_output=True, timeout=SERVER_TIMEOUT_S)
