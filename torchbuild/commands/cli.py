@@ -58,7 +58,7 @@ def _selectors(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--platform", metavar="|".join(PLATFORMS), type=values.text,
                        help=f"{one_of(PLATFORMS)} (default: this host's)")  # fmt: skip
     group.add_argument("--torch", metavar="RELEASE|latest", type=values.text,
-                       help="torch release, or 'latest': the newest that supports the cell (default: the matrix's)")  # fmt: skip
+                       help="torch release, or 'latest': the newest that supports the cell (default: the matrix's)")
     group.add_argument(
         "--only", metavar="CELL_ID", type=values.text, help="one cell of the matrix by id (see 'matrix')"
     )

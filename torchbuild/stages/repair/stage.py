@@ -20,7 +20,7 @@ wheel/sbom.py) and is written in a deterministic form dated the cell's epoch (wh
 wheel/provenance.py), without recompressing a member; auditwheel and delvewheel run with SOURCE_DATE_EPOCH set to
 it. The same inputs give the same bytes.
 
-Reads ``built_wheel`` and ``source_info``; writes ``repaired_wheel`` (named ``plan.wheel``) and ``repair_report``
+Reads ``built_wheel`` and ``source_info``; writes ``repaired_wheel`` (named ``plan.root.wheel``) and ``repair_report``
 (``repair.json``: what was vendored, from where, signed by whom, and the VC runtime floor the binaries set;
 torchbuild/wheel/repair_report.py).
 """
