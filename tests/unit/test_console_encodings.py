@@ -97,7 +97,9 @@ def _text_subprocess_calls_without_errors(path: Path) -> list[int]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if not isinstance(node, ast.Call):
             continue
-        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        func = node.func  # subprocess.run(...), and signals.run(...), torchbuild's one way to run a tool in a stage
+        owner = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else ""
+        name = func.attr if isinstance(func, ast.Attribute) and owner in ("subprocess", "signals") else ""
         keywords = {k.arg: k.value for k in node.keywords if k.arg}
         text = any(
             key in keywords and not (isinstance(keywords[key], ast.Constant) and keywords[key].value in (False, None))
@@ -124,7 +126,7 @@ def test_the_scan_finds_a_text_mode_call_without_errors(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text(
         "import subprocess\nsubprocess.run(['git'], text=True)\nsubprocess.run(['git'], text=True, errors='replace')\n"
-        "subprocess.run(['git'], capture_output=True)\n",
+        "subprocess.run(['git'], capture_output=True)\nsession.run(['x'], encoding='cp1252')\n",
         encoding="utf-8",
     )
     assert _text_subprocess_calls_without_errors(sample) == [2]

@@ -352,7 +352,9 @@ def test_the_windows_host_under_wine_has_a_nightly_job_of_its_own(nightly: dict[
     job = nightly["jobs"]["wine-host"]
     assert job["runs-on"] == "ubuntu-latest" and "under Wine" in job["name"]
     assert steps_running(job, "apt-get install -y -qq mingw-w64 wine64")
-    assert steps_running(job, "python -m pytest tests/integration/test_wine_host.py -m nightly --nightly")
+    (wine_tests,) = steps_running(job, "python -m pytest tests/integration/test_wine_host.py")
+    assert "tests/integration/test_windows_job.py" in wine_tests["run"] and "-m nightly --nightly" in wine_tests["run"]
     assert (ROOT / "tests" / "under_wine.txt").is_file()  # test_wine_host.py runs its quick tests under Wine
     (corpus,) = steps_running(nightly["jobs"]["corpus"], "python -m pytest -m nightly --nightly")
     assert "--ignore tests/integration/test_wine_host.py" in corpus["run"]  # run once a night, by wine-host
+    assert "--ignore tests/integration/test_windows_job.py" in corpus["run"]
