@@ -49,8 +49,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from torchbuild.config import compat  # noqa: E402
 from torchbuild.host import files, locks  # noqa: E402
+from torchbuild.knowledge import compat  # noqa: E402
 from torchbuild.platforms.closure import openmp_family  # noqa: E402
 
 REPODATA = ROOT.parent / "shared" / "data" / "repodata"

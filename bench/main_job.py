@@ -53,7 +53,7 @@ from windows_yardstick import measure as yardstick_under_wine  # noqa: E402
 from torchbuild.config.options import RunOptions  # noqa: E402
 from torchbuild.plan import STAGES  # noqa: E402
 from torchbuild.results import Check, timings  # noqa: E402
-from torchbuild.run.runner import pipeline  # noqa: E402
+from torchbuild.run.flow import pipeline  # noqa: E402
 from torchbuild.stages.repair import windows  # noqa: E402
 from torchbuild.stages.repair.dependent_pe import torch_dlls  # noqa: E402
 

@@ -30,9 +30,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from torchbuild.config import compat, matrix  # noqa: E402
+from torchbuild.config import matrix  # noqa: E402
 from torchbuild.errors import UserError  # noqa: E402
 from torchbuild.host import downloads  # noqa: E402
+from torchbuild.knowledge import compat  # noqa: E402
 from torchbuild.plan import Plan, resolve  # noqa: E402
 from torchbuild.platforms.closure import OpenMpRuntime, joint_openmp  # noqa: E402
 from torchbuild.platforms.windows import pe  # noqa: E402

@@ -60,12 +60,12 @@ from wine_machine import (
 from wine_machine import lay_out_system32 as lay_out_system32  # the tests take these from here
 from wine_machine import vc_runtime_dlls as vc_runtime_dlls
 
-from torchbuild.config import dll_providers
 from torchbuild.config.options import RunOptions
-from torchbuild.config.pypi_to_conda import install_scheme
-from torchbuild.config.python_embed import pinned_for
 from torchbuild.errors import UserError
 from torchbuild.host.console import adapt_streams
+from torchbuild.knowledge import dll_providers
+from torchbuild.knowledge.pypi_to_conda import install_scheme
+from torchbuild.knowledge.python_embed import pinned_for
 from torchbuild.platforms.windows import dependencies, python_embed, wine
 from torchbuild.platforms.windows.environments import SITE_PACKAGES
 

@@ -9,8 +9,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 
-from torchbuild.config import dll_providers
 from torchbuild.errors import UserError
+from torchbuild.knowledge import dll_providers
 from torchbuild.platforms.windows import providers, wine
 
 VC_PROVIDER = "msvc-runtime"  # dll_providers.yaml's provider of the VC++ runtime (windows: %SystemRoot%\System32)

@@ -21,7 +21,7 @@ import pytest
 
 from tests.builders import make_wheel
 from tests.pe_fixtures import DLLTOOL, GCC64, SOURCES, _implib, _run
-from torchbuild.config.cuda_wheels import RequirementWheel
+from torchbuild.knowledge.cuda_wheels import RequirementWheel
 
 MARKER = 'platform_system == "Windows"'
 

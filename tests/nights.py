@@ -52,15 +52,15 @@ def records(plan: Plan, outcome: Outcome) -> list[StageRecord]:
         status, message = ("skipped", "prebuilt wheel") if stage == "build" else ("passed", "")
         record = StageRecord(stage, status, seconds * outcome.slower, message, start=start * outcome.slower)
         if stage == "repair":
-            record.outputs["repaired_wheel"] = _artifact(f"build/{plan.cell_id}/repair/{plan.wheel}",
+            record.outputs["repaired_wheel"] = _artifact(f"build/{plan.cell_id}/repair/{plan.root.wheel}",
                                                          int(outcome.wheel_mb * 1e6))  # fmt: skip
         if stage == "conda":
-            record.outputs["conda_package"] = _artifact(f"build/{plan.cell_id}/conda/{plan.conda.filename}",
+            record.outputs["conda_package"] = _artifact(f"build/{plan.cell_id}/conda/{plan.root.conda.filename}",
                                                         int(outcome.wheel_mb * 0.7e6))  # fmt: skip
         if stage == outcome.failed:
-            check = Check("wheel: import", "failed", TRACEBACK, file=plan.wheel)
+            check = Check("wheel: import", "failed", TRACEBACK, file=plan.root.wheel)
             record.status, record.checks = "failed", [check]
-            record.message = f"wheel: import failed in a fresh venv with {plan.wheel}: {TRACEBACK}"
+            record.message = f"wheel: import failed in a fresh venv with {plan.root.wheel}: {TRACEBACK}"
             failed = True
         made.append(record)
     return made

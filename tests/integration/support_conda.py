@@ -33,7 +33,7 @@ def tiny_torch_wheel(directory: Path, plan: Plan, requires: Sequence[str] = ()) 
     }
     wheel = make_wheel(
         directory,
-        plan.wheel,
+        plan.root.wheel,
         files,
         requires=requires,
         entry_points="[console_scripts]\ntorchrun = torch.distributed.run:main\n",

@@ -260,7 +260,7 @@ def job_build(workspace: Path, python: str, padding: int = 0) -> JobBuild:
 def _padded_wheel(directory: Path, plan: Any, files: dict[str, bytes]) -> Path:
     from tests.builders import make_wheel
 
-    return make_wheel(directory, plan.wheel, files)
+    return make_wheel(directory, plan.root.wheel, files)
 
 
 def bucket_state(client: Any, bucket: str) -> dict[str, str]:

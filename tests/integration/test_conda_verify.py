@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,9 +78,9 @@ def tiny(tmp_path: Path) -> Built:
 def test_conda_stage_makes_the_plans_package(tiny: Built) -> None:
     plan, pkg = tiny.plan, tiny.package
     artifact = tiny.conda.outputs["conda_package"]
-    assert artifact.path.name == plan.conda.filename == "pytorch-2.13.0-py3.11_cpu_0.conda"
+    assert artifact.path.name == plan.root.conda.filename == "pytorch-2.13.0-py3.11_cpu_0.conda"
     assert artifact.path.parent == tiny.root / plan.stage_dirs["conda"]
-    assert pkg.index["depends"] == [*plan.conda.depends, "filelock", "typing_extensions >=4.10.0"]
+    assert pkg.index["depends"] == [*plan.root.conda.depends, "filelock", "typing_extensions >=4.10.0"]
     assert (pkg.index["name"], pkg.index["version"], pkg.index["build"]) == ("pytorch", "2.13.0", "py3.11_cpu_0")
     files = {m.name for m in pkg.files()}
     assert f"{SITE}/torch/__init__.py" in files
@@ -89,6 +90,29 @@ def test_conda_stage_makes_the_plans_package(tiny: Built) -> None:
     assert "typing_extensions >=4.10.0" in pkg.info["info/recipe/meta.yaml"].decode()
     assert not (artifact.path.parent / "payload").exists(), "the staging prefix is removed after assembly"
     assert tiny.conda.message.startswith("pytorch-2.13.0-py3.11_cpu_0.conda: ")
+
+
+def test_the_stage_opens_each_wheel_once_for_torch_and_for_a_package_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its metadata, its members' names and sizes, its time and its install are read from one checked open."""
+    plan = torch_plan("win-64", "cpu", "3.11", "2.5.1")  # torch and torchvision beside it
+    (vision,) = plan.dependents
+    torch_wheel = tiny_torch_wheel(tmp_path / "dist", plan, TINY_REQUIRES)
+    vision_wheel = with_sbom(make_wheel(tmp_path / "dist", vision.wheel, {"torchvision/__init__.py": b""},
+                                        requires=["torch==2.5.1", "numpy"]))  # fmt: skip
+    inputs = {"repaired_wheel": Artifact.of(torch_wheel), "repaired_wheel[torchvision]": Artifact.of(vision_wheel)}
+    opened: list[str] = []
+    real = zipfile.ZipFile.__init__
+
+    def counted(self: zipfile.ZipFile, file: object, *args: object, **kwargs: object) -> None:
+        opened.append(Path(str(file)).name)
+        real(self, file, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(zipfile.ZipFile, "__init__", counted)
+    result = conda.run(context(tmp_path / "work", plan, inputs))
+    assert set(result.outputs) == {"conda_package", "conda_package[torchvision]"}
+    assert (opened.count(torch_wheel.name), opened.count(vision_wheel.name)) == (1, 1)
 
 
 def test_installed_console_script_runs_with_the_environments_python(tiny: Built, tmp_path: Path) -> None:
@@ -114,7 +138,7 @@ def test_wheel_data_directory_goes_where_pip_puts_it(tmp_path: Path) -> None:
         f"{data}/data/share/torch/notes.txt": b"notes\n",
         f"{data}/purelib/torch_extra.py": b"EXTRA = 1\n",
     }
-    built = build(tmp_path / "work", plan, make_wheel(tmp_path, plan.wheel, files))
+    built = build(tmp_path / "work", plan, make_wheel(tmp_path, plan.root.wheel, files))
     payload = {m.name for m in built.package.files()}
     assert {"bin/torch-tool", "include/python3.11/torch/torch.h", "share/torch/notes.txt"} <= payload
     assert f"{SITE}/torch_extra.py" in payload
@@ -135,20 +159,20 @@ def test_hidden_files_of_the_wheel_are_in_the_package(tmp_path: Path) -> None:
     # lists it, so a package without it is a dist-info naming a file that is not there.
     plan = torch_plan()
     files = {"torch/__init__.py": b"", "torch.libs/.load-order-torch-2.13.0+cpu": b"msvcp140.dll\n"}
-    built = build(tmp_path / "work", plan, make_wheel(tmp_path, plan.wheel, files))
+    built = build(tmp_path / "work", plan, make_wheel(tmp_path, plan.root.wheel, files))
     assert f"{SITE}/torch.libs/.load-order-torch-2.13.0+cpu" in {m.name for m in built.package.files()}
 
 
 def test_unknown_wheel_data_directory_is_refused(tmp_path: Path) -> None:
     plan = torch_plan()
-    wheel = make_wheel(tmp_path, plan.wheel, {"torch-2.13.0+cpu.data/stuff/x": b""})
+    wheel = make_wheel(tmp_path, plan.root.wheel, {"torch-2.13.0+cpu.data/stuff/x": b""})
     with pytest.raises(StageFailed, match=r"torch-2.13.0\+cpu.data/stuff/; valid: data, headers, platlib"):
         conda.run(context(tmp_path, plan, {"repaired_wheel": Artifact.of(wheel)}))
 
 
 def test_wheel_member_escaping_the_prefix_is_refused(tmp_path: Path) -> None:
     plan = torch_plan()
-    wheel = make_wheel(tmp_path, plan.wheel, {"torch/__init__.py": b"", "../../etc/evil": b""})
+    wheel = make_wheel(tmp_path, plan.root.wheel, {"torch/__init__.py": b"", "../../etc/evil": b""})
     with pytest.raises(StageFailed, match=r"member '../../etc/evil' escapes the install root \('..' component\)"):
         conda.run(context(tmp_path / "work", plan, {"repaired_wheel": Artifact.of(wheel)}))
     assert not (tmp_path / "etc").exists()
@@ -212,8 +236,8 @@ def test_bad_inputs_give_clear_errors(tmp_path: Path, monkeypatch: pytest.Monkey
     plan = torch_plan()
     with pytest.raises(StageFailed, match=r"^conda: no wheel to package"):
         conda.run(context(tmp_path, plan, {}))
-    missing = Artifact(path=tmp_path / plan.wheel, sha256="", size=0)
-    with pytest.raises(StageFailed, match=re.escape(f"conda: wheel not found: {tmp_path / plan.wheel}")):
+    missing = Artifact(path=tmp_path / plan.root.wheel, sha256="", size=0)
+    with pytest.raises(StageFailed, match=re.escape(f"conda: wheel not found: {tmp_path / plan.root.wheel}")):
         conda.run(context(tmp_path, plan, {"repaired_wheel": missing}))
     wheel = Artifact.of(tiny_torch_wheel(tmp_path, plan))
     with pytest.raises(UserError, match="compression level 30 is out of range for conda: valid: 1 to 22"):
@@ -264,7 +288,7 @@ def test_torch_package_index(torch_built: Built) -> None:
     assert index["license"] == "BSD-3-Clause"
     assert isinstance(index["timestamp"], int)
     depends = index["depends"]
-    assert set(plan.conda.depends) <= set(depends)
+    assert set(plan.root.conda.depends) <= set(depends)
     wheel_requires = {
         "filelock",
         "typing_extensions >=4.10.0",

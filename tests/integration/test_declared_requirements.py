@@ -18,8 +18,8 @@ import pytest
 
 from tests.builders import torch_plan
 from tests.conftest import REPODATA, ROOT
-from torchbuild.config import cuda_wheels
 from torchbuild.config.options import RunOptions
+from torchbuild.knowledge import cuda_wheels
 from torchbuild.platforms.closure import with_hints
 from torchbuild.platforms.linux import elf
 from torchbuild.platforms.windows import pe

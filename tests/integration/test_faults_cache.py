@@ -31,14 +31,14 @@ def _flip(data: bytes, at: int) -> bytes:
 def test_a_damaged_cache_entry_is_named_removed_and_downloaded_again(
     damage: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, http_index: Index, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    wheel = make_wheel(tmp_path / "dist", PLAN.wheel, {"torch/__init__.py": b"x = 1\n" * 5000})
+    wheel = make_wheel(tmp_path / "dist", PLAN.root.wheel, {"torch/__init__.py": b"x = 1\n" * 5000})
     good = wheel.read_bytes()
     sha = hashlib.sha256(good).hexdigest()
     http_index.add(wheel)
     use_only_index(monkeypatch, http_index)
     cache = tmp_path / "cache"
     _source(tmp_path / "ws1", cache)
-    entry = cache / "wheels" / sha / PLAN.wheel
+    entry = cache / "wheels" / sha / PLAN.root.wheel
     assert entry.read_bytes() == good and http_index.count(".whl") == 1
 
     bad = {"truncated": good[: len(good) // 2], "emptied": b"", "one byte changed": _flip(good, len(good) // 3)}[damage]

@@ -68,7 +68,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not REPODATA.is_dir():
         pytest.skip(f"skipped: the real repodata is not at {REPODATA}")
     payload = {"torch/__init__.py": b"__version__ = '2.13.0+cpu'\n", "torch/lib/blob.bin": os.urandom(24 << 20)}
-    return make_wheel(tmp_path_factory.mktemp("wheel"), PLAN.wheel, payload)
+    return make_wheel(tmp_path_factory.mktemp("wheel"), PLAN.root.wheel, payload)
 
 
 def _unheld_scratch(before: set[str]) -> list[str]:

@@ -1,7 +1,7 @@
 """A fourth package beside torch needs data and no code of its own (issue 41): ``torchfixture``, a tiny extension
 package whose ``_C.so`` links torch's ``libc10.so``, is one more entry of a copy of companions.yaml (``packages:``,
 its release with its wheel's sha256, a column of ``pairs``) that stands in for the installed one
-(``TORCHBUILD_DATA``, config/datafiles.py). The Plan of a linux-64 CPU cell resolved from that data ships it, and it
+(``TORCHBUILD_DATA``, knowledge/datafiles.py). The Plan of a linux-64 CPU cell resolved from that data ships it, and it
 goes through every stage of the real runner: the source stage takes its wheel by the sha256 the data pins, the repair
 leaves libc10.so to torch, the conda stage packages it pinning the cell's exact pytorch build, verify checks that
 package beside torch's (TB111, TB112) and publish puts both into the channel.
@@ -22,8 +22,8 @@ import yaml
 from tests.builders import make_wheel, torch_plan
 from tests.conftest import REPODATA
 from torchbuild.conda.archive import read_package
-from torchbuild.config import companions, datafiles
 from torchbuild.config.options import RunOptions
+from torchbuild.knowledge import companions, datafiles
 from torchbuild.results import StageResult, sha256_of
 from torchbuild.run.runner import run_cell
 from torchbuild.stages import Context
@@ -79,14 +79,14 @@ def test_a_fourth_package_goes_through_every_stage_with_data_alone(
     (cache / "wheels" / sha256 / WHEEL).write_bytes(fixture.read_bytes())  # as the source stage keeps what it fetched
     monkeypatch.setenv(datafiles.STAND_INS, str(_data_with_the_fixture(tmp_path / "data", sha256)))
     plan = torch_plan("linux-64", "cpu", "3.11", "2.13.0")
-    torch = make_wheel(tmp_path / "given", plan.wheel, {"torch/__init__.py": b"", "torch/lib/libc10.so": libc10})
-    pin = f"pytorch 2.13.0 {plan.conda.build_string}"
-    python = next(d for d in plan.conda.depends if d.split()[0] == "python")
+    torch = make_wheel(tmp_path / "given", plan.root.wheel, {"torch/__init__.py": b"", "torch/lib/libc10.so": libc10})
+    pin = f"pytorch 2.13.0 {plan.root.conda.build_string}"
+    python = next(d for d in plan.root.conda.depends if d.split()[0] == "python")
     assert [p.name for p in plan.packages] == ["torch", NAME]
     assert plan.packages[-1].repository == "https://github.com/example/torchfixture"  # its conda about.home
     assert plan.companions[-1].line == (
         f"{NAME} 0.1.0: paired (requires torch==2.13.0; PyPI's {WHEEL}), the stages build "
-        f"{NAME}-0.1.0-{plan.conda.build_string}.conda, which requires {pin}"
+        f"{NAME}-0.1.0-{plan.root.conda.build_string}.conda, which requires {pin}"
     )
 
     options = RunOptions(wheel=torch, cache_dir=cache, repodata=REPODATA, compression_level=1)
@@ -99,7 +99,7 @@ def test_a_fourth_package_goes_through_every_stage_with_data_alone(
     assert f"beside it {WHEEL}" in records["source"].message
     repaired = records["repair"].message[records["repair"].message.index(f"{WHEEL}: auditwheel") :]
     assert "left to torch: libc10.so" in repaired
-    conda = f"{NAME}-0.1.0-{plan.conda.build_string}.conda"
+    conda = f"{NAME}-0.1.0-{plan.root.conda.build_string}.conda"
     assert f"{conda}: " in records["conda"].message and f"depends on {python}, {pin}" in records["conda"].message
     made = read_package(tmp_path / plan.stage_dirs["conda"] / NAME / conda, payload=False)
     about = json.loads(made.info["info/about.json"])
@@ -109,5 +109,5 @@ def test_a_fourth_package_goes_through_every_stage_with_data_alone(
     assert "from torch's package: libc10.so" in verified["TB112"].message
     channel = tmp_path / plan.channel
     index = json.loads((channel / "linux-64" / "repodata.json").read_text())
-    assert f"pytorch ==2.13.0 {plan.conda.build_string}" in index["packages.conda"][conda]["depends"]
+    assert f"pytorch ==2.13.0 {plan.root.conda.build_string}" in index["packages.conda"][conda]["depends"]
     assert (channel / "whl" / "simple" / NAME / WHEEL).is_file()

@@ -39,7 +39,7 @@ def licensed_wheel(directory: Path, plan: Plan) -> Path:
         **{f"{DIST}/licenses/{name}": data for name, data in TREE.items()},
     }
     fields = ["License-Expression: BSD-3-Clause AND MIT", *(f"License-File: {name}" for name in TREE)]
-    return with_sbom(make_wheel(directory, plan.wheel, files, metadata_lines=fields))
+    return with_sbom(make_wheel(directory, plan.root.wheel, files, metadata_lines=fields))
 
 
 @pytest.fixture

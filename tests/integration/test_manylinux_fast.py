@@ -24,7 +24,7 @@ PYINIT = "void PyInit__C(void) {}\n"
 def _needs_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     tree = tmp_path / "tree"
     build_so(tree / EXT, code=PYINIT, libs=["m"])
-    return wheel_from_tree(tmp_path / "dist", PLAN.wheel, tree)
+    return wheel_from_tree(tmp_path / "dist", PLAN.root.wheel, tree)
 
 
 def _needs_vendoring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -33,7 +33,7 @@ def _needs_vendoring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     tree = tmp_path / "tree"
     build_so(tree / EXT, needs=[foo], code=PYINIT)
     monkeypatch.setenv("LD_LIBRARY_PATH", str(outside))
-    return wheel_from_tree(tmp_path / "dist", PLAN.wheel, tree)
+    return wheel_from_tree(tmp_path / "dist", PLAN.root.wheel, tree)
 
 
 def _needs_a_newer_glibc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -44,7 +44,7 @@ def _needs_a_newer_glibc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     code += "int g(void) { pthread_t t; return pthread_create(&t, 0, f, 0); }\n"  # pthread_create@GLIBC_2.34
     tree = tmp_path / "tree"
     build_so(tree / EXT, code=code)
-    return wheel_from_tree(tmp_path / "dist", PLAN.wheel, tree)
+    return wheel_from_tree(tmp_path / "dist", PLAN.root.wheel, tree)
 
 
 def _the_torch_wheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 import pytest
 
 from tests.remote_wheels import members, newest_wheel
-from torchbuild.config import dll_providers
+from torchbuild.knowledge import dll_providers
 
 pytestmark = pytest.mark.slow
 

@@ -22,10 +22,10 @@ from tests.builders import make_wheel, torch_plan
 from tests.integration.support_source_repair import build_so, wheel_from_tree
 from tests.pe_fixtures import PeFixtures
 from torchbuild.conda.checks.package import check_package
-from torchbuild.config import dll_providers
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed
 from torchbuild.host import scratch
+from torchbuild.knowledge import dll_providers
 from torchbuild.plan import Plan
 from torchbuild.platforms.windows import authenticode
 from torchbuild.platforms.windows import providers as provider_dlls
@@ -94,7 +94,7 @@ def test_a_win_64_rebuild_is_byte_identical_and_its_sbom_names_each_vendored_dll
     pe_fixtures: PeFixtures, tmp_path: Path, umask: None
 ) -> None:
     plan = torch_plan("win-64", "cpu", "3.11", "2.5.1")
-    wheel = make_wheel(tmp_path / "in", plan.wheel, {"torch/__init__.py": b"", "torch/_C.cp311-win_amd64.pyd":
+    wheel = make_wheel(tmp_path / "in", plan.root.wheel, {"torch/__init__.py": b"", "torch/_C.cp311-win_amd64.pyd":
                                                      pe_fixtures.ext.read_bytes()})  # fmt: skip
     (wheel_a, conda_a), (wheel_b, conda_b) = _twice(plan, wheel, tmp_path)
     assert sha256_of(wheel_a) == sha256_of(wheel_b)
@@ -108,7 +108,7 @@ def test_a_win_64_rebuild_is_byte_identical_and_its_sbom_names_each_vendored_dll
     assert dll.origin.startswith("pkg:pypi/msvc-runtime@14.44.35112")
     assert "Microsoft Corporation" in dll.signer and dll.version.startswith("14.")
     assert rows["torch"].version == "2.5.1+cpu" and rows["torch"].sha256 == sha256_of(wheel)
-    assert {c.code: c.status for c in check_wheel(wheel_a, plan.wheel)}["TB206"] == "passed"
+    assert {c.code: c.status for c in check_wheel(wheel_a, plan.root.wheel)}["TB206"] == "passed"
     # The conda package leaves the VC runtime to vc14_runtime: its SBOM lists what it holds, which is none of it.
     package = {c.code: c for c in check_package(conda_a)}
     assert package["TB109"].status == "passed", package["TB109"].message
@@ -123,7 +123,7 @@ def test_a_linux_64_rebuild_is_byte_identical_and_its_sbom_names_the_grafted_lib
     tree = tmp_path / "tree"
     build_so(tree / "torch/_C.cpython-311-x86_64-linux-gnu.so", needs=[foo], code="void PyInit__C(void) {}\n")
     monkeypatch.setenv("LD_LIBRARY_PATH", str(outside))
-    wheel = wheel_from_tree(tmp_path / "in", plan.wheel, tree)
+    wheel = wheel_from_tree(tmp_path / "in", plan.root.wheel, tree)
     (wheel_a, conda_a), (wheel_b, conda_b) = _twice(plan, wheel, tmp_path)
     assert sha256_of(wheel_a) == sha256_of(wheel_b)
     assert sha256_of(conda_a) == sha256_of(conda_b)
@@ -138,7 +138,7 @@ def test_a_linux_64_rebuild_is_byte_identical_and_its_sbom_names_the_grafted_lib
 
 def test_an_sbom_that_does_not_match_the_wheel_fails_verify(pe_fixtures: PeFixtures, tmp_path: Path) -> None:
     plan = torch_plan("win-64", "cpu", "3.11", "2.5.1")
-    wheel = make_wheel(tmp_path / "in", plan.wheel, {"torch/__init__.py": b"", "torch/_C.cp311-win_amd64.pyd":
+    wheel = make_wheel(tmp_path / "in", plan.root.wheel, {"torch/__init__.py": b"", "torch/_C.cp311-win_amd64.pyd":
                                                      pe_fixtures.ext.read_bytes()})  # fmt: skip
     repaired, _ = _repair_and_package(plan, wheel, tmp_path / "run")
     text, members = _document(repaired)
@@ -146,7 +146,7 @@ def test_an_sbom_that_does_not_match_the_wheel_fails_verify(pe_fixtures: PeFixtu
     lied = text.replace(sha256_of_bytes(members["torch.libs/msvcp140.dll"]), "0" * 64)
     (tmp_path / "bad").mkdir()
     bad = rewrite(repaired, tmp_path / "bad" / repaired.name, files={member: lied.encode()})
-    check = {c.code: c for c in check_wheel(bad, plan.wheel)}["TB206"]
+    check = {c.code: c for c in check_wheel(bad, plan.root.wheel)}["TB206"]
     assert check.status == "failed"
     assert "torch.libs/msvcp140.dll: sha256" in check.message
     assert "torchbuild.cdx.json says 000000000000" in check.message

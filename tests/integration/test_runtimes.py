@@ -149,7 +149,7 @@ def test_a_runtime_older_than_the_floor_is_refused(pe_fixtures: PeFixtures, tmp_
     plan = torch_plan("win-64", "cpu", "3.11", "2.5.1")
     newer = with_linker(pe_fixtures.ext, tmp_path / "ext.pyd", "14.50")
     files = {"torch/__init__.py": b"", "torch/_C.cp311-win_amd64.pyd": newer.read_bytes()}
-    wheel = make_wheel(tmp_path, plan.wheel, files)
+    wheel = make_wheel(tmp_path, plan.root.wheel, files)
     inputs = {"built_wheel": Artifact.of(wheel), "source_info": source_info(tmp_path, wheel)}
     ctx = Context(plan=plan, root=tmp_path / "work", options=RunOptions(), inputs=inputs)
     with pytest.raises(StageFailed) as info:
@@ -164,9 +164,8 @@ def test_a_dependency_the_package_counts_on_must_be_there(pe_fixtures: PeFixture
     """The package leaves msvcp140.dll to vc14_runtime; verified against a cell that has no such dependency, the
     environment closure names the DLL that nothing provides."""
     plan = torch_plan("win-64", "cpu", "3.11", "2.5.1")
-    wheel = make_wheel(
-        tmp_path, plan.wheel, {"torch/__init__.py": b"", "torch/_C.cp311-win_amd64.pyd": pe_fixtures.ext.read_bytes()}
-    )
+    members = {"torch/__init__.py": b"", "torch/_C.cp311-win_amd64.pyd": pe_fixtures.ext.read_bytes()}
+    wheel = make_wheel(tmp_path, plan.root.wheel, members)
     ctx = Context(plan=plan, root=tmp_path, options=RunOptions(compression_level=1))
     info = source_info(tmp_path / "source", wheel)
     repaired = repair.run(replace(ctx, inputs={"built_wheel": Artifact.of(wheel), "source_info": info})).outputs

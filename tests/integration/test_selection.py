@@ -48,7 +48,7 @@ def channel(module_scratch: Scratch) -> Channel:
     root = module_scratch("selection")
     cpu = torch_plan("win-64", "cpu", "3.11", TORCH)
     cuda = torch_plan("win-64", CUDA, "3.11", TORCH)
-    assert cpu.conda.version == cuda.conda.version
+    assert cpu.root.conda.version == cuda.root.conda.version
     packages = [_package(root, cpu), _package(root, cuda)]
     return Channel(solve.make_local_channel(packages, root / "channel"), cpu, cuda)
 
@@ -64,15 +64,15 @@ def _pytorch(channel: Channel, specs: list[str], cuda: str | None) -> str:
 
 
 def test_with_a_driver_the_cuda_build_is_chosen(channel: Channel) -> None:
-    assert _pytorch(channel, ["pytorch", "python 3.11.*"], CUDA) == channel.cuda.conda.build_string
+    assert _pytorch(channel, ["pytorch", "python 3.11.*"], CUDA) == channel.cuda.root.conda.build_string
 
 
 def test_without_a_driver_the_cpu_build_is_chosen(channel: Channel) -> None:
-    assert _pytorch(channel, ["pytorch", "python 3.11.*"], None) == channel.cpu.conda.build_string
+    assert _pytorch(channel, ["pytorch", "python 3.11.*"], None) == channel.cpu.root.conda.build_string
 
 
 def test_asking_for_the_cpu_build_gets_it_even_with_a_driver(channel: Channel) -> None:
-    assert _pytorch(channel, ["pytorch=*=*cpu*", "python 3.11.*"], CUDA) == channel.cpu.conda.build_string
+    assert _pytorch(channel, ["pytorch=*=*cpu*", "python 3.11.*"], CUDA) == channel.cpu.root.conda.build_string
 
 
 def test_cpuonly_marker_excludes_the_cuda_build(channel: Channel) -> None:

@@ -56,15 +56,15 @@ def torch_conda(torch_wheel: Path, linux_plan: Plan, module_scratch: Scratch) ->
     files = work / "files"
     with zipfile.ZipFile(torch_wheel) as archive:
         archive.extractall(files / linux_plan.conda.site_packages)
-    depends = [*linux_plan.conda.depends]
+    depends = [*linux_plan.root.conda.depends]
     for line in wheel_requirements(torch_wheel):
         requirement = Requirement(line)
         depends.append(f"{requirement.name} {requirement.specifier}".strip())
-    conda = linux_plan.conda
+    conda = linux_plan.root.conda
     output = assemble_package(
         name=conda.name,
         version=conda.version,
-        target_platform=conda.subdir,
+        target_platform=linux_plan.conda.subdir,
         build_string=conda.build_string,
         build_number=conda.build_number,
         output_dir=work / "out",
@@ -156,7 +156,7 @@ def test_smoke_passes_on_the_real_wheel_and_conda_package(
     assert not (root / linux_plan.stage_dirs["smoke-conda"] / smoke.KEPT).exists()
     assert "torch 2.13.0+cpu (CUDA none" in messages["conda: import"]
     # the conda environment's torch is the conda package's (its conda-meta record and the file's sha256)
-    record = f"conda-meta/{linux_plan.conda.name}-2.13.0-py3.11_cpu_0.json"
+    record = f"conda-meta/{linux_plan.root.conda.name}-2.13.0-py3.11_cpu_0.json"
     assert record in messages["conda: install"]
     assert "torch/__init__.py sha256 matches" in messages["conda: install"]
     assert (

@@ -53,7 +53,7 @@ def test_source_with_the_real_wheel_given(tmp_path: Path) -> None:
     given = real_torch_wheel()
     result = source.run(_ctx(tmp_path / "ws", tmp_path / "cache", wheel=given))
     out = result.outputs["source_wheel"]
-    assert out.path == tmp_path / "ws" / PLAN.stage_dirs["source"] / PLAN.wheel
+    assert out.path == tmp_path / "ws" / PLAN.stage_dirs["source"] / PLAN.root.wheel
     assert (out.sha256, out.size) == (TORCH_SHA256, given.stat().st_size)
     assert result.status == "passed"
 
@@ -65,7 +65,7 @@ def test_source_finds_the_wheel_in_find_links_and_only_hashes_it(
     cache = tmp_path / "cache"
     result = source.run(_ctx(tmp_path / "ws", cache))
     out = result.outputs["source_wheel"]
-    assert out.path.name == PLAN.wheel
+    assert out.path.name == PLAN.root.wheel
     assert out.sha256 == TORCH_SHA256
     assert "not downloaded" in result.message
     assert not (cache / "wheels").exists() or not any((cache / "wheels").rglob("*.whl"))
@@ -82,7 +82,7 @@ def test_source_downloads_once_then_uses_the_cache(
     first = source.run(_ctx(tmp_path / "ws1", cache))
     assert http_index.count(".whl") == 1
     assert "downloaded from http://127.0.0.1" in first.message
-    entry = cache / "wheels" / TORCH_SHA256 / PLAN.wheel
+    entry = cache / "wheels" / TORCH_SHA256 / PLAN.root.wheel
     assert entry.is_file()
     assert first.outputs["source_wheel"].sha256 == TORCH_SHA256
 
@@ -91,7 +91,7 @@ def test_source_downloads_once_then_uses_the_cache(
     # whether the index page is read again is uv's HTTP cache's call; the wheel is not fetched again
     assert "cached" in second.message
     assert second.outputs["source_wheel"].sha256 == TORCH_SHA256
-    assert second.outputs["source_wheel"].path == tmp_path / "ws2" / PLAN.stage_dirs["source"] / PLAN.wheel
+    assert second.outputs["source_wheel"].path == tmp_path / "ws2" / PLAN.stage_dirs["source"] / PLAN.root.wheel
 
 
 def test_source_says_what_it_looked_for_when_no_index_has_it(
@@ -137,7 +137,7 @@ def test_newest_available_on_a_local_index(monkeypatch: pytest.MonkeyPatch, http
 
 
 def test_build_passes_the_prebuilt_wheel_through(tmp_path: Path) -> None:
-    wheel = Artifact.of(make_wheel(tmp_path, PLAN.wheel))
+    wheel = Artifact.of(make_wheel(tmp_path, PLAN.root.wheel))
     result = stage.run(_ctx(tmp_path / "ws", tmp_path / "cache", inputs={"source_wheel": wheel}))
     assert (result.status, result.outputs["built_wheel"], result.message) == (
         "skipped", wheel, "prebuilt wheel: nothing to compile"
@@ -164,7 +164,7 @@ def test_repair_of_the_real_wheel_keeps_its_name_and_passes_the_closure(
 ) -> None:
     given, result = repaired_real
     out = result.outputs["repaired_wheel"]
-    assert out.path.name == PLAN.wheel
+    assert out.path.name == PLAN.root.wheel
     assert out.path.parent.name == "repair"
     # Nothing to vendor and the tag is already right: every member as it was (its compressed bytes copied, not
     # recompressed), with the SBOM added to the .dist-info and RECORD.
@@ -218,7 +218,7 @@ def test_repair_vendors_an_outside_library_and_retags(tmp_path: Path, monkeypatc
     result = _repair(tmp_path, wheel_from_tree(tmp_path / "dist", STAND_IN, tree))
 
     out = result.outputs["repaired_wheel"].path
-    assert out.name == PLAN.wheel
+    assert out.name == PLAN.root.wheel
     assert "vendored libfoo.so.1" in result.message
     with zipfile.ZipFile(out) as archive:
         names = archive.namelist()
@@ -253,7 +253,7 @@ def test_repair_fails_naming_a_library_that_is_nowhere(tmp_path: Path) -> None:
 def test_repair_copies_a_wheel_that_needs_nothing(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     build_so(tree / EXT, code=PYINIT, libs=["m"])
-    given = wheel_from_tree(tmp_path / "dist", PLAN.wheel, tree)
+    given = wheel_from_tree(tmp_path / "dist", PLAN.root.wheel, tree)
     result = _repair(tmp_path, given)
     with zipfile.ZipFile(given) as before, zipfile.ZipFile(result.outputs["repaired_wheel"].path) as after:
         assert after.read(EXT) == before.read(EXT)
@@ -270,7 +270,7 @@ def test_repair_on_win_64_vendors_what_the_wheel_imports(tmp_path: Path) -> None
     from torchbuild.wheel.repair_report import RepairReport
 
     plan = torch_plan(platform="win-64", torch="2.5.1")
-    wheel = make_wheel(tmp_path, plan.wheel)
+    wheel = make_wheel(tmp_path, plan.root.wheel)
     result = _repair(tmp_path, wheel, plan)
     assert "vendored nothing" in result.message
     assert RepairReport.read(result.outputs["repair_report"].path).vendored == ()

@@ -21,7 +21,7 @@ from torchbuild.conda import solve as solver
 from torchbuild.config.options import RunOptions
 from torchbuild.plan import Plan
 from torchbuild.results import CODES, Artifact, StageResult
-from torchbuild.run import runner
+from torchbuild.run import flow, runner
 from torchbuild.run.records import EXIT_UNVERIFIED
 from torchbuild.stages import Context
 from torchbuild.stages.conda import stage as conda
@@ -68,7 +68,7 @@ def test_a_run_with_an_unverified_cell_says_so_in_every_report_and_exits_3(
     def hand_over(names: tuple[str, ...]) -> runner.StageFunction:
         return lambda _ctx: StageResult(outputs={name: made[name] for name in names if name in made})
 
-    stages = {stage.name: hand_over(stage.writes) for stage in runner.pipeline() if stage.name != "verify"}
+    stages = {stage.name: hand_over(stage.writes) for stage in flow.pipeline() if stage.name != "verify"}
     for fake in ("smoke-wheel", "smoke-conda", "publish"):  # fakes: a small wheel has no torch to smoke or ship
         stages[fake] = lambda _ctx: StageResult(message="fake: passed")
     options = RunOptions(cache_dir=tmp_path / "cache")

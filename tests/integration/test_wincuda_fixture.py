@@ -72,7 +72,7 @@ def repaired(variant: CudaVariant, shape: str, tmp: Path) -> Repaired:
         plan, declare = left_plan(variant), None
     else:  # a self-contained wheel declares no nvidia-* requirement
         plan, declare = torch_plan("win-64", variant.cuda, "3.11", variant.torch), ()
-    wheel = build_wheel(variant, tmp, plan.wheel, declare)
+    wheel = build_wheel(variant, tmp, plan.root.wheel, declare)
     info = tmp / "source.json"
     SourceInfo("wheel", str(wheel), "", "", 1_700_000_000, "the Windows CUDA fixture").write(info)
     inputs = {"built_wheel": Artifact.of(wheel), "source_info": Artifact.of(info)}
@@ -145,7 +145,7 @@ def test_left_to_the_requirements_names_which_requirement_provides_each_dll(
     v = made.variant
     runtime, nvrtc = v.runtime, v.nvrtc_wheel
     assert made.result.message.startswith(
-        f"delvewheel --ignore-existing --no-mangle-all: vendored nothing into {made.plan.wheel}"
+        f"delvewheel --ignore-existing --no-mangle-all: vendored nothing into {made.plan.root.wheel}"
     ), made.result.message
     assert (
         f"left to the declared requirements: {v.nvrtc} from {nvrtc.name}=={nvrtc.version} ({nvrtc.file}); "
@@ -155,7 +155,7 @@ def test_left_to_the_requirements_names_which_requirement_provides_each_dll(
     assert closure.status == "passed" and "2 from run dependencies, 0 missing" in closure.message
     with zipfile.ZipFile(made.wheel) as archive:
         names = sorted(archive.namelist())
-        requires = archive.read(f"torch-{made.plan.wheel.split('-')[1]}.dist-info/METADATA").decode()
+        requires = archive.read(f"torch-{made.plan.root.wheel.split('-')[1]}.dist-info/METADATA").decode()
     assert not [n for n in names if n.startswith("torch.libs/")], names
     # The SBOM lists each requirement as a required dependency of the wheel, with its wheel's sha256.
     sbom = json.loads(
@@ -201,7 +201,7 @@ def test_vendored_dlls_are_nvidias_files_unmangled_with_their_signature_intact(
     v = made.variant
     assert made.result.message.startswith(
         f"delvewheel --ignore-existing --no-mangle-all: vendored {v.nvrtc} (wheel {v.nvrtc_wheel.file}), {v.cudart} "
-        f"(wheel {v.runtime.file}), {v.builtins} (wheel {v.nvrtc_wheel.file}) into {made.plan.wheel}"
+        f"(wheel {v.runtime.file}), {v.builtins} (wheel {v.nvrtc_wheel.file}) into {made.plan.root.wheel}"
     ), made.result.message
     originals = nvidia_files(v, tmp_path / "fetch.log")
     with zipfile.ZipFile(made.wheel) as archive:

@@ -19,9 +19,9 @@ import pytest
 from tests.builders import make_wheel, torch_plan
 from tests.conftest import REPODATA, ROOT, Scratch
 from tests.pe_fixtures import PeFixtures
-from torchbuild.config import companions
 from torchbuild.config.options import RunOptions
 from torchbuild.host import downloads
+from torchbuild.knowledge import companions
 from torchbuild.platforms.closure import joint_openmp
 from torchbuild.platforms.windows import pe, wine
 from torchbuild.stages.source import fetch
@@ -405,7 +405,7 @@ def test_cuda_cell_vendors_the_cuda_runtime_from_its_provider_but_never_the_driv
     assert plan.windows is not None and "cudart64_12.dll" in plan.windows.redistributable_dlls
     files = {"torch/lib/torch_cuda.dll": pe_fixtures.cuda, "torch/_C.cp311-win_amd64.pyd": pe_fixtures.ext}
     wheel = make_wheel(
-        tmp_path, plan.wheel, {"torch/__init__.py": b"", **{rel: path.read_bytes() for rel, path in files.items()}}
+        tmp_path, plan.root.wheel, {"torch/__init__.py": b"", **{rel: path.read_bytes() for rel, path in files.items()}}
     )
     info = tmp_path / "source.json"
     SourceInfo("wheel", str(wheel), "", "", 1_700_000_000, "the test").write(info)

@@ -17,9 +17,9 @@ import pytest
 from tests.builders import torch_plan
 from tests.conftest import ROOT
 from tests.cuda_win_fixture import VARIANTS, build_wheel
-from torchbuild.config import dll_providers
 from torchbuild.config.options import RunOptions
 from torchbuild.host import downloads, pip
+from torchbuild.knowledge import dll_providers
 from torchbuild.platforms.windows import pe, providers, wine
 
 pytestmark = [pytest.mark.nightly, pytest.mark.usefixtures("needs_wine")]
@@ -138,7 +138,8 @@ REPAIR_ON_THE_WINDOWS_SIDE = """
 import json, sys
 from pathlib import Path
 from torchbuild import plan
-from torchbuild.config import dll_providers, matrix
+from torchbuild.config import matrix
+from torchbuild.knowledge import dll_providers
 from torchbuild.config.options import RunOptions
 from torchbuild.host import downloads, pip
 from torchbuild.platforms.windows import providers
@@ -169,7 +170,7 @@ def test_a_cuda_cells_repair_on_a_windows_host_vendors_from_cuda_path_and_oneapi
     compiler folders those of the mkl and intel-openmp wheels): the repair of the Windows CUDA FIXTURE wheel (not
     torch: tests/cuda_win_fixture.py) vendors NVIDIA's files from that folder, unchanged, and no provider wheel."""
     variant = VARIANTS["12.8"]
-    wheel = build_wheel(variant, tmp_path, torch_plan("win-64", "12.8", "3.11", variant.torch).wheel, ())
+    wheel = build_wheel(variant, tmp_path, torch_plan("win-64", "12.8", "3.11", variant.torch).root.wheel, ())
     script = tmp_path / "repair.py"
     script.write_text(REPAIR_ON_THE_WINDOWS_SIDE, encoding="utf-8")
     ran = wine_host("python", "--cuda-path", "12.8", "--", wine.windows_path(script), wine.windows_path(wheel),

@@ -201,7 +201,7 @@ def _ci_build(workspace: Path, packages: list[Path], ok: bool = True, conda_stat
     """A build/ directory as a CI build job leaves it: the report (the project's writer) and the files below."""
     plan = torch_plan()
     cell_dir = workspace / "build" / plan.cell_id
-    wheel = Artifact.of(make_wheel(cell_dir / "repair", plan.wheel))
+    wheel = Artifact.of(make_wheel(cell_dir / "repair", plan.root.wheel))
     (cell_dir / "conda").mkdir(parents=True)
     conda = Artifact.of(Path(shutil.copy(packages[0], cell_dir / "conda" / packages[0].name)))
     cell = CellRun(plan=plan)
@@ -221,7 +221,7 @@ def test_collect_finds_artifacts_below_a_moved_report(packages: list[Path], tmp_
     assert cells.failed == cells.unverified == []
     assert {(f.kind, f.subdir, f.artifact.path.name) for f in found} == {
         ("conda", "linux-64", packages[0].name),
-        ("wheel", "whl", torch_plan().wheel),
+        ("wheel", "whl", torch_plan().root.wheel),
     }
     assert all(f.artifact.path.is_relative_to(artifacts) for f in found)
     wheel = next(p for p in artifacts.rglob("*.whl"))

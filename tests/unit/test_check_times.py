@@ -32,7 +32,7 @@ def test_every_package_check_has_its_own_seconds(tmp_path: Path) -> None:
 
 def test_verify_times_the_wheel_checks_as_the_group_they_are_read_in(tmp_path: Path) -> None:
     plan = torch_plan()
-    wheel = with_sbom(make_wheel(tmp_path / "repair", plan.wheel))
+    wheel = with_sbom(make_wheel(tmp_path / "repair", plan.root.wheel))
     ctx = Context(plan=plan, root=tmp_path, options=RunOptions(), inputs={"repaired_wheel": Artifact.of(wheel)})
     try:
         checks = list(verify.run(ctx).checks)
@@ -51,7 +51,7 @@ def test_verbose_shows_each_check_slowest_first_and_a_group_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     plan = torch_plan()
-    wheel = make_wheel(tmp_path / "in", plan.wheel)
+    wheel = make_wheel(tmp_path / "in", plan.root.wheel)
     made = (
         Check("the solve picks this build", "passed", code="TB301", duration=7.25),
         Check("RECORD matches", "passed", code="TB201", duration=2.5, timed_with="the wheel read once"),

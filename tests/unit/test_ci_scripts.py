@@ -62,7 +62,7 @@ def cell_report(directory: Path, cell_id: str, smoke: str) -> tuple[Plan, Artifa
     matrix = load(ROOT / "matrix.yaml")
     (cell,) = [c for c in matrix.cells() if c.id == cell_id]
     (plan,) = selection.resolve_all(matrix, [cell])
-    wheel = directory / plan.work_dir / "repair" / plan.wheel
+    wheel = directory / plan.work_dir / "repair" / plan.root.wheel
     wheel.parent.mkdir(parents=True)
     wheel.write_bytes(b"a wheel")
     artifact = Artifact.of(wheel)
@@ -87,7 +87,7 @@ def test_summary_merges_build_and_gpu_smoke_reports(tmp_path: Path) -> None:
     assert f"| `win-64-cpu-py3.12` | {cpu.version} | ✅ 180 min | ✅ 1 min | ✅ 2 min | build runner |" in out
     assert "| `win-64-cuda12.8-py3.12` |" in out and "❌ 1 min | ✅ 2 min | GPU runner |" in out
     assert "| `linux-64-cpu-py3.11` | ❌ no report: the build job failed before writing one" in out
-    assert f"| `win-64-cpu-py3.12` | built_wheel | `{cpu.wheel}` | 0.0 MB | `{wheel.sha256}` |" in out
+    assert f"| `win-64-cpu-py3.12` | built_wheel | `{cpu.root.wheel}` | 0.0 MB | `{wheel.sha256}` |" in out
 
 
 def test_summary_writes_the_page_of_every_cell_with_the_gpu_smoke_in_place(tmp_path: Path) -> None:

@@ -56,7 +56,8 @@ def test_plan_ask_indexes_pins_latest_as_a_run_does() -> None:
 def test_plan_json_for_one_cell_and_for_the_matrix() -> None:
     (one,) = json.loads(pipeline("plan", "--json", "--cuda", "cpu", "--py", "3.11", "--platform", "linux-64").stdout)
     assert one["cell_id"] == "linux-64-cpu-py3.11"
-    assert one["conda"]["build_string"] == "py3.11_cpu_0"
+    (torch,) = one["packages"]
+    assert (torch["name"], torch["conda"]["build_string"]) == ("torch", "py3.11_cpu_0")
     every = json.loads(pipeline("plan", "--json").stdout)
     assert [p["cell_id"] for p in every] == [c.id for c in matrix.load(ROOT / "matrix.yaml").cells()]
 

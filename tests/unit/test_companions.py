@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from torchbuild.config import companions, compat, datafiles
 from torchbuild.config import matrix as matrix_mod
 from torchbuild.config.matrix import Cell, Matrix, MatrixError
 from torchbuild.config.options import RunOptions
-from torchbuild.config.pairing import NOT_BUILT, Target, choose
 from torchbuild.errors import UserError
 from torchbuild.host import pip
+from torchbuild.knowledge import companions, compat, datafiles
+from torchbuild.knowledge.pairing import NOT_BUILT, Target, choose
 from torchbuild.plan import resolve
 
 ROOT = Path(__file__).resolve().parents[2]

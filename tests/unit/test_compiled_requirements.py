@@ -17,10 +17,11 @@ from packaging.requirements import Requirement
 
 from tests.builders import make_wheel, source_info, torch_plan
 from tests.conftest import ROOT
-from torchbuild.config import cuda_wheels, matrix
+from torchbuild.config import matrix
 from torchbuild.config.matrix import Cell
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed
+from torchbuild.knowledge import cuda_wheels
 from torchbuild.plan import Plan, resolve
 from torchbuild.results import Artifact
 from torchbuild.stages import Context
@@ -153,7 +154,7 @@ def _metadata_and_record(wheel: Path) -> tuple[bytes, list[str]]:
 def test_repair_of_a_compiled_wheel_without_them_adds_the_records_lines(tmp_path: Path) -> None:
     """Through the linux repair as the pipeline runs it: a pure-Python stand-in with the Plan's name needs nothing
     vendored, so it is copied through (the keep path), and gains the lines."""
-    compiled = make_wheel(tmp_path / "built", CUDA_128.wheel, requires=["filelock", "sympy>=1.13.3"])
+    compiled = make_wheel(tmp_path / "built", CUDA_128.root.wheel, requires=["filelock", "sympy>=1.13.3"])
     result = repair.run(_ctx(tmp_path, CUDA_128, compiled))
     repaired = result.outputs["repaired_wheel"].path
     before, _ = _metadata_and_record(compiled)
@@ -171,7 +172,7 @@ def test_repair_of_a_compiled_wheel_without_them_adds_the_records_lines(tmp_path
 def test_repair_of_a_wheel_that_declares_them_keeps_its_metadata(tmp_path: Path) -> None:
     """PyPI's wheel (the record's lines, as upstream's build wrote them) and a compiled wheel whose setup.py took the
     Plan's variable declare them all already."""
-    declared = make_wheel(tmp_path / "built", CUDA_128.wheel, requires=["filelock", *RECORD_2_10_0])
+    declared = make_wheel(tmp_path / "built", CUDA_128.root.wheel, requires=["filelock", *RECORD_2_10_0])
     result = repair.run(_ctx(tmp_path, CUDA_128, declared))
     after, problems = _metadata_and_record(result.outputs["repaired_wheel"].path)
     assert (after, problems) == (_metadata_and_record(declared)[0], [])
@@ -181,8 +182,8 @@ def test_repair_of_a_wheel_that_declares_them_keeps_its_metadata(tmp_path: Path)
 def test_the_mkl_wheel_goes_through_the_same_finish(tmp_path: Path) -> None:
     """win-64 torch 2.3.1 keeps MKL: a compiled wheel without the mkl line gets it (the record's line, verbatim)."""
     plan = torch_plan("win-64", "cpu", "3.12", "2.3.1")
-    compiled = make_wheel(tmp_path / "built", plan.wheel, requires=["filelock"])
-    target = tmp_path / "out" / plan.wheel
+    compiled = make_wheel(tmp_path / "built", plan.root.wheel, requires=["filelock"])
+    target = tmp_path / "out" / plan.root.wheel
     target.parent.mkdir()
     dropped, added, _renamed = torch_wheel.finish(_ctx(tmp_path, plan, compiled), compiled, target, [])
     assert (dropped, added) == ([], ['mkl <=2021.4.0,>=2021.1.1 ; platform_system == "Windows"'])
@@ -193,7 +194,7 @@ def test_the_mkl_wheel_goes_through_the_same_finish(tmp_path: Path) -> None:
 
 
 def test_a_malformed_requires_dist_in_the_wheel_fails_the_stage_naming_it(tmp_path: Path) -> None:
-    compiled = make_wheel(tmp_path / "built", CUDA_128.wheel, requires=["nvidia cublas"])
+    compiled = make_wheel(tmp_path / "built", CUDA_128.root.wheel, requires=["nvidia cublas"])
     with pytest.raises(StageFailed, match=r"torch-2\.10\.0\+cu128-.*\.whl: METADATA: Requires-Dist 'nvidia cublas'"):
         repair.run(_ctx(tmp_path, CUDA_128, compiled))
 
@@ -227,7 +228,7 @@ def test_a_wheel_built_with_the_plans_environment_declares_them_and_the_repair_k
     assert requires[0] == "filelock"
     assert [Requirement(r) for r in requires[1:]] == [Requirement(line) for line in RECORD_2_10_0]
     # named and tagged as the Plan's wheel (the build stage's job, not the stand-in's), then repaired
-    wheel = built.rename(tmp_path / CUDA_128.wheel)
+    wheel = built.rename(tmp_path / CUDA_128.root.wheel)
     result = repair.run(_ctx(tmp_path, CUDA_128, wheel))
     assert _metadata_and_record(result.outputs["repaired_wheel"].path)[0] == _metadata_and_record(wheel)[0]
     assert "Requires-Dist added" not in result.message

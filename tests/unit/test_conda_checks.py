@@ -16,7 +16,7 @@ from torchbuild.conda import solve
 from torchbuild.conda.archive import read_package
 from torchbuild.conda.checks.package import check_package
 from torchbuild.conda.requirements import requirement_to_conda, wheel_requires
-from torchbuild.config.pypi_to_conda import load as load_mapping
+from torchbuild.knowledge.pypi_to_conda import load as load_mapping
 from torchbuild.results import CODES, Check
 from torchbuild.wheel.checks import check_wheel
 from torchbuild.wheel.wheelfile import WheelInfo
@@ -210,31 +210,31 @@ def _info(pkg: Path, member: str) -> bytes:
 def test_wheel_checks(tmp_path: Path) -> None:
     plan = torch_plan()
     files = {"torch/__init__.py": b"x = 1\n"}
-    good = with_sbom(make_wheel(tmp_path, plan.wheel, files))
-    assert failed_codes(check_wheel(good, plan.wheel)) == set()
+    good = with_sbom(make_wheel(tmp_path, plan.root.wheel, files))
+    assert failed_codes(check_wheel(good, plan.root.wheel)) == set()
     (tmp_path / "plain").mkdir()
-    plain = by_code(check_wheel(make_wheel(tmp_path / "plain", plan.wheel, files), plan.wheel))
+    plain = by_code(check_wheel(make_wheel(tmp_path / "plain", plan.root.wheel, files), plan.root.wheel))
     assert plain["TB206"].status == "failed"
     assert plain["TB206"].message == "no torch-2.13.0+cpu.dist-info/sboms/torchbuild.cdx.json"
 
     (tmp_path / "bad").mkdir()
     bad_record = with_sbom(
-        make_wheel(tmp_path / "bad", plan.wheel, files, record_overrides={"torch/__init__.py": "sha256=AAAA,6"})
+        make_wheel(tmp_path / "bad", plan.root.wheel, files, record_overrides={"torch/__init__.py": "sha256=AAAA,6"})
     )
-    codes = by_code(check_wheel(bad_record, plan.wheel))
+    codes = by_code(check_wheel(bad_record, plan.root.wheel))
     assert failed_codes(list(codes.values())) == {"TB201"}
     assert "torch/__init__.py: sha256 differs from RECORD" in codes["TB201"].message
 
     (tmp_path / "tag").mkdir()
-    wrong_tag = make_wheel(tmp_path / "tag", plan.wheel, files, tags=["cp312-cp312-manylinux_2_28_x86_64"])
-    assert "differ from the file name's" in by_code(check_wheel(wrong_tag, plan.wheel))["TB202"].message
+    wrong_tag = make_wheel(tmp_path / "tag", plan.root.wheel, files, tags=["cp312-cp312-manylinux_2_28_x86_64"])
+    assert "differ from the file name's" in by_code(check_wheel(wrong_tag, plan.root.wheel))["TB202"].message
 
     other_python = torch_plan(python="3.12")
-    assert "lacks the Plan's tag(s) cp312-cp312" in by_code(check_wheel(good, other_python.wheel))["TB202"].message
+    assert "lacks the Plan's tag(s) cp312-cp312" in by_code(check_wheel(good, other_python.root.wheel))["TB202"].message
 
     (tmp_path / "escape").mkdir()
-    escaping = make_wheel(tmp_path / "escape", plan.wheel, {**files, "../evil.py": b""})
-    assert by_code(check_wheel(escaping, plan.wheel))["TB203"].message == "../evil.py ('..' component)"
+    escaping = make_wheel(tmp_path / "escape", plan.root.wheel, {**files, "../evil.py": b""})
+    assert by_code(check_wheel(escaping, plan.root.wheel))["TB203"].message == "../evil.py ('..' component)"
 
 
 # --- wheel Requires-Dist -> conda depends ----------------------------------------------------------------

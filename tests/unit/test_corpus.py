@@ -15,7 +15,7 @@ import pytest
 
 from tests.builders import torch_plan
 from tests.conftest import ROOT
-from torchbuild.config import compat
+from torchbuild.knowledge import compat
 from torchbuild.results import Check
 from torchbuild.run import report
 from torchbuild.run.records import CellRun, StageRecord

@@ -3,9 +3,10 @@ states them for real cells: PyPI's linux CUDA 12.8 and 13.0 wheels, torch 2.3.1'
 
 from __future__ import annotations
 
-from torchbuild.config import cuda_wheels, matrix
+from torchbuild.config import matrix
 from torchbuild.config.matrix import Cell
-from torchbuild.config.pypi_to_conda import marker_environment
+from torchbuild.knowledge import cuda_wheels
+from torchbuild.knowledge.pypi_to_conda import marker_environment
 from torchbuild.plan import Plan, resolve
 
 MATRIX = matrix.parse("build:\n  max_jobs: 8\n", "test-matrix.yaml")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from torchbuild.config import datafiles
 from torchbuild.errors import UserError
+from torchbuild.knowledge import datafiles
 
 WHERE = "torchbuild/data/t.yaml"
 

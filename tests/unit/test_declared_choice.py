@@ -13,9 +13,10 @@ import pytest
 
 from tests.conftest import ROOT
 from torchbuild.commands.plan_view import declared_lines
-from torchbuild.config import cuda_wheels, datafiles, matrix
+from torchbuild.config import matrix
 from torchbuild.config.matrix import Cell, MatrixError
 from torchbuild.errors import UserError
+from torchbuild.knowledge import cuda_wheels, datafiles
 from torchbuild.plan import resolve
 from torchbuild.run import state
 from torchbuild.wheel.wheelfile import without_requirements
@@ -52,7 +53,7 @@ def test_vendor_moves_the_requirements_out_of_what_is_left_to_them() -> None:
     assert "mkl" not in plan.conda.provided_dlls.values()  # the package keeps the vendored MKL DLLs
     # and torch\lib\libiomp5md.dll, which torch preloads and the vendored mkl_intel_thread loads by name
     assert "intel-openmp" not in plan.conda.provided_dlls.values()
-    assert not any(d.split()[0] == "mkl" for d in plan.conda.depends)
+    assert not any(d.split()[0] == "mkl" for d in plan.root.conda.depends)
     line = declared_lines(plan)[0]
     assert "vendored into the wheel from mkl-2021.4.0-py2.py3-none-win_amd64.whl" in line
     assert line.endswith("requirement mkl<=2021.4.0,>=2021.1.1 (mkl==2021.4.0) dropped (vendor; upstream keeps them)")

@@ -13,8 +13,9 @@ import pytest
 
 from tests.integration.support_source_repair import build_so
 from tests.pe_fixtures import DLLTOOL, GCC64, SOURCES
-from torchbuild.config import cuda_wheels, matrix
+from torchbuild.config import matrix
 from torchbuild.config.matrix import Cell
+from torchbuild.knowledge import cuda_wheels
 from torchbuild.plan import Plan, resolve
 from torchbuild.platforms.closure import left_to_dependencies, with_hints
 from torchbuild.platforms.linux import elf

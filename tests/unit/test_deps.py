@@ -15,9 +15,9 @@ from pathlib import Path
 import py7zr
 import pytest
 
-from torchbuild.config import build_deps
-from torchbuild.config.build_deps import Dependency, DependencyError
 from torchbuild.host import downloads
+from torchbuild.knowledge import build_deps
+from torchbuild.knowledge.build_deps import Dependency, DependencyError
 
 
 class Server:

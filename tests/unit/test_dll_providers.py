@@ -1,4 +1,4 @@
-"""Which DLLs a cell ships and where they come from (torchbuild/config/dll_providers.py), with real PE files."""
+"""Which DLLs a cell ships and where they come from (torchbuild/knowledge/dll_providers.py), with real PE files."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 
 from tests.builders import torch_plan
 from tests.pe_fixtures import PeFixtures
-from torchbuild.config import dll_providers
-from torchbuild.config.dll_providers import Provider, ProviderData, ProviderError
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
+from torchbuild.knowledge import dll_providers
+from torchbuild.knowledge.dll_providers import Provider, ProviderData, ProviderError
 from torchbuild.plan import Plan, WindowsFacts
 from torchbuild.platforms.windows import providers as provider_dlls
 

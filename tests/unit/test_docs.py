@@ -19,9 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from torchbuild.commands import options_reference
 from torchbuild.commands.cli import build_parser
 from torchbuild.config import matrix_schema
 from torchbuild.config.matrix import parse
+from torchbuild.plan import STAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -103,6 +105,11 @@ def test_quick_command_runs_with_its_documented_exit_code(block: Block, command:
     expected = {int(code) for code in block.options.get("exit", "0").split("|")}
     assert result.returncode in expected, f"{block.where}: `{command}` exited {result.returncode}:\n{result.stderr}"
     assert "Traceback" not in result.stderr, result.stderr
+    if block.options.get("shows") == "next":  # the text block after it holds lines of what the command prints
+        shown = next(b for b in ALL if b.page == block.page and b.line > block.line and b.language == "text")
+        printed = {" ".join(line.split()) for line in (result.stdout + result.stderr).splitlines()}
+        missing = [line for line in shown.text.splitlines() if " ".join(line.split()) not in printed]
+        assert not missing, f"{shown.where}: `{command}` does not print {missing}"
 
 
 def _test_exists(test_id: str) -> bool:
@@ -218,6 +225,25 @@ def test_every_cli_option_is_in_the_options_reference() -> None:
     assert not missing, f"options of the CLI not in their command's section of docs/options.md: {missing}"
     commands_documented = set(re.findall(r"^\| `(\w+)` \|", reference, re.M))
     assert set(_options(build_parser())) <= commands_documented
+
+
+def test_the_options_reference_tables_are_the_parsers() -> None:
+    """Each table of docs/options.md (commands, options, their values, defaults and meanings) is what the parser
+    gives, as ``--help`` says it."""
+    text = (ROOT / "docs" / "options.md").read_text(encoding="utf-8")
+    written = dict(options_reference.marked(text))
+    made = options_reference.tables(build_parser())
+    assert set(written) == set(made), f"docs/options.md marks {sorted(written)}, the parser has {sorted(made)}"
+    stale = sorted(section for section in made if written[section] != made[section])
+    assert not stale, (f"docs/options.md's tables {stale} differ from the parser: python -m "
+                       "torchbuild.commands.options_reference docs/options.md")  # fmt: skip
+
+
+def test_the_usage_page_lists_the_pin_step_and_every_stage_in_order() -> None:
+    text = " ".join((ROOT / "docs" / "usage.md").read_text(encoding="utf-8").split())
+    found = re.search(r"A run is the pin step, then the stages: ([^.]+)\.", text)
+    assert found, "docs/usage.md does not say what a run is (the pin step, then the stages)"
+    assert [re.sub(r"\s*\(.*\)", "", name).strip() for name in found[1].split(",")] == list(STAGES)
 
 
 def test_every_matrix_key_is_in_the_matrix_reference() -> None:

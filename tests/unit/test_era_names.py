@@ -1,4 +1,4 @@
-"""The 2018 channel's names (data/era_names.yaml, config/era_names.py): which cells publish pytorch-cpu,
+"""The 2018 channel's names (data/era_names.yaml, knowledge/era_names.py): which cells publish pytorch-cpu,
 torchvision-cpu and a cudaXY selector, checked against the stored real records, and what the Plan and the rendered
 recipe of such a cell say."""
 
@@ -12,8 +12,8 @@ import pytest
 from tests.builders import torch_plan
 from tests.conftest import REPODATA
 from tests.unit.test_cli import pipeline
-from torchbuild.config import era_names
 from torchbuild.errors import UserError
+from torchbuild.knowledge import era_names
 from torchbuild.stages.conda import era, recipe
 
 PYTORCH_2018 = REPODATA / "pytorch" / "linux-64" / "repodata.json"
@@ -79,11 +79,11 @@ def test_selectors_have_the_shape_of_the_real_metapackages() -> None:
 
 def test_plan_of_a_featured_cell_ranks_below_the_default_and_forbids_other_selectors() -> None:
     featured, default = torch_plan("win-64", "8.0", "3.6", "1.0.0"), torch_plan("win-64", "9.0", "3.6", "1.0.0")
-    assert featured.conda.build_number == default.conda.build_number - 1 == 99
-    assert featured.conda.constrains == ("cpuonly <0a0", "cuda90 <0a0", "cuda100 <0a0")
-    assert default.conda.constrains == ("cpuonly <0a0", "cuda80 <0a0", "cuda100 <0a0")
+    assert featured.root.conda.build_number == default.root.conda.build_number - 1 == 99
+    assert featured.root.conda.constrains == ("cpuonly <0a0", "cuda90 <0a0", "cuda100 <0a0")
+    assert default.root.conda.constrains == ("cpuonly <0a0", "cuda80 <0a0", "cuda100 <0a0")
     modern = torch_plan("win-64", "12.4", "3.11", "2.5.1")
-    assert modern.conda.era.empty and modern.conda.constrains == ("cpuonly <0a0",)
+    assert modern.conda.era.empty and modern.root.conda.constrains == ("cpuonly <0a0",)
 
 
 def test_the_recipe_carries_the_feature(tmp_path: Any) -> None:

@@ -12,8 +12,8 @@ import pytest
 
 from tests.conftest import ROOT
 from torchbuild.commands import estimate
-from torchbuild.config import ci_estimates
 from torchbuild.errors import UserError
+from torchbuild.knowledge import ci_estimates
 
 
 def pipeline(*args: str) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,7 @@ from torchbuild.config import matrix, matrix_json_schema
 from torchbuild.config.matrix import MatrixError
 from torchbuild.config.matrix_schema import INCLUDE_KEYS, TOP_LEVEL, MatrixKeys
 from torchbuild.config.options import RunOptions
-from torchbuild.run.runner import pipeline
+from torchbuild.run.flow import pipeline
 
 SHIPPED = ROOT / "torchbuild" / "data" / "matrix.schema.json"
 VALIDATOR = jsonschema.Draft202012Validator(json.loads(SHIPPED.read_text(encoding="utf-8")))

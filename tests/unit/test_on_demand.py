@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from torchbuild.config import companions, datafiles
 from torchbuild.config.matrix import Cell, Matrix
 from torchbuild.errors import UserError
+from torchbuild.knowledge import companions, datafiles
 from torchbuild.plan import resolve
 from torchbuild.platforms.windows import pe
 from torchbuild.platforms.windows.loadcheck import Loaded

@@ -15,9 +15,9 @@ import pytest
 from tests.builders import torch_plan
 from tests.conftest import ROOT
 from tests.unit.test_openmp import dll_importing, runtime_dll
-from torchbuild.config import companions, datafiles
 from torchbuild.config.matrix import Cell, load
 from torchbuild.errors import UserError
+from torchbuild.knowledge import companions, datafiles
 from torchbuild.plan import resolve
 from torchbuild.platforms.closure import (
     ClosureReport,

@@ -14,10 +14,10 @@ from packaging.version import Version
 from tests.builders import make_wheel
 from tests.conftest import ROOT
 from torchbuild.config import build_version, matrix
-from torchbuild.config.compat import load
 from torchbuild.config.matrix import Cell
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
+from torchbuild.knowledge.compat import load
 from torchbuild.pin import pin
 
 NEWEST = load().releases[-1].version
@@ -58,9 +58,9 @@ def plan_of(wheel: Path, cuda: str = "cpu", torch: str = "latest", platform: str
 def test_a_source_builds_wheel_keeps_its_version_and_takes_its_releases_facts(tmp_path: Path) -> None:
     plan = plan_of(torch_wheel(tmp_path, "2.6.0a0+git1eba9b3"))
     assert (plan.torch, plan.version) == ("2.6.0", "2.6.0a0+git1eba9b3")
-    assert plan.wheel == "torch-2.6.0a0+git1eba9b3-cp311-cp311-manylinux_2_28_x86_64.whl"
+    assert plan.root.wheel == "torch-2.6.0a0+git1eba9b3-cp311-cp311-manylinux_2_28_x86_64.whl"
     # conda has no local versions: the public version, and the label in the build string (two commits, two files)
-    assert plan.conda.filename == "pytorch-2.6.0a0-py3.11_cpu_git1eba9b3_0.conda"
+    assert plan.root.conda.filename == "pytorch-2.6.0a0-py3.11_cpu_git1eba9b3_0.conda"
     assert plan.env["PYTORCH_BUILD_VERSION"] == "2.6.0a0+git1eba9b3"
     assert any("is a source build of 2.6.0: using 2.6.0's facts" in note for note in plan.notes)
     assert plan.unlabelled_version is None
@@ -70,7 +70,7 @@ def test_a_nightly_without_a_label_is_given_the_cells(tmp_path: Path) -> None:
     plan = plan_of(torch_wheel(tmp_path, "2.10.0.dev20251105"))
     assert (plan.torch, plan.version, plan.unlabelled_version) == ("2.10.0", "2.10.0.dev20251105+cpu",
                                                                    "2.10.0.dev20251105")  # fmt: skip
-    assert plan.conda.filename == "pytorch-2.10.0.dev20251105-py3.11_cpu_0.conda"
+    assert plan.root.conda.filename == "pytorch-2.10.0.dev20251105-py3.11_cpu_0.conda"
 
 
 def test_a_build_past_every_release_says_whose_facts_it_takes(
@@ -207,7 +207,7 @@ def test_build_version_nightly_is_the_checkouts_version_and_the_nights_date(
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1795824000")  # 2026-11-28 00:00 UTC
     plan = _checkout_plan(path, build_version="nightly")
     assert plan.version == "2.16.0.dev20261128+cpu"
-    assert plan.conda.filename == "pytorch-2.16.0.dev20261128-py3.11_cpu_0.conda"
+    assert plan.root.conda.filename == "pytorch-2.16.0.dev20261128-py3.11_cpu_0.conda"
     assert any("--build-version nightly: version.txt 2.16.0, night 20261128" in note for note in plan.notes)
 
 

@@ -12,11 +12,12 @@ from torchbuild.stages.repair import stage as repair
 def test_the_plan_lists_torch_then_what_is_built_beside_it_with_what_each_links_against() -> None:
     plan = torch_plan("win-64", "cpu", "3.11", "2.5.1")
     torch, vision = plan.packages
-    assert (torch.name, torch.release, torch.wheel, torch.links_against) == ("torch", "2.5.1", plan.wheel, ())
-    assert torch.package == "pytorch-2.5.1-py3.11_cpu_0"
+    assert (torch.name, torch.release, torch.wheel, torch.links_against) == ("torch", "2.5.1", plan.root.wheel, ())
+    assert torch.conda.stem == "pytorch-2.5.1-py3.11_cpu_0"
     assert (vision.name, vision.release, vision.links_against) == ("torchvision", "0.20.1", ("torch",))
-    assert vision.depends[-1] == "pytorch 2.5.1 py3.11_cpu_0"
-    assert plan.dependents == (vision,)
+    assert vision.conda.filename == "torchvision-0.20.1-py3.11_cpu_0.conda"
+    assert vision.torch_pin == "pytorch 2.5.1 py3.11_cpu_0"
+    assert (plan.root, plan.dependents) == (torch, (vision,))
     assert [package_artifact("repaired_wheel", p) for p in plan.packages] == [
         "repaired_wheel", "repaired_wheel[torchvision]"]  # fmt: skip
 
@@ -30,5 +31,7 @@ def test_a_kind_declared_for_every_package_covers_any_package_but_not_the_era_na
     assert declares(repair.STAGE.reads, "source_wheel[torchfixture]")
     assert not declares(repair.STAGE.writes, "conda_package[torchfixture]")
     assert not declares(repair.STAGE.reads, "source_wheel")  # torch's own is the build's built_wheel
-    assert declares(conda.STAGE.writes, "conda_package[era:pytorch]")  # declared one by one
+    assert declares(conda.STAGE.writes, "conda_package[era:pytorch]")  # conda_package[era:*]
+    assert declares(conda.STAGE.writes, "conda_package[era:torchvision]")
     assert not declares(("conda_package[*]",), "conda_package[era:pytorch]")
+    assert not declares(("conda_package[era:*]",), "conda_package[torchvision]")

@@ -50,8 +50,8 @@ def test_a_member_one_character_longer_fails_naming_the_root_and_the_path(tmp_pa
 
 def test_a_linux_wheel_has_no_path_budget(tmp_path: Path) -> None:
     plan = torch_plan()
-    wheel = with_sbom(make_wheel(tmp_path, plan.wheel, {"torch/__init__.py": b""}))
-    check = tb(check_wheel(wheel, plan.wheel), "TB207")
+    wheel = with_sbom(make_wheel(tmp_path, plan.root.wheel, {"torch/__init__.py": b""}))
+    check = tb(check_wheel(wheel, plan.root.wheel), "TB207")
     assert (check.status, check.message) == ("skipped", "not a Windows wheel (manylinux_2_28_x86_64): no MAX_PATH")
 
 

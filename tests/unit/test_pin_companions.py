@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.builders import make_wheel
-from torchbuild.config import compat, pairing
 from torchbuild.config.matrix import Cell, Matrix
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
+from torchbuild.knowledge import compat, pairing
 from torchbuild.pin import pin, pin_companions
 from torchbuild.plan import resolve
 from torchbuild.run import runner

@@ -12,9 +12,9 @@ import pytest
 
 from tests.builders import make_wheel
 from torchbuild.config import matrix
-from torchbuild.config.compat import load
 from torchbuild.config.matrix import Cell
 from torchbuild.errors import StageFailed
+from torchbuild.knowledge.compat import load
 from torchbuild.pin import pin
 from torchbuild.plan import probe, resolve
 from torchbuild.stages import source
@@ -77,7 +77,7 @@ def test_relabelling_drops_pypis_build_number(links: Path, tmp_path: Path) -> No
         assert "Build: 3" in archive.read("torch-2.10.0.dist-info/WHEEL").decode()
     (tmp_path / "out").mkdir()
     artifact, _note = source._relabel(tagged, plan, tmp_path / "out", plan.torch)
-    assert artifact.path.name == plan.wheel == f"torch-2.10.0+cu128-{TAG}.whl"
+    assert artifact.path.name == plan.root.wheel == f"torch-2.10.0+cu128-{TAG}.whl"
     with zipfile.ZipFile(artifact.path) as archive:
         assert "Build:" not in archive.read("torch-2.10.0+cu128.dist-info/WHEEL").decode()
 

@@ -46,13 +46,13 @@ def test_historical_cells(cell: tuple[str, str, str, str], expected: tuple[objec
     plan = plan_of(platform, cuda, python, torch)
     assert plan.torch == want_torch
     assert plan.cudnn == want_cudnn
-    assert plan.conda.build_string == want_build_string
+    assert plan.root.conda.build_string == want_build_string
     if platform == "win-64":
         if want_compiler is not None:
             assert plan.toolchain.msvc_toolset == want_compiler
             assert plan.toolchain.visual_studio == want_vs
             assert plan.toolchain.vcvarsall_args == ("x64", f"-vcvars_ver={want_compiler}")
-        assert plan.wheel.endswith("win_amd64.whl")
+        assert plan.root.wheel.endswith("win_amd64.whl")
         assert plan.conda.site_packages == "Lib/site-packages"
         assert plan.env["DISTUTILS_USE_SDK"] == "1"
     else:
@@ -61,14 +61,14 @@ def test_historical_cells(cell: tuple[str, str, str, str], expected: tuple[objec
     if cuda == "cpu":
         assert plan.env["USE_CUDA"] == "0"
         assert "TORCH_CUDA_ARCH_LIST" not in plan.env
-        assert plan.conda.build_number == 0
+        assert plan.root.conda.build_number == 0
         assert plan.version == f"{want_torch}+cpu"
     else:
         assert plan.env["USE_CUDA"] == "1"
         assert plan.env["TORCH_CUDA_ARCH_LIST"]
-        assert plan.conda.build_number == 100  # CUDA builds outrank CPU ones where __cuda exists
-        assert "cpuonly <0a0" in plan.conda.constrains
-        assert any(d.startswith("__cuda") for d in plan.conda.depends)
+        assert plan.root.conda.build_number == 100  # CUDA builds outrank CPU ones where __cuda exists
+        assert "cpuonly <0a0" in plan.root.conda.constrains
+        assert any(d.startswith("__cuda") for d in plan.root.conda.depends)
 
 
 def test_cuda8_uses_vs2015_and_prebuild_with_ninja() -> None:
@@ -108,18 +108,18 @@ def test_build_env_and_names() -> None:
     assert plan.env["PYTORCH_BUILD_NUMBER"] == "0"
     assert plan.env["MAX_JOBS"] == "8"
     assert plan.env["CMAKE_CUDA_COMPILER_LAUNCHER"] == "sccache"
-    assert plan.wheel == "torch-2.5.1+cu124-cp311-cp311-win_amd64.whl"
-    assert plan.conda.filename == "pytorch-2.5.1-py3.11_cuda12.4_cudnn9_0.conda"
+    assert plan.root.wheel == "torch-2.5.1+cu124-cp311-cp311-win_amd64.whl"
+    assert plan.root.conda.filename == "pytorch-2.5.1-py3.11_cuda12.4_cudnn9_0.conda"
     # The VC runtime dependency is the conda stage's: at least this minimum, and the binaries' floor (vc_runtime.py).
     assert plan.conda.vc_runtime is not None
     assert (plan.conda.vc_runtime.package, plan.conda.vc_runtime.minimum) == ("vc14_runtime", "14.29")
-    assert "cuda-version >=12.4,<12.5" in plan.conda.depends
-    assert "python >=3.11,<3.12.0a0" in plan.conda.depends
+    assert "cuda-version >=12.4,<12.5" in plan.root.conda.depends
+    assert "python >=3.11,<3.12.0a0" in plan.root.conda.depends
     old = plan_of("win-64", "9.0", "3.6", "0.4.1")
-    assert old.wheel == "torch-0.4.1+cu90-cp36-cp36m-win_amd64.whl"
+    assert old.root.wheel == "torch-0.4.1+cu90-cp36-cp36m-win_amd64.whl"
     assert old.conda.vc_runtime is not None and old.conda.vc_runtime.package == "vc"
-    assert "cudatoolkit >=9.0,<9.1" in old.conda.depends
-    assert plan_of("linux-64", "cpu", "3.8", "1.10.0").wheel.endswith("manylinux1_x86_64.whl")
+    assert "cudatoolkit >=9.0,<9.1" in old.root.conda.depends
+    assert plan_of("linux-64", "cpu", "3.8", "1.10.0").root.wheel.endswith("manylinux1_x86_64.whl")
 
 
 def test_work_dirs_per_stage() -> None:
@@ -192,7 +192,7 @@ def test_notes_concern_the_plans_platform() -> None:
 
 
 def test_no_note_speaks_of_how_it_was_written() -> None:
-    from torchbuild.config.compat import PLATFORMS, load, notes_for
+    from torchbuild.knowledge.compat import PLATFORMS, load, notes_for
 
     compat = load()
     rows = [*compat.releases, *compat.cuda.values()]

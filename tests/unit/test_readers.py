@@ -1,4 +1,4 @@
-"""One reader per fact: a dotted version's one sort key (config/compat.version_key, which verify's solve, the
+"""One reader per fact: a dotted version's one sort key (knowledge/compat.version_key, which verify's solve, the
 interpreter search, the VC runtime floor and the companions' Python list use), repodata.json's one reader
 (channels/repodata.py, which the local channel and verify's solve use), on real files; and why one OpenMP runtime per
 process, written once (platforms/closure.py), as both checks say it."""
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from torchbuild.channels import repodata
-from torchbuild.config.compat import version_key
+from torchbuild.knowledge.compat import version_key
 from torchbuild.platforms.closure import OpenMpRuntime, joint_openmp
 from torchbuild.platforms.linux import elf
 from torchbuild.platforms.linux.elf import ElfInfo

@@ -25,14 +25,14 @@ def test_rendered_recipe(cell: tuple[str, str, str, str], tmp_path: Path) -> Non
     rendered = render(plan, tmp_path / "recipe", wheel_requires=["filelock", "sympy >=1.13.3"])
     meta = rendered.meta
     assert meta["package"] == {"name": "pytorch", "version": plan.torch}
-    assert meta["build"]["string"] == plan.conda.build_string
-    assert meta["build"]["number"] == plan.conda.build_number
-    wheel = f"TORCHBUILD_WHEEL={plan.stage_dirs['repair']}/{plan.wheel}"
+    assert meta["build"]["string"] == plan.root.conda.build_string
+    assert meta["build"]["number"] == plan.root.conda.build_number
+    wheel = f"TORCHBUILD_WHEEL={plan.stage_dirs['repair']}/{plan.root.wheel}"
     assert meta["build"]["script_env"] == [wheel, "TORCHBUILD_ROOT"]
     run = meta["requirements"]["run"]
     # Before a wheel is read, the VC runtime dependency is the data's minimum (the conda stage raises it to the floor).
     vc = ["vc14_runtime >=14.29"] if plan.platform == "win-64" else []
-    assert run == [*plan.conda.depends, "filelock", "sympy >=1.13.3", *vc]
+    assert run == [*plan.root.conda.depends, "filelock", "sympy >=1.13.3", *vc]
     assert meta["requirements"]["host"] == [f"python {plan.python}", "pip"]
     whitelist = meta["build"]["missing_dso_whitelist"]
     commands = meta["test"]["commands"]

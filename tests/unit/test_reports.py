@@ -35,10 +35,11 @@ VENDORED = "torch.libs/libgomp-a34b3233.so.1"
 def stages_of(plan: Plan, root: Path) -> dict[str, runner.StageFunction]:
     """Every stage but publish as a stand-in: the source wheel and the repaired one share a file name, not bytes."""
     cell = root / plan.work_dir
-    source = Artifact.of(make_wheel(cell / "source", plan.wheel, {"torch/__init__.py": b"# as upstream\n"}))
-    repaired = Artifact.of(make_wheel(cell / "repair", plan.wheel, {"torch/__init__.py": b"# repaired\n"}))
+    source = Artifact.of(make_wheel(cell / "source", plan.root.wheel, {"torch/__init__.py": b"# as upstream\n"}))
+    repaired = Artifact.of(make_wheel(cell / "repair", plan.root.wheel, {"torch/__init__.py": b"# repaired\n"}))
     vendored = Vendored(path=VENDORED, sha256="0" * 64, size=1, version=None, provider="system", origin="/usr/lib")
-    RepairReport(wheel=plan.wheel, platform=plan.platform, vendored=(vendored,)).write(cell / "repair" / "repair.json")
+    wheel = plan.root.wheel
+    RepairReport(wheel=wheel, platform=plan.platform, vendored=(vendored,)).write(cell / "repair" / "repair.json")
     report = Artifact.of(cell / "repair" / "repair.json")
     tag = plan.python.replace(".", "")
     conda = Artifact.of(assemble_small(cell / "conda", {"lib/t.txt": plan.python.encode()}, name="pytorch",
@@ -105,12 +106,13 @@ def test_two_runs_of_two_cells_in_one_build_are_both_in_every_report(runs: Runs)
 
 def test_every_artifact_row_is_its_own_file_and_the_published_one_as_the_channel_has_it(runs: Runs) -> None:
     plan = runs.plans[0]
-    in_channel = runs.root / "channel" / "whl" / "simple" / "torch" / plan.wheel
-    source = runs.root / plan.work_dir / "source" / plan.wheel
+    wheel = plan.root.wheel
+    in_channel = runs.root / "channel" / "whl" / "simple" / "torch" / wheel
+    source = runs.root / plan.work_dir / "source" / wheel
     assert sha256_of(in_channel) != sha256_of(source)  # the repaired wheel, not its input
     markdown = (runs.root / "build" / "report.md").read_text()
-    rows = [line for line in markdown.splitlines() if line.startswith(f"| `{plan.cell_id}` |") and plan.wheel in line]
-    assert f"| published_wheel | `{plan.wheel}` | " in markdown
+    rows = [line for line in markdown.splitlines() if line.startswith(f"| `{plan.cell_id}` |") and wheel in line]
+    assert f"| published_wheel | `{wheel}` | " in markdown
     assert any(sha256_of(in_channel) in row and "published_wheel" in row for row in rows), rows
     assert any(sha256_of(source) in row and "source_wheel" in row for row in rows), rows
     conda = next((runs.root / "channel" / "linux-64").glob("pytorch-*py311*.conda"))
@@ -174,7 +176,7 @@ def test_publish_build_publishes_and_names_every_cell(runs: Runs, tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     for plan in runs.plans:
         assert f"cell {plan.cell_id}: " in proc.stdout
-        assert (channel / "whl" / "simple" / "torch" / plan.wheel).is_file()
+        assert (channel / "whl" / "simple" / "torch" / plan.root.wheel).is_file()
     assert f"pip install --index-url {channel.as_uri()}/whl/simple torch" in proc.stdout
 
 

@@ -17,13 +17,13 @@ from torchbuild.stages import Context
 
 def test_a_rebuild_that_differs_names_the_members_that_changed(tmp_path: Path) -> None:
     plan = torch_plan()
-    given = make_wheel(tmp_path / "in", plan.wheel)
+    given = make_wheel(tmp_path / "in", plan.root.wheel)
 
     def clock_stamping_repair(ctx: Context) -> StageResult:
         """A fake repair that is not reproducible on purpose: it writes the clock into a member."""
         out = ctx.stage_dir("repair")
         files = {"torch/__init__.py": b"", "torch/stamp.txt": str(time.time_ns()).encode()}
-        return StageResult(outputs={"repaired_wheel": Artifact.of(make_wheel(out, plan.wheel, files))})
+        return StageResult(outputs={"repaired_wheel": Artifact.of(make_wheel(out, plan.root.wheel, files))})
 
     def hand_over(name: str) -> runner.StageFunction:
         return lambda _ctx: StageResult(outputs={name: Artifact.of(given)} if name else {})
@@ -35,7 +35,7 @@ def test_a_rebuild_that_differs_names_the_members_that_changed(tmp_path: Path) -
         assert runner.run([plan], root=tmp_path, options=RunOptions(force=True), stages=stand_ins) == 0
     (cell,) = json.loads((tmp_path / "build" / "report.json").read_text())["cells"]
     message = next(s["message"] for s in cell["stages"] if s["stage"] == "repair")
-    assert message.startswith(f"not reproducible: {plan.wheel} differs from the last build of the same inputs: ")
+    assert message.startswith(f"not reproducible: {plan.root.wheel} differs from the last build of the same inputs: ")
     assert "torch/stamp.txt (crc" in message and "torch-2.13.0+cpu.dist-info/RECORD (crc" in message
 
 
@@ -85,8 +85,8 @@ def test_a_rerun_reads_no_archive_of_a_stage_that_copies_its_inputs(
     not read the published archives first (a wheel's directory of 12,000 members costs a rerun a fifth of a second)
     while it still does so for the stages that make archives."""
     plan = torch_plan()
-    given = make_wheel(tmp_path / "in", plan.wheel)
-    published = tmp_path / "channel-copy" / plan.wheel
+    given = make_wheel(tmp_path / "in", plan.root.wheel)
+    published = tmp_path / "channel-copy" / plan.root.wheel
 
     def copy_publish(_ctx: Context) -> StageResult:
         published.parent.mkdir(exist_ok=True)

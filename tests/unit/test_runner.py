@@ -17,7 +17,7 @@ from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.plan import STAGES, Plan
 from torchbuild.results import Artifact, StageResult
-from torchbuild.run import runner
+from torchbuild.run import flow, runner
 from torchbuild.stages import Context, Stage
 
 WAIT_S = 60.0
@@ -26,12 +26,12 @@ WAIT_S = 60.0
 def stand_ins(plan: Plan, tmp_path: Path, **given: runner.StageFunction) -> dict[str, runner.StageFunction]:
     """Every stage handing over what it declares it writes, less those ``given`` (keyed smoke_wheel for
     smoke-wheel)."""
-    artifact = Artifact.of(make_wheel(tmp_path / "in", plan.wheel))
+    artifact = Artifact.of(make_wheel(tmp_path / "in", plan.root.wheel))
 
     def hand_over(*names: str) -> runner.StageFunction:
         return lambda _ctx: StageResult(outputs={name: artifact for name in names})
 
-    functions = {stage.name: hand_over(*stage.writes) for stage in runner.pipeline() if stage.name != "verify"}
+    functions = {stage.name: hand_over(*stage.writes) for stage in flow.pipeline() if stage.name != "verify"}
     functions["verify"] = lambda _ctx: StageResult()
     return {**functions, **{name.replace("_", "-"): function for name, function in given.items()}}
 
@@ -55,7 +55,7 @@ def test_the_wheel_smoke_runs_beside_conda_and_the_conda_smoke_beside_a_failing_
 ) -> None:
     plan = torch_plan(platform=platform)
     wheel_smoke, conda_smoke = threading.Event(), threading.Event()
-    conda_package = Artifact.of(make_wheel(tmp_path / "conda", plan.wheel))
+    conda_package = Artifact.of(make_wheel(tmp_path / "conda", plan.root.wheel))
 
     def conda(_ctx: Context) -> StageResult:
         if not wheel_smoke.wait(WAIT_S):
@@ -103,8 +103,8 @@ def test_a_failed_wheel_smoke_beside_conda_stops_what_has_not_started(tmp_path: 
 
 
 def test_the_stages_each_stage_waits_for() -> None:
-    declared = runner.pipeline()
-    waits = runner.waits_for(declared)
+    declared = flow.pipeline()
+    waits = flow.waits_for(declared)
     assert waits["smoke-wheel"] == ("source", "build", "repair")
     assert waits["verify"] == ("source", "build", "repair", "conda")
     assert waits["smoke-conda"] == ("source", "build", "repair", "conda")
@@ -112,22 +112,22 @@ def test_the_stages_each_stage_waits_for() -> None:
 
 
 def test_a_stage_beside_one_not_before_it_or_whose_output_it_reads_is_refused() -> None:
-    declared = list(runner.pipeline())
+    declared = list(flow.pipeline())
     names = [s.name for s in declared]
     at = names.index("smoke-conda")
-    runner.check_flow(declared)  # as shipped
+    flow.check_flow(declared)  # as shipped
 
     def with_smoke_conda(**changes: Any) -> list[Stage]:
         return [*declared[:at], dataclasses.replace(declared[at], **changes), *declared[at + 1 :]]
 
     with pytest.raises(UserError, match="stage 'smoke-conda' runs beside 'publish', which is not a stage before it"):
-        runner.check_flow(with_smoke_conda(beside=("publish",)))
+        flow.check_flow(with_smoke_conda(beside=("publish",)))
     reads = (
         r"runs beside 'conda' but reads conda_package, conda_package\[torchaudio\], conda_package\[torchvision\], "
         r"which 'conda' writes"
     )
     with pytest.raises(UserError, match=reads):
-        runner.check_flow(with_smoke_conda(beside=("conda",)))
+        flow.check_flow(with_smoke_conda(beside=("conda",)))
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="skipped: no /dev/full (a device that is always full)")

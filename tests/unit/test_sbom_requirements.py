@@ -17,7 +17,7 @@ def test_declared_requirements_are_required_dependencies_of_torch() -> None:
     cell = Cell(platform="linux-64", cuda="12.8", python="3.11", torch="2.10.0")
     plan = resolve(cell, matrix.parse("build:\n  max_jobs: 8\n", "m.yaml"))
     source = SourceInfo("wheel", "https://files.pythonhosted.org/torch.whl", "ab" * 32, "", 1_700_000_000, "test")
-    subject = sbom.Subject(artifact=plan.wheel, name="torch", version=plan.version, source=source)
+    subject = sbom.Subject(artifact=plan.root.wheel, name="torch", version=plan.version, source=source)
     text = sbom.build(subject, [], source.epoch, requirements=plan.declared_libraries)
     assert sbom.schema_problem(text) is None
     document = json.loads(text)

@@ -61,7 +61,7 @@ def test_an_in_memory_conda_prefix_a_failed_run_kept_is_removed_by_the_next_run(
     from torchbuild.stages.smoke.venv import VenvBackend
 
     plan = torch_plan()
-    package = make_wheel(tmp_path / "in", plan.wheel)  # any file: only its size counts here
+    package = make_wheel(tmp_path / "in", plan.root.wheel)  # any file: only its size counts here
     backend = VenvBackend(plan, "python3", package)
     base = tmp_path / "smoke-conda"
     base.mkdir()

@@ -35,8 +35,8 @@ def plan_of(cell_id: str) -> Plan:
 def record_build(root: Path, plan: Plan, upto: str = "verify", wheel: bytes = b"wheel") -> dict[str, Path]:
     """build/<cell>/state.json as the build machine left it, and the files its upload brought here."""
     files = {
-        "wheel": root / plan.work_dir / "repair" / plan.wheel,
-        "conda": root / plan.work_dir / "conda" / plan.conda.filename,
+        "wheel": root / plan.work_dir / "repair" / plan.root.wheel,
+        "conda": root / plan.work_dir / "conda" / plan.root.conda.filename,
     }
     for name, path in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -49,7 +49,7 @@ def test_the_repair_adds_it_and_the_conda_package_depends_on_it(tmp_path: Path) 
     through), then the conda stage's conversion of the repaired wheel's metadata."""
     plan = torch_plan("linux-64", "cpu", "3.9", "2.8.0")
     upstream = ["filelock", "typing-extensions>=4.10.0", 'setuptools; python_version >= "3.12"']
-    built = make_wheel(tmp_path / "built", plan.wheel, requires=upstream)
+    built = make_wheel(tmp_path / "built", plan.root.wheel, requires=upstream)
     result = repair.run(_ctx(tmp_path, plan, built))
     repaired = result.outputs["repaired_wheel"].path
     info = wheelfile.read_wheel(repaired)
@@ -65,8 +65,8 @@ def test_the_repair_adds_it_and_the_conda_package_depends_on_it(tmp_path: Path) 
 
 def test_a_wheel_that_declares_it_is_left_as_it_is(tmp_path: Path) -> None:
     plan = torch_plan("win-64", "cpu", "3.9", "2.8.0")
-    fixed = make_wheel(tmp_path / "built", plan.wheel, requires=["filelock", "importlib-metadata>=4"])
-    target = tmp_path / "out" / plan.wheel
+    fixed = make_wheel(tmp_path / "built", plan.root.wheel, requires=["filelock", "importlib-metadata>=4"])
+    target = tmp_path / "out" / plan.root.wheel
     target.parent.mkdir()
     assert torch_wheel.finish(_ctx(tmp_path, plan, fixed), fixed, target, []) == ([], [], {})
     assert wheelfile.read_wheel(target).requires == ("filelock", "importlib-metadata>=4")

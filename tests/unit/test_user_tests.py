@@ -20,7 +20,7 @@ from torchbuild.config.user_tests import UserTest
 from torchbuild.errors import UserError
 from torchbuild.host import uv
 from torchbuild.plan import SMOKE_STAGES, user_test
-from torchbuild.run import runner
+from torchbuild.run import flow, runner
 from torchbuild.stages.smoke import stage as smoke
 from torchbuild.stages.smoke.env import Env
 from torchbuild.stages.smoke.user_test import check
@@ -159,7 +159,7 @@ def test_a_test_command_reruns_the_smoke_stages_but_not_the_build() -> None:
     plan = torch_plan()
     tested = dataclasses.replace(plan, user_test=UserTest(command="pytest", requires=(), project="/here"))
     options = RunOptions()
-    for stage in runner.pipeline():
+    for stage in flow.pipeline():
         same = runner.input_key(stage, plan, options, {}) == runner.input_key(stage, tested, options, {})
         assert same == (stage.name not in SMOKE_STAGES), stage.name
 

@@ -7,15 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from torchbuild.config import datafiles
-from torchbuild.stages.verify.solve import OVERLAY, _unrecorded_pins, _versions_in
+from tests.builders import torch_plan
+from torchbuild.stages.verify.solve import _unrecorded_pins, _versions_in
 
 
 @pytest.fixture()
 def stored(repodata: Path) -> dict[str, set[str]]:
-    overlay = datafiles.directory(OVERLAY)
-    assert overlay is not None
-    return _versions_in([overlay / "conda-forge", repodata / "conda-forge"], "linux-64")
+    solve = torch_plan("linux-64", "12.8", "3.11", "2.10.0").solve  # the records torchbuild stores, from the Plan
+    assert (solve.channel, solve.overlay) == ("conda-forge", "repodata/conda-forge")
+    assert solve.overlay_channel is not None
+    return _versions_in([solve.overlay_channel, repodata / "conda-forge"], "linux-64")
 
 
 def test_the_stored_records_serve_the_cuda_12_8_pins(stored: dict[str, set[str]]) -> None:

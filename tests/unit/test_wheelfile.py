@@ -75,7 +75,7 @@ def test_missing_wheel(tmp_path: Path) -> None:
 
 def test_wheel_of_another_package_names_expected_and_found(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, "numpy-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
-    _fails(wheel, "distribution 'numpy', expected 'torch'", PLAN.wheel)
+    _fails(wheel, "distribution 'numpy', expected 'torch'", PLAN.root.wheel)
 
 
 def test_wheel_for_another_platform_lists_the_accepted_tags(tmp_path: Path) -> None:

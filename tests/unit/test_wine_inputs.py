@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.builders import torch_plan
-from torchbuild.config import python_embed as pinned_embed
-from torchbuild.config import smoke_envs
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
+from torchbuild.knowledge import python_embed as pinned_embed
+from torchbuild.knowledge import smoke_envs
 from torchbuild.platforms.windows import loadcheck, python_embed, wine
 from torchbuild.stages import Context, smoke_conda, smoke_wheel
 from torchbuild.stages.smoke.resources import smoke_checks

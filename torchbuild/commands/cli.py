@@ -21,19 +21,22 @@ from torchbuild.commands.selection import default_platform, load_matrix, resolve
 from torchbuild.conda.assembly import COMPRESSION_LEVELS, COMPRESSORS
 from torchbuild.config import environment
 from torchbuild.config.channel_spec import local_path
-from torchbuild.config.compat import PLATFORMS, load
 from torchbuild.config.matrix import DECLARED_CHOICES, Matrix
 from torchbuild.config.option_fields import choices, default
-from torchbuild.config.options import RunOptions, user_cache_dir
+from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError, one_of, os_error
 from torchbuild.host import scratch, signals
 from torchbuild.host.console import adapt_streams, console, out
 from torchbuild.host.files import unwritable
+from torchbuild.knowledge.cache_folder import user_cache_dir
+from torchbuild.knowledge.compat import PLATFORMS, load
 from torchbuild.pin import pin
 from torchbuild.plan import Plan
 from torchbuild.run.records import EXIT_UNVERIFIED
 
 COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor", "sbom", "history")
+SELECTION = "cell selection"  # the options every command that selects cells shares
+CHANNELS = "DIR|s3://BUCKET/PREFIX|anaconda://OWNER[/LABEL]"  # what --channel takes
 
 
 def cache_help() -> str:
@@ -42,17 +45,20 @@ def cache_help() -> str:
 
 
 def _selectors(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("cell selection")
+    group = parser.add_argument_group(SELECTION)
     group.add_argument(
         "--matrix",
+        metavar="FILE",
         type=values.path,
         default=None,
         help="matrix file (default: matrix.yaml in this folder, else the one shipped with torchbuild)",
     )
-    group.add_argument("--cuda", type=values.text, help="CUDA version X.Y, or cpu")
-    group.add_argument("--py", "--python", dest="python", type=values.text, help="Python version X.Y")
-    group.add_argument("--platform", type=values.text, help=f"{one_of(PLATFORMS)} (default: this host's)")
-    group.add_argument("--torch", type=values.text, help="torch release, or 'latest' (default: the matrix's)")
+    group.add_argument("--cuda", metavar="X.Y|cpu", type=values.text, help="CUDA version X.Y, or cpu")
+    group.add_argument("--py", "--python", metavar="X.Y", dest="python", type=values.text, help="Python version X.Y")
+    group.add_argument("--platform", metavar="|".join(PLATFORMS), type=values.text,
+                       help=f"{one_of(PLATFORMS)} (default: this host's)")  # fmt: skip
+    group.add_argument("--torch", metavar="RELEASE|latest", type=values.text,
+                       help="torch release, or 'latest': the newest that supports the cell (default: the matrix's)")
     group.add_argument(
         "--only", metavar="CELL_ID", type=values.text, help="one cell of the matrix by id (see 'matrix')"
     )
@@ -91,12 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     run = sub.add_parser("run", help="run the stages for the selected cells (the default command)")
     _selectors(run)
-    run.add_argument("--channel", help="publish to this channel (default: the matrix's, a local 'channel/')")
-    run.add_argument(
-        "--wheel", type=values.path, help="use this prebuilt wheel as the source (a release, or your own build)"
-    )
+    run.add_argument("--channel", metavar=CHANNELS,
+                     help="publish to this channel (default: the matrix's, a local 'channel/')")  # fmt: skip
+    run.add_argument("--wheel", metavar="FILE", type=values.path,
+                     help="use this prebuilt wheel as the source (a release, or your own build)")  # fmt: skip
     run.add_argument(
         "--build-version",
+        metavar="VERSION|nightly",
         type=values.text,
         help="the version the artifacts carry (e.g. 2.16.0.dev20261128, or 'nightly' for a compile), instead of the "
         "source's own (a checkout's: version.txt+git<sha7>)",
@@ -113,21 +120,22 @@ def build_parser() -> argparse.ArgumentParser:
     level, threads = default(RunOptions, "compression_level"), default(RunOptions, "compression_threads")
     run.add_argument(
         "--compression-level",
+        metavar="N",
         type=int,
         default=level,
         help=f"zstd (1-22) or bzip2 (1-9) level of the conda package (default: {level})",
     )
-    run.add_argument(
-        "--compression-threads", type=int, default=threads, help=f"compression threads (default: {threads})"
-    )
+    run.add_argument("--compression-threads", metavar="N", type=int, default=threads,
+                     help=f"compression threads (default: {threads})")  # fmt: skip
     run.add_argument(
         "--repodata",
+        metavar="DIR",
         type=values.path,
         help=f"stored conda repodata (<channel>/<subdir>/repodata.json) to prove the package solvable against, "
         f"offline (default: ${environment.REPODATA}; without either, the live channels, cached; where they cannot be "
         f"reached the cell ends unverified, exit {EXIT_UNVERIFIED})",
     )
-    run.add_argument("--cache-dir", type=values.path, default=None, help=cache_help())
+    run.add_argument("--cache-dir", metavar="DIR", type=values.path, default=None, help=cache_help())
     run.add_argument(
         "-v",
         "--verbose",
@@ -135,14 +143,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="also show what the probes that are expected to fail said, and each check's time (slowest first)",
     )
     source = run.add_argument_group("compiling from source (instead of a prebuilt wheel)")
-    source.add_argument("--source-dir", type=values.path, help="compile this PyTorch checkout (with its submodules)")
+    source.add_argument("--source-dir", metavar="DIR", type=values.path,
+                        help="compile this PyTorch checkout (with its submodules)")  # fmt: skip
     source.add_argument(
         "--git-ref",
+        metavar="REF",
         type=values.text,
         help="clone this tag, branch or full commit SHA (e.g. v2.5.1) with submodules, and compile it",
     )
     git_url = default(RunOptions, "git_url")
-    source.add_argument("--git-url", type=values.text, help=f"repository for --git-ref (default {git_url})")
+    source.add_argument("--git-url", metavar="URL", type=values.text,
+                        help=f"repository for --git-ref (default: {git_url})")  # fmt: skip
     plan = sub.add_parser("plan", help="print the resolved plan; nothing is run")
     _selectors(plan)
     plan.add_argument("--json", action="store_true", help="machine-readable output")
@@ -166,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor", help="what compiling the selected cells needs on this host: found or missing, with fixes"
     )
     _selectors(doctor)
-    doctor.add_argument("--cache-dir", type=values.path, default=None, help=cache_help())
+    doctor.add_argument("--cache-dir", metavar="DIR", type=values.path, default=None, help=cache_help())
     return parser
 
 
@@ -224,7 +235,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         out.print(estimate.render(estimate.for_github_matrix(github_matrix(plans))), markup=False)
         return 0
     for plan in plans:
-        out.print(f"{plan.cell_id:40} torch {plan.torch:8} {plan.wheel}")
+        out.print(f"{plan.cell_id:40} torch {plan.torch:8} {plan.root.wheel}")
     return 0
 
 

@@ -1,7 +1,7 @@
 """What a nightly of the matrix costs in runner time: ``python pipeline.py matrix --estimate``.
 
 The per-cell hours are data (``data/ci_estimates.yaml``, with its sources and uncertain figures, read by
-config/ci_estimates.py); this module
+knowledge/ci_estimates.py); this module
 adds them up per runner and converts them to the minutes GitHub counts against a private repository's quota.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from torchbuild.config.ci_estimates import DATA, Table, load_table
-from torchbuild.config.compat import CPU
 from torchbuild.errors import UserError, one_of
+from torchbuild.knowledge.ci_estimates import DATA, Table, load_table
+from torchbuild.knowledge.compat import CPU
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ def add_parser(sub: Any) -> None:
         "history_dir",
         type=values.path,
         metavar="HISTORY_DIR",
-        help=f"a folder with a folder per night, each holding that night's {history.REPORT}",
+        help=f"a folder with a folder per night, each holding that night's {history.REPORT}; the nights are in the "
+        "order of their folders' names",
     )
     parser.add_argument(
         "-o",
@@ -33,7 +34,7 @@ def add_parser(sub: Any) -> None:
         type=values.path,
         metavar="PAGE",
         default=DEFAULT_PAGE,
-        help=f"the page to write (default: {DEFAULT_PAGE})",
+        help=f"the page to write; its folder is made where it is missing (default: {DEFAULT_PAGE})",
     )
 
 

@@ -8,9 +8,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from rich.markup import escape
 
-from torchbuild.config.cuda_wheels import RequirementWheel
 from torchbuild.config.matrix import LATEST
 from torchbuild.host.console import console, out
+from torchbuild.knowledge.cuda_wheels import RequirementWheel
 from torchbuild.plan import Plan
 
 
@@ -35,11 +35,11 @@ def print_plan(plan: Plan) -> None:
         *(("broken script", f"{r.value}: upstream's; the smoke expects it to fail ({r.why})")
           for r in plan.broken_scripts),
         ("left to conda deps", ", ".join(sorted(set(plan.conda.provided_dlls.values()))) or "-"),
-        ("wheel", plan.wheel),
-        ("conda", f"{plan.conda.filename} (build number {plan.conda.build_number})"),
-        ("depends", ", ".join(plan.conda.depends)),
+        ("wheel", plan.root.wheel),
+        ("conda", f"{plan.root.conda.filename} (build number {plan.root.conda.build_number})"),
+        ("depends", ", ".join(plan.root.conda.depends)),
         ("vc runtime", _vc_runtime_line(plan)),
-        ("constrains", ", ".join(plan.conda.constrains) or "-"),
+        ("constrains", ", ".join(plan.root.conda.constrains) or "-"),
         *((("2018 names", _era_line(plan)),) if not plan.conda.era.empty else ()),
         *((("test command", _test_line(plan)),) if plan.user_test else ()),
         ("channel", plan.channel),

@@ -57,17 +57,18 @@ def add_parsers(sub: Any) -> None:
     )
     publish.add_argument("paths", nargs="+", type=values.path, metavar="PATH", help="directory with report.json files, "
                          "or .conda/.tar.bz2/.whl files")  # fmt: skip
-    publish.add_argument(
-        "--channel", required=True, help="a directory, s3://bucket/prefix, anaconda://owner or anaconda://owner/label"
-    )
+    publish.add_argument("--channel", required=True, metavar="DIR|s3://BUCKET/PREFIX|anaconda://OWNER[/LABEL]",
+                         help="the channel to publish to")  # fmt: skip
     publish.add_argument("--replace", action="store_true", help="replace a different file under a published name")
     index = sub.add_parser("index", help="rebuild a channel's indexes from the files that are in it")
-    index.add_argument("--channel", required=True, help="a directory or s3://bucket/prefix")
-    index.add_argument("--keep-nightlies", metavar="N", type=values.text, help="delete the nightlies (.devN "
-                       "versions) older than the newest N nights of each package and platform; releases are never "
-                       "deleted")  # fmt: skip
-    index.add_argument("--matrix", type=values.path, metavar="PATH", help="take N from this matrix file's "
-                       "keep_nightlies where --keep-nightlies is not given")  # fmt: skip
+    index.add_argument("--channel", required=True, metavar="DIR|s3://BUCKET/PREFIX",
+                       help="the channel whose indexes are rebuilt")  # fmt: skip
+    index.add_argument("--keep-nightlies", metavar="N", type=values.text, help="keep the newest N nights (a whole "
+                       "number from 1) of each nightly package and platform: the older nightly files (.devN versions) "
+                       "are deleted with the indexes in one commit; releases are never deleted")  # fmt: skip
+    index.add_argument("--matrix", type=values.path, metavar="FILE", help="take N from this matrix file's "
+                       "keep_nightlies where --keep-nightlies is not given (none there: every nightly is kept)",
+                       )  # fmt: skip
 
 
 def kind_of(path: Path) -> Kind:

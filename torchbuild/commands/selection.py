@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from torchbuild.config import datafiles
 from torchbuild.config import matrix as matrix_mod
 from torchbuild.config.channel_spec import check_spec
-from torchbuild.config.compat import PLATFORMS, load
 from torchbuild.config.matrix import VENDOR_SUFFIX, Cell, Matrix
 from torchbuild.errors import UserError, one_of
 from torchbuild.host.platform import host_platform
+from torchbuild.knowledge import datafiles
+from torchbuild.knowledge.compat import PLATFORMS, load
 from torchbuild.plan import Plan, resolve
 
 MATRIX = "matrix.yaml"  # in the folder the user runs in; else torchbuild/data/matrix.yaml, the built-in default

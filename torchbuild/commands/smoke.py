@@ -23,7 +23,7 @@ from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
 from torchbuild.plan import SMOKE_STAGES, STAGES, Plan
 from torchbuild.results import Artifact, StageResult, Status, sha256_of
-from torchbuild.run import runner, state
+from torchbuild.run import flow, runner, state
 from torchbuild.run.records import BadRecord, StageRecord
 from torchbuild.stages import Context
 
@@ -91,7 +91,7 @@ def replayed(raw: state.Recorded, plan: Plan, root: Path, path: Path) -> dict[st
     final: dict[str, Artifact] = {}
     for record in records.values():
         final.update(record.outputs)
-    reads = dict.fromkeys(name for stage in runner.pipeline() if stage.name in SMOKE_STAGES for name in stage.reads)
+    reads = dict.fromkeys(name for stage in flow.pipeline() if stage.name in SMOKE_STAGES for name in stage.reads)
     for name in reads:
         if name not in final and name.endswith("]"):
             continue  # a companion's artifact (repaired_wheel[torchaudio]): there where the build made one

@@ -12,8 +12,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import Specifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
-from torchbuild.config.pypi_to_conda import NameRule, conda_name
 from torchbuild.errors import UserError
+from torchbuild.knowledge.pypi_to_conda import NameRule, conda_name
 from torchbuild.wheel.wheelfile import WheelInfo
 
 OPERATOR_ORDER = {op: i for i, op in enumerate(("===", "==", "~=", ">=", ">", "!=", "<=", "<"))}  # lower bound first

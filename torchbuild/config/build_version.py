@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from torchbuild.config.compat import Compat, TorchRelease
 from torchbuild.config.matrix import Cell
 from torchbuild.errors import UserError
+from torchbuild.knowledge.compat import Compat, TorchRelease
 
 NIGHTLY = "nightly"  # --build-version nightly: X.Y.Z.devYYYYMMDD of the checkout and the run's day
 

@@ -1,6 +1,6 @@
 """A cell's keep | vendor choice for the libraries its torch wheel leaves to declared requirements (matrix.yaml
 ``declared_libraries``; upstream's choice and where vendoring is refused: torchbuild/data/cuda_wheels.yaml, read by
-config/cuda_wheels.py), and the requirement wheels it keeps or vendors (a Plan fact)."""
+knowledge/cuda_wheels.py), and the requirement wheels it keeps or vendors (a Plan fact)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from torchbuild.config import pypi_to_conda
-from torchbuild.config.cuda_wheels import PINNED_IN, CudaWheels, RequirementWheel, declared_libraries, load
 from torchbuild.config.matrix import Cell
-from torchbuild.config.options import DeclaredLibraries
 from torchbuild.errors import UserError
+from torchbuild.knowledge import pypi_to_conda
+from torchbuild.knowledge.cuda_wheels import (
+    PINNED_IN,
+    CudaWheels,
+    DeclaredLibraries,
+    RequirementWheel,
+    declared_libraries,
+    load,
+)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,8 +14,6 @@ from typing import cast
 import yaml
 
 from torchbuild.config.channel_spec import check_spec
-from torchbuild.config.companions import check_packages
-from torchbuild.config.compat import CPU, PLATFORMS
 from torchbuild.config.matrix_nodes import (
     MatrixError,
     integer,
@@ -41,9 +39,12 @@ from torchbuild.config.matrix_schema import (
 )
 from torchbuild.config.nesting import DepthLimitedLoader
 from torchbuild.config.option_fields import literal_choices
-from torchbuild.config.options import BuildOptions, DeclaredLibraries
+from torchbuild.config.options import BuildOptions
 from torchbuild.config.user_tests import UserTestKeys, check_requires, split
 from torchbuild.errors import UserError, one_of
+from torchbuild.knowledge.companions import check_packages
+from torchbuild.knowledge.compat import CPU, PLATFORMS
+from torchbuild.knowledge.cuda_wheels import DeclaredLibraries
 
 LATEST = "latest"
 DECLARED_CHOICES = literal_choices(DeclaredLibraries)  # keep | vendor
@@ -89,7 +90,7 @@ class Matrix:
     build_number: int = 0
     build: BuildOptions = field(default_factory=BuildOptions)
     # the packages every cell ships (torch, torchvision, torchaudio; a companion as name==release pins it);
-    # None: torch and each companion whose release pairs with the cell's torch (config/pairing.py)
+    # None: torch and each companion whose release pairs with the cell's torch (knowledge/pairing.py)
     packages: tuple[str, ...] | None = None
     declared_libraries: DeclaredLibraries | None = None  # for every cell; None: upstream's choice per cell
     keep_nightlies: int | None = None  # what ``index --matrix`` keeps of the nightlies; None: every one

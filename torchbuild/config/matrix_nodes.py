@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import yaml
 
-from torchbuild.config.compat import PLATFORMS
 from torchbuild.config.matrix_schema import EXAMPLES, FLOAT_RANGES, MAX_INT, MIN_INT
 from torchbuild.errors import UserError, one_of
+from torchbuild.knowledge.compat import PLATFORMS
 
 
 class MatrixError(UserError):

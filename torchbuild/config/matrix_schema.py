@@ -10,9 +10,10 @@ import types
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from typing import Any, Union, get_args, get_origin
 
-from torchbuild.config.compat import PlatformName
 from torchbuild.config.option_fields import default, literal_choices, type_of
-from torchbuild.config.options import BuildOptions, DeclaredLibraries
+from torchbuild.config.options import BuildOptions
+from torchbuild.knowledge.compat import PlatformName
+from torchbuild.knowledge.cuda_wheels import DeclaredLibraries
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,7 +88,7 @@ def kind_of(key: str, hint: Any) -> str:
     if key in TEST_KEYS:
         return "test"  # test_command and test_requires go to config/user_tests.py together
     if key == "packages":
-        return "packages"  # checked by config/companions.py
+        return "packages"  # checked by knowledge/companions.py
     if hint is BuildOptions:
         return "build"
     if literal_choices(hint):

@@ -9,20 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import platformdirs
+from torchbuild.knowledge.cache_folder import user_cache_dir
 
 DEFAULT_GIT_URL = "https://github.com/pytorch/pytorch"
 
 CondaFormat = Literal["conda", "tar.bz2"]
-# What the repair does with the libraries a wheel's declared requirements install (mkl, nvidia-*): leave them to the
-# requirement, or vendor them into a self-contained wheel. Unset: what upstream does (config/declared_choice.py).
-DeclaredLibraries = Literal["keep", "vendor"]
-
-
-def user_cache_dir() -> Path:
-    """The user's cache folder, asked when needed (so XDG_CACHE_HOME set after import counts): ~/.cache/torchbuild
-    (XDG_CACHE_HOME), %LOCALAPPDATA%\\torchbuild\\Cache on Windows."""
-    return Path(platformdirs.user_cache_dir("torchbuild", appauthor=False))
 
 
 @dataclass(frozen=True)

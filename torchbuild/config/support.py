@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from torchbuild.config.compat import CPU, Compat, CudaRelease, TorchRelease, version_key
 from torchbuild.config.matrix import LATEST, Cell
 from torchbuild.errors import UserError, one_of, some_of
+from torchbuild.knowledge.compat import CPU, Compat, CudaRelease, TorchRelease, version_key
 
 PYTHON_MIN = (3, 5)
 

@@ -1,7 +1,7 @@
-"""Downloads pinned by sha256 (a cell's build dependencies, config/build_deps.py; python.org's embeddable CPython):
+"""Downloads pinned by sha256 (a cell's build dependencies, knowledge/build_deps.py; python.org's embeddable CPython):
 downloaded with retries and a progress bar, verified, unpacked safely (no member may land outside its folder),
 and cached by hash in ``<cache>/deps/<sha256>/``. The wheels of a torch wheel's declared requirements that provide
-its libraries (config/cuda_wheels.py) are fetched once the same way: by pip for the target, checked against the
+its libraries (knowledge/cuda_wheels.py) are fetched once the same way: by pip for the target, checked against the
 sha256 the data pins, kept in ``<cache>/wheels/<sha256>/`` and their libraries unpacked beside.
 
 Each dependency names the variables it gives the build, e.g. ``CMAKE_INCLUDE_PATH: "{root}/include"`` and
@@ -20,11 +20,11 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-from torchbuild.config.build_deps import Dependency, DependencyError
-from torchbuild.config.cuda_wheels import PINNED_IN as REQUIREMENTS_PINNED_IN
-from torchbuild.config.cuda_wheels import RequirementWheel
 from torchbuild.host import archives, pip
 from torchbuild.host.files import link, make_empty, temporary_name
+from torchbuild.knowledge.build_deps import Dependency, DependencyError
+from torchbuild.knowledge.cuda_wheels import PINNED_IN as REQUIREMENTS_PINNED_IN
+from torchbuild.knowledge.cuda_wheels import RequirementWheel
 from torchbuild.results import sha256_of
 
 RETRIES = 3

@@ -10,8 +10,8 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from torchbuild.config.compat import version_key
 from torchbuild.host import signals, uv
+from torchbuild.knowledge.compat import version_key
 
 PROBE = "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.executable)"
 PROBE_TIMEOUT_S = 60

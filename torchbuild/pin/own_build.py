@@ -19,12 +19,12 @@ from packaging.version import InvalidVersion, Version
 
 from torchbuild.config import build_version
 from torchbuild.config.build_version import OwnBuild
-from torchbuild.config.compat import CPU, Compat
 from torchbuild.config.environment import source_date_epoch
 from torchbuild.config.matrix import LATEST, Cell
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
 from torchbuild.host import checkout, signals
+from torchbuild.knowledge.compat import CPU, Compat
 from torchbuild.wheel import version_py
 from torchbuild.wheel.wheelfile import WheelError
 

@@ -25,13 +25,13 @@ from typing import Protocol, TypeVar
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
-from torchbuild.config import cuda_wheels
-from torchbuild.config.compat import CPU, Compat, TorchRelease, load
 from torchbuild.config.matrix import LATEST, Cell, Matrix
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError, one_of
 from torchbuild.host import uv
 from torchbuild.host.console import console
+from torchbuild.knowledge import cuda_wheels
+from torchbuild.knowledge.compat import CPU, Compat, TorchRelease, load
 from torchbuild.pin import index_memo, index_probe, own_build, pin_companions
 from torchbuild.pin.own_build import Pin
 from torchbuild.plan import Plan, check_cell, probe, resolve, unlabelled_build, work_dir_of

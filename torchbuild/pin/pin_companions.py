@@ -19,13 +19,13 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from torchbuild.config import pairing
-from torchbuild.config.companions import companion_names, load, parse_package
-from torchbuild.config.compat import Compat, TorchRelease
 from torchbuild.config.matrix import Cell, Matrix
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import one_of
 from torchbuild.host import uv
+from torchbuild.knowledge import pairing
+from torchbuild.knowledge.companions import companion_names, load, parse_package
+from torchbuild.knowledge.compat import Compat, TorchRelease
 from torchbuild.pin import index_memo, index_probe
 from torchbuild.plan import probe
 from torchbuild.run import state

@@ -5,7 +5,7 @@ from torchbuild.plan.model import (
     SMOKE_STAGES,
     SOLVE_CHANNEL,
     STAGES,
-    CondaPackage,
+    CondaTarget,
     Offered,
     Plan,
     SolveTarget,
@@ -20,15 +20,18 @@ from torchbuild.plan.resolution import (
     user_test,
     work_dir_of,
 )
+from torchbuild.plan.shipped import CondaPackage, ShippedPackage
 
 __all__ = [
     "SMOKE_STAGES",
     "SOLVE_CHANNEL",
     "STAGES",
     "CondaPackage",
+    "CondaTarget",
     "Offered",
     "Plan",
     "Probe",
+    "ShippedPackage",
     "SolveTarget",
     "WindowsFacts",
     "check_cell",

@@ -1,5 +1,5 @@
-"""The Plan of one cell and the frozen facts it is made of (CondaPackage, SolveTarget, WindowsFacts): what every
-stage reads. plan/resolution.py resolves a Cell into one.
+"""The Plan of one cell and the frozen facts it is made of (the packages it ships, plan/shipped.py; CondaTarget,
+SolveTarget, WindowsFacts): what every stage reads. plan/resolution.py resolves a Cell into one.
 """
 
 from __future__ import annotations
@@ -8,27 +8,28 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from torchbuild.conda.requirements import Conversion
-from torchbuild.config import era_names, pairing
-from torchbuild.config.build_deps import Dependency
 from torchbuild.config.build_version import OwnBuild
-from torchbuild.config.companions import TORCH, UpstreamOpenMp
-from torchbuild.config.compat import (
+from torchbuild.config.declared_choice import Choice
+from torchbuild.config.user_tests import UserTest
+from torchbuild.host.pip import target_args as pip_target_args
+from torchbuild.knowledge import datafiles, era_names, pairing
+from torchbuild.knowledge.build_deps import Dependency
+from torchbuild.knowledge.companions import UpstreamOpenMp
+from torchbuild.knowledge.compat import (
     CPU,
     Rule,
     VcRuntimeRule,
 )
-from torchbuild.config.cuda_wheels import RequirementWheel
-from torchbuild.config.declared_choice import Choice
-from torchbuild.config.dll_providers import ProviderData
-from torchbuild.config.pypi_to_conda import NameRule
-from torchbuild.config.python_embed import Pinned
-from torchbuild.config.shipped import ShippedPackage, beside
-from torchbuild.config.smoke_envs import Wanted
-from torchbuild.config.user_tests import UserTest
-from torchbuild.host.pip import target_args as pip_target_args
+from torchbuild.knowledge.cuda_wheels import RequirementWheel
+from torchbuild.knowledge.dll_providers import ProviderData
+from torchbuild.knowledge.pypi_to_conda import NameRule
+from torchbuild.knowledge.python_embed import Pinned
+from torchbuild.knowledge.smoke_envs import Wanted
+from torchbuild.plan.shipped import ShippedPackage
 from torchbuild.platforms.by_name import platform_module
 from torchbuild.platforms.target import Platform, Toolchain
 from torchbuild.wheel.wheelfile import Expected, WheelTags
@@ -36,27 +37,23 @@ from torchbuild.wheel.wheelfile import Expected, WheelTags
 STAGES = ("source", "build", "repair", "conda", "verify", "smoke-wheel", "smoke-conda", "publish")
 SMOKE_STAGES = ("smoke-wheel", "smoke-conda")
 SOLVE_CHANNEL = "conda-forge"  # when packaging.yaml's solve_channels names none for the cell
+STORED_REPODATA = "repodata"  # torchbuild/data/repodata/<channel>/<subdir>: what the stored subsets lack (solve)
 Offered = Mapping[str, pairing.Offered] | None  # companion -> the release the pin step took from the indexes
 
 
 @dataclass(frozen=True, kw_only=True)
-class CondaPackage:
-    name: str
-    version: str
-    build_string: str
-    build_number: int
+class CondaTarget:
+    """The conda environment every package of the cell is made for (each package's own name, version, build and file
+    are its CondaPackage, plan/shipped.py)."""
+
     subdir: str
     site_packages: str
-    depends: tuple[str, ...]
-    constrains: tuple[str, ...]
-    filename: str  # the .conda file
-    archives: Mapping[str, str]  # archive format (conda, tar.bz2) -> file name
     requirement_overrides: Mapping[str, str]  # PyPI name -> the conda spec that replaces its converted pin
     marker_environment: Mapping[str, str]  # PEP 508 marker values of the target, for the wheel's Requires-Dist
     install_scheme: Mapping[str, str]  # where a wheel's .data/<key>/ goes in the prefix ({dist}: the wheel's name)
     pypi_names: Mapping[str, NameRule]  # PyPI name -> conda name (torchbuild/data/pypi_to_conda.yaml)
     # The VC runtime dependency (win-64): its version is at least the floor read from the binaries (vc_runtime.py),
-    # so the conda stage writes it; it is not in ``depends``.
+    # so the conda stage writes it; it is not in a package's ``depends``.
     vc_runtime: VcRuntimeRule | None = None
     # DLL pattern -> the run dependency that installs it into the environment: the package leaves its copy out.
     provided_dlls: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -65,7 +62,7 @@ class CondaPackage:
 
     @property
     def requirements(self) -> Conversion:
-        """How the wheel's Requires-Dist become this package's run dependencies."""
+        """How a wheel's Requires-Dist become its package's run dependencies."""
         return Conversion(markers=self.marker_environment, overrides=self.requirement_overrides, names=self.pypi_names)
 
 
@@ -76,6 +73,14 @@ class SolveTarget:
     channel: str  # a channel directory under --repodata (conda-forge; main of 2018 for old win-64 cells)
     absent: tuple[str, ...]  # run dependencies the stored subset has no record of for this era: left out, said so
     virtual_packages: Mapping[str, str]
+    # The records of ``channel`` the stored subsets lack (the CUDA libraries PyPI's CUDA wheels pin) that torchbuild
+    # stores for the cell's subdir, torchbuild/data/<overlay> (its README.md): searched first; "" where it has none
+    overlay: str = ""
+
+    @property
+    def overlay_channel(self) -> Path | None:
+        """The folder of ``overlay`` in this installation of torchbuild, or None where there is none."""
+        return datafiles.directory(self.overlay) if self.overlay else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,7 +97,7 @@ class WindowsFacts:
     dll_search_dirs: tuple[str, ...]
     driver_dlls: tuple[str, ...]
     embeddable: Pinned | None
-    embeddable_missing: str  # one line: why none is pinned for the cell's Python (config/python_embed.py)
+    embeddable_missing: str  # one line: why none is pinned for the cell's Python (knowledge/python_embed.py)
     smoke_extras_wine: tuple[Wanted, ...]
 
 
@@ -111,10 +116,12 @@ class Plan:
     build_kind: str  # setup-py | pip-wheel: how a source checkout becomes a wheel
     toolchain: Toolchain
     env: Mapping[str, str]
-    wheel: str  # file name of the cell's wheel
     wheel_tags: WheelTags
     prebuilt_unlabelled: bool  # PyPI's wheel of this build has no local label (win-64 CPU, linux CUDA of its era)
-    conda: CondaPackage
+    # What the cell ships, torch (the root) first, then each package the stages build beside it: every stage runs one
+    # code path over them (plan/shipped.py)
+    packages: tuple[ShippedPackage, ...]
+    conda: CondaTarget
     solve: SolveTarget
     selectors: Mapping[str, bool | int | str]  # conda-build's selector names for this cell's recipe
     channel: str
@@ -129,7 +136,8 @@ class Plan:
     # cell's platform (under Wine: WindowsFacts.smoke_extras_wine)
     smoke_extras: tuple[Wanted, ...] = ()
     # torchvision / torchaudio beside torch: the release and PyPI wheel chosen for this target, or why none ships,
-    # and (win-64 torchvision) the conda package the stages build from that wheel (config/pairing.py)
+    # and (win-64 torchvision) the conda package the stages build from that wheel (knowledge/pairing.py); those the
+    # stages build are entries of ``packages``
     companions: tuple[pairing.Companion, ...] = ()
     # The declared requirements whose wheels provide libraries the wheel loads (cuda_wheels.yaml: PyPI's linux CUDA
     # builds' nvidia-*, mkl of torch 2.3.x on win-64), for the target, exact versions: the repair leaves them there
@@ -168,13 +176,9 @@ class Plan:
         return self.cuda != CPU
 
     @property
-    def packages(self) -> tuple[ShippedPackage, ...]:
-        """What the cell ships, torch first, then each package the stages build beside it; every stage runs one code
-        path over them (config/shipped.py)."""
-        root = ShippedPackage(
-            name=TORCH, release=self.torch, wheel=self.wheel, package=self.conda.filename.removesuffix(".conda")
-        )
-        return (root, *(beside(c, TORCH) for c in self.companions if c.built))
+    def root(self) -> ShippedPackage:
+        """The package the others link against: torch, whose wheel the cell's source and build stages make."""
+        return next(p for p in self.packages if p.is_root)
 
     @property
     def dependents(self) -> tuple[ShippedPackage, ...]:
@@ -197,7 +201,7 @@ class Plan:
             tags=self.wheel_tags,
             platform=self.platform,
             cell_id=self.cell_id,
-            wheel=self.wheel,
+            wheel=self.root.wheel,
         )
 
     @property

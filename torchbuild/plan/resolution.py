@@ -12,10 +12,25 @@ from packaging.version import Version
 
 from torchbuild.conda import solve
 from torchbuild.conda.selectors import conda_selectors
-from torchbuild.config import build_deps, cuda_wheels, dll_providers, era_names, pairing, pypi_to_conda, smoke_envs
 from torchbuild.config.build_version import OwnBuild, build_string_label, labelled, own_facts
-from torchbuild.config.companions import upstream_openmp
-from torchbuild.config.compat import (
+from torchbuild.config.declared_choice import cell_libraries
+from torchbuild.config.matrix import LATEST, Cell, Matrix
+from torchbuild.config.support import check_cuda, check_python, resolve_release, supporting
+from torchbuild.config.user_tests import UserTest
+from torchbuild.errors import UserError
+from torchbuild.host.pip import target_args as pip_target_args
+from torchbuild.knowledge import (
+    build_deps,
+    cuda_wheels,
+    datafiles,
+    dll_providers,
+    era_names,
+    pairing,
+    pypi_to_conda,
+    smoke_envs,
+)
+from torchbuild.knowledge.companions import TORCH, upstream_openmp
+from torchbuild.knowledge.compat import (
     Compat,
     CudaRelease,
     TorchRelease,
@@ -23,21 +38,17 @@ from torchbuild.config.compat import (
     notes_for,
     version_key,
 )
-from torchbuild.config.declared_choice import cell_libraries
-from torchbuild.config.matrix import LATEST, Cell, Matrix
-from torchbuild.config.support import check_cuda, check_python, resolve_release, supporting
-from torchbuild.config.user_tests import UserTest
-from torchbuild.errors import UserError
-from torchbuild.host.pip import target_args as pip_target_args
 from torchbuild.plan.model import (
     SOLVE_CHANNEL,
     STAGES,
-    CondaPackage,
+    STORED_REPODATA,
+    CondaTarget,
     Offered,
     Plan,
     SolveTarget,
     WindowsFacts,
 )
+from torchbuild.plan.shipped import ShippedPackage, beside, conda_package
 from torchbuild.platforms.by_name import platform_module
 from torchbuild.platforms.linux.manylinux import accepted_platform_tags
 from torchbuild.platforms.target import Platform, Target, Toolchain, common_env
@@ -83,6 +94,14 @@ def user_test(cell: Cell, matrix: Matrix) -> UserTest | None:
         return None
     project = Path(matrix.path).parent.resolve()
     return UserTest(command=keys.command, requires=keys.requires or (), project=str(project))
+
+
+def stored_overlay(channel: str, subdir: str) -> str:
+    """The folder under torchbuild/data with the records of ``channel`` for ``subdir`` that the stored subsets lack,
+    or "" where torchbuild stores none."""
+    name = f"{STORED_REPODATA}/{channel}"
+    found = datafiles.directory(name)
+    return name if found is not None and (found / subdir).is_dir() else ""
 
 
 def work_dir_of(cell: Cell) -> str:
@@ -192,7 +211,6 @@ def resolve(
     constrains = (*constrains, *old_names.constrains)
     conda_build_number += old_names.build_number_offset
     site_packages = platform.site_packages(cell.python)
-    stem = f"pytorch-{conda_version}-{build_string}"
     markers = pypi_to_conda.marker_environment(cell.platform, cell.python)
     declared, vendored, choice = cell_libraries(cell, release.version)
     if declared:  # a compiled wheel then declares them as PyPI's does
@@ -202,17 +220,9 @@ def resolve(
     vc_runtime = pkg.vc_runtime_for(*applies_to)
     installed_by = [*depends, *(pypi_to_conda.conda_name(names, w.name).conda for w in declared)]
     installed_by += [vc_runtime.package] if vc_runtime else []
-    conda = CondaPackage(
-        name="pytorch",
-        version=conda_version,
-        build_string=build_string,
-        build_number=conda_build_number,
+    conda = CondaTarget(
         subdir=cell.platform,
         site_packages=site_packages,
-        depends=depends,
-        constrains=constrains,
-        filename=f"{stem}.conda",
-        archives={"conda": f"{stem}.conda", "tar.bz2": f"{stem}.tar.bz2"},
         requirement_overrides={o.pypi: o.rule.value for o in pkg.requirement_overrides if o.rule.applies(*applies_to)},
         marker_environment=markers,
         install_scheme=pypi_to_conda.install_scheme(cell.platform, site_packages, cell.python),
@@ -224,7 +234,21 @@ def resolve(
 
     wheel_tags = _wheel_tags(cell, release, compat, platform)
     wheel = f"torch-{version}-{wheel_tags.interpreter}-{wheel_tags.abi}-{wheel_tags.platform}.whl"
+    torch = ShippedPackage(
+        name=TORCH,
+        release=release.version,
+        wheel=wheel,
+        conda=conda_package("pytorch", conda_version, build_string, conda_build_number, depends, constrains),
+    )
+    companions = pairing.choose(
+        matrix.packages,
+        pairing.Target(platform=cell.platform, python=cell.python, torch_release=release.version,
+                       torch_version=version, local_version=local,
+                       **pairing.torch_pins(cell.platform, f"pytorch {conda_version} {build_string}", depends)),
+        offered=offered,
+    )  # fmt: skip
     era = pkg.solve_channel_for(cell.platform, release.version, cell.cuda, cell.python)
+    solve_channel = era.channel if era else SOLVE_CHANNEL
 
     work_dir = work_dir_of(cell)
     notes = list(own_notes)
@@ -248,14 +272,15 @@ def resolve(
         build_kind=release.build,
         toolchain=toolchain,
         env=dict(sorted(env.items())),
-        wheel=wheel,
         wheel_tags=wheel_tags,
         prebuilt_unlabelled=unlabelled_build(compat, *applies_to, local),
+        packages=(torch, *(beside(c, torch) for c in companions if c.built)),
         conda=conda,
         solve=SolveTarget(
-            channel=era.channel if era else SOLVE_CHANNEL,
+            channel=solve_channel,
             absent=era.absent if era else (),
             virtual_packages=solve.virtual_packages_for(cell.platform, cell.cuda if cuda else None),
+            overlay=stored_overlay(solve_channel, cell.platform),
         ),
         selectors=conda_selectors(cell.platform, cell.python, cell.cuda, cudnn),
         channel=matrix.channel,
@@ -267,13 +292,7 @@ def resolve(
         build_deps=build_deps.declared(cell.platform, release.version, cell.cuda),
         compiler_cache=options.compiler_cache,
         smoke_extras=smoke_envs.wanted(cell.platform, release.version, cell.cuda, cell.python, under_wine=False),
-        companions=pairing.choose(
-            matrix.packages,
-            pairing.Target(platform=cell.platform, python=cell.python, torch_release=release.version,
-                           torch_version=version, local_version=local,
-                           **pairing.torch_pins(cell.platform, f"pytorch {conda_version} {build_string}", depends)),
-            offered=offered,
-        ),
+        companions=companions,
         declared_libraries=declared,
         vendored_libraries=vendored,
         declared_choice=choice,

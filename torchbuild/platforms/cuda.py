@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchbuild.config.compat import version_key
 from torchbuild.host import signals
+from torchbuild.knowledge.compat import version_key
 from torchbuild.platforms.toolchain import Requirement, ToolchainError
 
 NVCC_FIX_WINDOWS = (

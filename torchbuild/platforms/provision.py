@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchbuild.config import compat, nesting
+from torchbuild.config import nesting
 from torchbuild.host import archives, pip
+from torchbuild.knowledge import compat
 from torchbuild.platforms.toolchain import ToolchainError
 from torchbuild.results import sha256_of
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from torchbuild.config.compat import Compat, CudaRelease, KnownBadVisualStudio, TorchRelease
 from torchbuild.config.options import BuildOptions
+from torchbuild.knowledge.compat import Compat, CudaRelease, KnownBadVisualStudio, TorchRelease
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,10 +12,10 @@ from typing import Any
 
 from rich.markup import escape
 
-from torchbuild.config.pairing import Companion
 from torchbuild.errors import UserError
 from torchbuild.host.console import MARKS, console, out
 from torchbuild.host.files import write_atomic
+from torchbuild.knowledge.pairing import Companion
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact
 from torchbuild.run import report_html

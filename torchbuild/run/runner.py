@@ -2,7 +2,7 @@
 
 The runner sees only final Plans (``pin/pin.py`` resolved ``latest`` before it starts). Each stage declares the artifact
 names it reads and writes (``torchbuild/stages``); before anything runs, the runner refuses a stage that reads a
-name no earlier stage writes, and a stage gets only the artifacts it declared it reads.
+name no earlier stage writes (run/flow.py), and a stage gets only the artifacts it declared it reads.
 
 A stage is skipped on a rerun when its recorded input key (the Plan, the run options that shape its output and the
 sha256 of every artifact it reads) is unchanged and its recorded outputs are still there: an output whose size and
@@ -45,79 +45,18 @@ from torchbuild.config.options import RunOptions
 from torchbuild.errors import StageFailed, UserError, os_error
 from torchbuild.host import locks, progress, scratch, signals
 from torchbuild.host.console import check_times, console, heading, step_done, step_start
-from torchbuild.plan import SMOKE_STAGES, STAGES, Plan
+from torchbuild.plan import SMOKE_STAGES, Plan
 from torchbuild.results import Artifact, StageResult, sha256_of
 from torchbuild.run import report, repro, state
+from torchbuild.run.flow import check_flow, pipeline, waits_for
 from torchbuild.run.records import EXIT_UNVERIFIED, CellRun, StageRecord, reaches_channel
 from torchbuild.run.state import State
-from torchbuild.stages import Context, Stage, declares, era_artifacts, publish, smoke_conda, smoke_wheel, source
-from torchbuild.stages.build import stage as build
-from torchbuild.stages.conda import stage as conda
-from torchbuild.stages.repair import stage as repair
-from torchbuild.stages.verify import stage as verify
+from torchbuild.stages import Context, Stage, declares, is_era_artifact, publish
 
 ARCHIVES = (".whl", ".conda", ".tar.bz2")  # outputs whose members a rebuild of the same inputs must reproduce
 
 StageFunction = Callable[[Context], StageResult]
 EXIT_CODES = {"passed": 0, "failed": 1, "unverified": EXIT_UNVERIFIED}
-
-
-# Every stage's module, in the order the stages run (plan.STAGES names them).
-MODULES = (source, build, repair, conda, verify, smoke_wheel, smoke_conda, publish)
-
-
-def pipeline() -> tuple[Stage, ...]:
-    """Every stage's declaration, in order."""
-    declared = tuple(module.STAGE for module in MODULES)
-    assert tuple(stage.name for stage in declared) == STAGES, "runner.MODULES and plan.STAGES disagree"
-    return declared
-
-
-def declared_in(stage: str) -> str:
-    """The file that declares ``stage``, for messages about its declaration."""
-    module = next((m for m in MODULES if m.STAGE.name == stage), None)
-    if module is None or module.__file__ is None:
-        return "torchbuild/stages"
-    path = Path(module.__file__)
-    return "/".join(path.parts[path.parts.index("torchbuild"):]) if "torchbuild" in path.parts else str(path)
-
-
-def check_flow(stages: Sequence[Stage]) -> None:
-    """Refuse a stage that reads an artifact no earlier stage declares it writes, one beside a stage that is not
-    earlier than it, and one that reads what a stage it runs beside writes."""
-    written: list[str] = []
-    for index, stage in enumerate(stages):
-        unknown = [name for name in stage.reads if not declares(written, name)]
-        if unknown:
-            earlier = ", ".join(written) or "nothing"
-            raise UserError(
-                f"stage '{stage.name}' reads {', '.join(unknown)}, which no earlier stage writes (written before it: "
-                f"{earlier}). Fix the stage's declaration in {declared_in(stage.name)}."
-            )
-        earlier_stages = {s.name: s for s in stages[:index]}
-        for other in stage.beside:
-            if other not in earlier_stages:
-                raise UserError(
-                    f"stage '{stage.name}' runs beside '{other}', which is not a stage before it (before it: "
-                    f"{', '.join(earlier_stages) or 'none'}). Fix the stage's declaration in "
-                    f"{declared_in(stage.name)}."
-                )
-            clash = sorted(name for name in stage.reads if declares(earlier_stages[other].writes, name))
-            if clash:
-                raise UserError(
-                    f"stage '{stage.name}' runs beside '{other}' but reads {', '.join(clash)}, which '{other}' "
-                    f"writes. Fix the stage's declaration in {declared_in(stage.name)}."
-                )
-        written += [name for name in stage.writes if name not in written]
-
-
-def waits_for(stages: Sequence[Stage]) -> dict[str, tuple[str, ...]]:
-    """For each stage, the earlier stages it starts after: all of them, less those it runs beside."""
-    waits: dict[str, tuple[str, ...]] = {}
-    for index, stage in enumerate(stages):
-        beside = set(stage.beside)
-        waits[stage.name] = tuple(s.name for s in stages[:index] if s.name not in beside)
-    return waits
 
 
 def input_key(stage: Stage, plan: Plan, options: RunOptions, inputs: Mapping[str, Artifact]) -> str:
@@ -290,7 +229,7 @@ def run_cell(
     check_flow(declared)
     waits = waits_for(declared)
     cell_run = _CellRun(plan, root, options, stages or {})
-    heading(f"[bold]{plan.cell_id}[/]  torch {plan.version}  ({plan.conda.filename})")
+    heading(f"[bold]{plan.cell_id}[/]  torch {plan.version}  ({plan.root.conda.filename})")
     pending = list(declared)
     running: dict[concurrent.futures.Future[StageRecord], _Job] = {}
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(declared))
@@ -384,7 +323,7 @@ def install_lines(cells: Sequence[CellRun], root: Path) -> list[str]:
             continue
         for name, artifact in cell.artifacts.items():
             conda, wheels = names.setdefault((cell.plan.channel, is_nightly(artifact.path.name)), (set(), set()))
-            if name.startswith("conda_package") and not name.startswith(era_artifacts("conda_package")):
+            if name.startswith("conda_package") and not is_era_artifact(name):
                 conda.add(conda_name_of(artifact.path.name))
             elif name.startswith("repaired_wheel"):
                 wheels.add(requirement_of(artifact.path.name))

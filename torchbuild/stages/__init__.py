@@ -5,12 +5,14 @@ artifact names below) and which run options shape its output. The runner gives a
 options and the artifacts it declared it reads; a stage reads nothing else, and the stages never import each other
 (the two smoke stages share ``stages/smoke/``, which is no stage of its own).
 
-Each package the cell ships (``Plan.packages``: torch, then those built beside it, config/shipped.py) goes through
+Each package the cell ships (``Plan.packages``: torch, then those built beside it, plan/shipped.py) goes through
 the same stages; torch's artifacts carry the plain names, every other package's its name,
 ``<torch's artifact>[<package>]``: ``source_wheel[torchvision]``, ``repaired_wheel[torchvision]``,
 ``repair_report[torchvision]``, ``conda_package[torchvision]``. The 2018 channel's names a cell of that era adds
 (stages/conda/era.py) are ``conda_package[era:pytorch]`` (pytorch-cpu), ``conda_package[era:selector]`` (cudaXY) and
-``conda_package[era:<companion>]`` (torchvision-cpu).
+``conda_package[era:<companion>]`` (torchvision-cpu). A stage declares each kind for every package, and apart from
+those for every 2018 name (``repaired_wheel[*]``, ``conda_package[era:*]``), so that no declaration depends on what
+the Plan or the data say.
 """
 
 from __future__ import annotations
@@ -19,10 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchbuild.config import era_names
 from torchbuild.config.options import RunOptions
-from torchbuild.config.shipped import ShippedPackage
-from torchbuild.plan import Plan
+from torchbuild.knowledge import era_names as era_names
+from torchbuild.plan import Plan, ShippedPackage
 from torchbuild.results import Artifact, StageResult
 
 
@@ -85,24 +86,34 @@ def companion_artifacts(*kinds: str) -> tuple[str, ...]:
 
 def declares(declared: Sequence[str], name: str) -> bool:
     """Whether a stage's ``declared`` names (what it reads or writes) cover the artifact ``name``: ``name`` itself,
-    or its kind for every package built beside torch (``repaired_wheel[*]`` covers ``repaired_wheel[torchvision]``;
-    the 2018 era's names, ``conda_package[era:pytorch]``, are declared one by one)."""
+    or its kind for every package built beside torch (``repaired_wheel[*]`` covers ``repaired_wheel[torchvision]``),
+    or, for a 2018 name, its kind for every such name (``conda_package[era:*]`` covers ``conda_package[era:pytorch]``;
+    ``[*]`` does not)."""
     if name in declared:
         return True
     kind, _, package = name.partition("[")
-    return bool(package) and not package.startswith("era:") and companion_artifact(kind, EVERY_PACKAGE) in declared
+    if not package:
+        return False
+    every = EVERY_ERA_NAME if package.startswith(ERA) else EVERY_PACKAGE
+    return companion_artifact(kind, every) in declared
 
 
-ERA_PYTORCH, ERA_SELECTOR = "era:pytorch", "era:selector"
+ERA = "era:"
+ERA_PYTORCH, ERA_SELECTOR = f"{ERA}pytorch", f"{ERA}selector"
+EVERY_ERA_NAME = f"{ERA}*"
 
 
 def era_kind(companion: str) -> str:
     """The era artifact of a companion under its 2018 name: ``era:torchvision`` (torchvision-cpu)."""
-    return f"era:{companion}"
+    return f"{ERA}{companion}"
 
 
 def era_artifacts(kind: str) -> tuple[str, ...]:
-    """Every era artifact name of ``kind`` (conda_package, published_conda), for a stage's declaration: one per
-    2018 name era_names.yaml records (a companion has one only where it had a CPU name: torchvision-cpu)."""
-    names = (ERA_PYTORCH, ERA_SELECTOR, *(era_kind(name) for name in era_names.load().cpu_companions))
-    return tuple(companion_artifact(kind, name) for name in names)
+    """A stage's declaration of ``kind`` (conda_package, published_conda) under every 2018 name a cell of that era
+    adds (pytorch-cpu, cudaXY, torchvision-cpu): ``conda_package[era:*]`` (``declares``)."""
+    return (companion_artifact(kind, EVERY_ERA_NAME),)
+
+
+def is_era_artifact(name: str) -> bool:
+    """Whether the artifact ``name`` is a package under a 2018 name (``conda_package[era:pytorch]``)."""
+    return f"[{ERA}" in name

@@ -6,7 +6,7 @@ from __future__ import annotations
 from torchbuild.channels.backends import open_channel
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, Stage, companion_artifacts, era_artifacts, package_artifact
+from torchbuild.stages import Context, Stage, companion_artifacts, era_artifacts, is_era_artifact, package_artifact
 
 NAME = "publish"
 
@@ -24,7 +24,7 @@ def run(ctx: Context) -> StageResult:
             if (name := package_artifact(kind, package)) in ctx.inputs:
                 companions[name] = ctx.inputs[name]
     # The 2018 channel's names a cell of that era adds (pytorch-cpu, torchvision-cpu, cudaXY): stages/conda/era.py
-    companions.update({name: ctx.inputs[name] for name in era_artifacts("conda_package") if name in ctx.inputs})
+    companions.update({name: a for name, a in ctx.inputs.items() if is_era_artifact(name)})
     condas = [a for name, a in companions.items() if name.startswith("conda_package")]
     wheels = [a for name, a in companions.items() if name.startswith("repaired_wheel")]
     input_of = {a.path: name for name, a in companions.items()}

@@ -14,10 +14,10 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from torchbuild.config import cuda_wheels
-from torchbuild.config.build_deps import DependencyError
 from torchbuild.errors import StageFailed
 from torchbuild.host import downloads, pip
+from torchbuild.knowledge import cuda_wheels
+from torchbuild.knowledge.build_deps import DependencyError
 from torchbuild.platforms.closure import (
     ClosureReport,
     F,

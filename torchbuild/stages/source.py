@@ -43,12 +43,12 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from torchbuild.config.build_deps import DependencyError
-from torchbuild.config.companions import WHERE
 from torchbuild.errors import StageFailed, as_stage_failure
 from torchbuild.host import checkout, downloads, pip
 from torchbuild.host.console import console
 from torchbuild.host.files import copy_atomic, link, link_atomic
+from torchbuild.knowledge.build_deps import DependencyError
+from torchbuild.knowledge.companions import WHERE
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, StageResult, sha256_of
 from torchbuild.stages import Context, Stage, companion_artifacts, package_artifact

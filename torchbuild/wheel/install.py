@@ -257,7 +257,7 @@ def _entry_points(archive: zipfile.ZipFile, dist_info: str, path: Path) -> None:
 
 
 def install_wheel(
-    path: Path,
+    wheel: Path | zipfile.ZipFile,
     install_scheme: Mapping[str, str],
     dest: Path,
     *,
@@ -267,42 +267,47 @@ def install_wheel(
     installer_name: str = "conda",
     overwrite: bool = False,
 ) -> Payload:
-    """Install the wheel at ``path`` into the prefix ``dest`` laid out by ``install_scheme`` (folders relative to
-    the prefix; ``{dist}``: the wheel's name), for Windows (``windows``) or elsewhere.
+    """Install ``wheel`` (its path, or the wheel as its caller opened it, ``wheelfile.open_wheel``, which stays open)
+    into the prefix ``dest`` laid out by ``install_scheme`` (folders relative to the prefix; ``{dist}``: the wheel's
+    name), for Windows (``windows``) or elsewhere.
 
     The .dist-info gets INSTALLER (``installer_name``) and a RECORD true to what was written; a file already in
     the prefix is an error, or replaced (``overwrite``: another wheel of the same environment wrote it). The
     members ``leave_out`` names are not installed and RECORD does not list them (a run dependency of the package
     provides them); the members ``replace`` names (added when absent) are installed with its content. Every member
     path is checked before anything is written."""
-    try:
-        archive = wheelfile.open_wheel(path)
-    except wheelfile.WheelError as exc:
-        raise UserError(str(exc)) from None
-    with archive:
+    if isinstance(wheel, Path):
         try:
-            source = _Source(archive, leave_out, replace or {})
-            dist_info = source.dist_info_dir
-        except (ValueError, AssertionError) as exc:
+            archive = wheelfile.open_wheel(wheel)
+        except wheelfile.WheelError as exc:
+            raise UserError(str(exc)) from None
+        with archive:
+            return install_wheel(archive, install_scheme, dest, windows=windows, leave_out=leave_out,
+                                 replace=replace, installer_name=installer_name, overwrite=overwrite)  # fmt: skip
+    archive, path = wheel, Path(wheel.filename or "the wheel")
+    try:
+        source = _Source(archive, leave_out, replace or {})
+        dist_info = source.dist_info_dir
+    except (ValueError, AssertionError) as exc:
+        raise UserError(f"{path}: {exc}") from None
+    name = dist_info.removesuffix(".dist-info").rpartition("-")[0]
+    scheme = {key: value.replace("{dist}", name) for key, value in install_scheme.items()}
+    _check_members(archive, path, source.data_dir, scheme)
+    _entry_points(archive, dist_info, path)
+    kind: LauncherKind = "win-amd64" if windows else "posix"
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as helper:
+        destination = _Prefix(
+            scheme_dict={key: str(dest / folder) for key, folder in scheme.items()},
+            interpreter=WINDOWS_INTERPRETER if windows else POSIX_PLACEHOLDER,
+            script_kind=kind,
+            windows=windows,
+            helper=helper,
+            overwrite_existing=overwrite,
+        )
+        try:
+            install(source, destination, {"INSTALLER": f"{installer_name}\n".encode()})
+        except (ValueError, OSError, InstallerError) as exc:
             raise UserError(f"{path}: {exc}") from None
-        name = dist_info.removesuffix(".dist-info").rpartition("-")[0]
-        scheme = {key: value.replace("{dist}", name) for key, value in install_scheme.items()}
-        _check_members(archive, path, source.data_dir, scheme)
-        _entry_points(archive, dist_info, path)
-        kind: LauncherKind = "win-amd64" if windows else "posix"
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as helper:
-            destination = _Prefix(
-                scheme_dict={key: str(dest / folder) for key, folder in scheme.items()},
-                interpreter=WINDOWS_INTERPRETER if windows else POSIX_PLACEHOLDER,
-                script_kind=kind,
-                windows=windows,
-                helper=helper,
-                overwrite_existing=overwrite,
-            )
-            try:
-                install(source, destination, {"INSTALLER": f"{installer_name}\n".encode()})
-            except (ValueError, OSError, InstallerError) as exc:
-                raise UserError(f"{path}: {exc}") from None
     scripts_dir = scheme["scripts"]
     return Payload(
         root=dest,

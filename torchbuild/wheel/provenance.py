@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import calendar
 import json
+import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -65,10 +66,13 @@ def within_zip_times(own: tuple[int, str]) -> tuple[int, str]:
     return min(max(epoch, EARLIEST), LATEST), f"{said}, moved into 1980-2107 (what a zip can carry)"
 
 
-def wheel_epoch(path: Path) -> tuple[int, str]:
-    """The newest member time of a wheel, read as UTC (zip times carry no zone)."""
-    with archives.open_zip(path) as archive:
-        times = [calendar.timegm((*info.date_time, 0, 0, 0)) for info in archive.infolist()]
+def wheel_epoch(path: Path, archive: zipfile.ZipFile | None = None) -> tuple[int, str]:
+    """The newest member time of a wheel, read as UTC (zip times carry no zone); ``archive``: the wheel as its caller
+    opened it."""
+    if archive is None:
+        with archives.open_zip(path) as opened:
+            return wheel_epoch(path, opened)
+    times = [calendar.timegm((*info.date_time, 0, 0, 0)) for info in archive.infolist()]
     return max(times, default=0), f"the newest member of {path.name}"
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from torchbuild.config import nesting
-from torchbuild.config.compat import version_key
 from torchbuild.errors import UserError
 from torchbuild.host.files import write_atomic
+from torchbuild.knowledge.compat import version_key
 
 
 @dataclass(frozen=True)

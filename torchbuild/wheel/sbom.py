@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchbuild.config import nesting
-from torchbuild.config.cuda_wheels import RequirementWheel
+from torchbuild.knowledge.cuda_wheels import RequirementWheel
 from torchbuild.wheel.provenance import SourceInfo
 from torchbuild.wheel.repair_report import Vendored
 

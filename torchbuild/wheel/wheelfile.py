@@ -179,7 +179,11 @@ def record_hash(data: bytes) -> str:
 
 
 def wheel_file_tags(archive: zipfile.ZipFile, wheel: WheelName) -> frozenset[Tag]:
-    message = read_dist_info(archive, wheel, "WHEEL")
+    return _tags(read_dist_info(archive, wheel, "WHEEL"), wheel)
+
+
+def _tags(message: email.message.Message, wheel: WheelName) -> frozenset[Tag]:
+    """The Tag lines of a wheel's WHEEL file."""
     tags: set[Tag] = set()
     for line in message.get_all("Tag") or ():
         parts = str(line).strip().split("-")
@@ -206,15 +210,30 @@ class WheelInfo:
         return self.dist_info.removesuffix(".dist-info") + ".data"
 
 
-def read_wheel(path: Path) -> WheelInfo:
-    """A wheel's .dist-info: name, version, Requires-Dist, tags and entry points. WheelError naming the file."""
+def read_wheel(path: Path, archive: zipfile.ZipFile | None = None) -> WheelInfo:
+    """A wheel's .dist-info: name, version, Requires-Dist, tags and entry points. WheelError naming the file.
+    ``archive``: the wheel as its caller opened it (``open_wheel``), read here without opening it again."""
+    if archive is None:
+        with open_wheel(path) as opened:
+            return read_wheel(path, opened)
+    import email.parser  # the email package: only where metadata is read
+
     name = parse_name(path)
-    with open_wheel(path) as zf:
-        dist_info = dist_info_dir(zf, name)
-        metadata = read_dist_info(zf, name, "METADATA")
-        tags = wheel_file_tags(zf, name)
-        entry_member = f"{dist_info}/entry_points.txt"
-        entry_text = zf.read(entry_member).decode("utf-8") if entry_member in zf.namelist() else ""
+    dist_info = dist_info_dir(archive, name)  # the directory's names, scanned once
+
+    def member(file: str, required: bool = True) -> str:
+        try:
+            return archive.read(f"{dist_info}/{file}").decode("utf-8")
+        except KeyError:
+            if not required:
+                return ""
+            raise WheelError(f"{name.filename}: {dist_info}/{file} is missing") from None
+        except (zipfile.BadZipFile, UnicodeDecodeError, OSError) as exc:
+            raise WheelError(f"{name.filename}: cannot read {dist_info}/{file}: {exc}") from None
+
+    metadata = email.parser.Parser().parsestr(member("METADATA"))
+    tags = _tags(email.parser.Parser().parsestr(member("WHEEL")), name)
+    entry_text = member("entry_points.txt", required=False)
     parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]  # script names are case-sensitive
     try:

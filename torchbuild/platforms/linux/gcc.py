@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchbuild.config.compat import Range
 from torchbuild.host import signals
+from torchbuild.knowledge.compat import Range
 from torchbuild.platforms.cuda import NvccVersion
 from torchbuild.platforms.toolchain import Requirement, ToolchainError
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from torchbuild.config.options import user_cache_dir
 from torchbuild.host import archives
 from torchbuild.host.files import write_atomic
+from torchbuild.knowledge.cache_folder import user_cache_dir
 from torchbuild.platforms.closure import ClosureReport
 from torchbuild.platforms.linux import auditwheel_api, elf
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from torchbuild.config.compat import CPU, Range, version_key
 from torchbuild.errors import UserError
 from torchbuild.host import downloads
+from torchbuild.knowledge.compat import CPU, Range, version_key
 from torchbuild.platforms.target import LibraryUnreadable, RepairTool, SmokeBackend, Target, Toolchain, cpython_abi_tag
 from torchbuild.platforms.windows import pe
 

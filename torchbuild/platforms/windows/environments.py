@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchbuild.config import dll_providers
-from torchbuild.config.dll_providers import ProviderData
+from torchbuild.knowledge import dll_providers
+from torchbuild.knowledge.dll_providers import ProviderData
 from torchbuild.platforms.windows import providers
 from torchbuild.platforms.windows.python_embed import Embedded
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 
 from torchbuild.config import nesting
-from torchbuild.config.compat import KnownBadVisualStudio, Range, version_key
 from torchbuild.host import signals
+from torchbuild.knowledge.compat import KnownBadVisualStudio, Range, version_key
 from torchbuild.platforms.target import Toolchain
 from torchbuild.platforms.toolchain import ToolchainError
 

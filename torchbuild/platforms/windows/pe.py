@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchbuild.config import dll_providers
 from torchbuild.host import archives
+from torchbuild.knowledge import dll_providers
 from torchbuild.platforms.closure import ClosureFormat, ClosureReport, Missing, Resolved, Unusable
 from torchbuild.platforms.windows import delvewheel_api
 
@@ -77,7 +77,7 @@ def windows_dlls(machine: str) -> tuple[frozenset[str], tuple[re.Pattern[str], .
 
 @functools.cache
 def load_system_set(machine: str = "AMD64") -> SystemSet:
-    """delvewheel's list for ``machine`` and what torchbuild/data/dll_providers.yaml adds (config/dll_providers.py)."""
+    """delvewheel's list for ``machine`` and what data/dll_providers.yaml adds (knowledge/dll_providers.py)."""
     data = dll_providers.load().system
     names, patterns = windows_dlls(machine)
     return SystemSet(

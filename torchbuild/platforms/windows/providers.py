@@ -1,4 +1,4 @@
-"""Locating the DLLs a win-64 wheel needs at their providers (the data is torchbuild/config/dll_providers.py's).
+"""Locating the DLLs a win-64 wheel needs at their providers (the data is torchbuild/knowledge/dll_providers.py's).
 
 ``locate`` finds a file for each DLL pattern:
 
@@ -27,8 +27,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from torchbuild.config import nesting
-from torchbuild.config.dll_providers import DATA_FILE, Provider, ProviderData, ProviderError, values_for
 from torchbuild.host import archives, locks, pip
+from torchbuild.knowledge.dll_providers import DATA_FILE, Provider, ProviderData, ProviderError, values_for
 from torchbuild.platforms.windows import pe
 from torchbuild.results import sha256_of
 from torchbuild.wheel import wheelfile

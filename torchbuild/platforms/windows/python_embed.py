@@ -18,10 +18,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from torchbuild.config.python_embed import PINNED_IN, Pinned
 from torchbuild.errors import UserError
 from torchbuild.host import archives, locks
 from torchbuild.host import downloads as deps
+from torchbuild.knowledge.python_embed import PINNED_IN, Pinned
 from torchbuild.platforms.windows import authenticode
 from torchbuild.results import sha256_of
 

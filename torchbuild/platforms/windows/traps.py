@@ -3,7 +3,7 @@ an MSVC toolset newer (or older) than this nvcc accepts, and Visual Studio updat
 
 from __future__ import annotations
 
-from torchbuild.config.compat import Range, version_key
+from torchbuild.knowledge.compat import Range, version_key
 from torchbuild.platforms.target import Toolchain
 from torchbuild.platforms.toolchain import Requirement
 from torchbuild.platforms.windows.msvc import VsInstall, known_bad

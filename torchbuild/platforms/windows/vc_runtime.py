@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from torchbuild.config.compat import version_key
+from torchbuild.knowledge.compat import version_key
 from torchbuild.platforms.windows import delvewheel_api
 from torchbuild.wheel.repair_report import Floor
 
 if TYPE_CHECKING:
-    from torchbuild.config.compat import VcRuntimeRule
+    from torchbuild.knowledge.compat import VcRuntimeRule
     from torchbuild.platforms.windows.pe import PeInfo
 
 

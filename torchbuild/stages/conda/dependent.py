@@ -13,19 +13,20 @@ Writes ``conda_package[<name>]``: ``<ShippedPackage.package>.conda`` (or .tar.bz
 from __future__ import annotations
 
 import shutil
+import zipfile
 from pathlib import Path
 from typing import Any
 
 from torchbuild.conda import info_files, licenses
 from torchbuild.conda.assembly import assemble, build_timestamp
 from torchbuild.conda.requirements import Conversion, wheel_requires
-from torchbuild.config import dll_providers
-from torchbuild.config.shipped import ShippedPackage
 from torchbuild.errors import as_stage_failure
-from torchbuild.host import archives, scratch
+from torchbuild.host import scratch
+from torchbuild.knowledge import dll_providers
+from torchbuild.plan import ShippedPackage
 from torchbuild.platforms.windows import vc_runtime
 from torchbuild.results import Artifact
-from torchbuild.stages import Context, package_artifact
+from torchbuild.stages import Context, era_kind, package_artifact
 from torchbuild.stages.conda import era
 from torchbuild.wheel import provenance, sbom, wheelfile
 from torchbuild.wheel.repair_report import RepairReport
@@ -39,7 +40,7 @@ def depends_of(
     """Its run requirements: the cell's Python and exact pytorch build, the wheel's other Requires-Dist, the VC
     runtime at the floor of its binaries."""
     plan = ctx.plan
-    pin = shipped.depends[-1]
+    pin = shipped.torch_pin
     conversion = Conversion(
         markers=plan.conda.marker_environment,
         overrides={**plan.conda.requirement_overrides, "torch": pin},
@@ -47,27 +48,29 @@ def depends_of(
     )
     rule = plan.conda.vc_runtime
     vc = [vc_runtime.conda_spec(rule, report.vc_runtime_floor if report else None)] if rule else []
-    return list(dict.fromkeys([*shipped.depends, *wheel_requires(wheel, conversion), *vc]))
+    return list(dict.fromkeys([*shipped.conda.depends, *wheel_requires(wheel, conversion), *vc]))
 
 
-def package(ctx: Context, shipped: ShippedPackage) -> tuple[Artifact, str, Path | None]:
-    """Its package, what the stage says of it, and its package under the 2018 channel's name (torchvision-cpu beside
-    a CPU cell of torch 0.3-1.1; None elsewhere), made from the same payload."""
+def package(
+    ctx: Context, shipped: ShippedPackage, repaired: Path, archive: zipfile.ZipFile
+) -> tuple[Artifact, str, dict[str, Path]]:
+    """Its package from its ``repaired`` wheel (``archive``, as the stage opened it), what the stage says of it, and
+    its package under the 2018 channel's name (artifact kind -> file: torchvision-cpu beside a CPU cell of torch
+    0.3-1.1; none elsewhere), made from the same payload."""
     from torchbuild.wheel.install import install_wheel  # loads installer: only when a package is made
 
     plan = ctx.plan
     with as_stage_failure(NAME, wheelfile.WheelError):
-        wheel = wheelfile.read_wheel(ctx.inputs[package_artifact("repaired_wheel", shipped)].path)
+        wheel = wheelfile.read_wheel(repaired, archive)
     report_artifact = ctx.inputs.get(package_artifact("repair_report", shipped))
     report = RepairReport.read(report_artifact.path) if report_artifact else None
     depends = depends_of(ctx, shipped, wheel, report)
-    with archives.open_zip(wheel.path) as archive:
-        left_out = dll_providers.provided_members(archive.namelist(), plan.conda.provided_dlls)
-        unpacked_size = sum(info.file_size for info in archive.infolist())
+    left_out = dll_providers.provided_members(archive.namelist(), plan.conda.provided_dlls)
+    unpacked_size = sum(info.file_size for info in archive.infolist())
     source = provenance.source_info(
-        "wheel", f"PyPI {shipped.wheel}", shipped.sha256, "", provenance.wheel_epoch(wheel.path)
+        "wheel", f"PyPI {shipped.wheel}", shipped.sha256, "", provenance.wheel_epoch(wheel.path, archive)
     )
-    name = f"{shipped.package}.{ctx.options.conda_format}"
+    name = shipped.conda.archives[ctx.options.conda_format]
     out_dir = ctx.stage_dir(NAME) / shipped.name
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in [*out_dir.glob("*.conda"), *out_dir.glob("*.tar.bz2")]:
@@ -78,21 +81,21 @@ def package(ctx: Context, shipped: ShippedPackage) -> tuple[Artifact, str, Path 
     document = sbom.build(subject, vendored, source.epoch, path_prefix=plan.conda.site_packages + "/")
     info_sbom.write_bytes(document.encode("utf-8"))  # not text mode: Windows would write CRLF (TB109 compares it)
     meta: dict[str, Any] = {
-        "package": {"name": shipped.name, "version": shipped.release},
-        "build": {"string": plan.conda.build_string, "number": plan.conda.build_number},
+        "package": {"name": shipped.conda.name, "version": shipped.conda.version},
+        "build": {"string": shipped.conda.build_string, "number": shipped.conda.build_number},
         "requirements": {"run": depends},
         "about": {
             "home": shipped.repository or "https://pytorch.org/",
             "license": "BSD-3-Clause",
             "license_family": "BSD",
-            "summary": f"{shipped.name} {shipped.release} for pytorch {plan.conda.version} "
-            f"{plan.conda.build_string}, packaged by torchbuild from PyPI's {shipped.wheel}.",
+            "summary": f"{shipped.name} {shipped.release} for pytorch {plan.root.conda.version} "
+            f"{plan.root.conda.build_string}, packaged by torchbuild from PyPI's {shipped.wheel}.",
         },
     }
     with scratch.directory(unpacked_size, out_dir, "torchbuild-conda-payload-") as staging:
         replace = {sbom.wheel_member(wheel.dist_info): document.encode("utf-8")}
         payload = install_wheel(
-            wheel.path, plan.conda.install_scheme, staging, windows=plan.platform_module.conda_windows_layout,
+            archive, plan.conda.install_scheme, staging, windows=plan.platform_module.conda_windows_layout,
             leave_out=left_out, replace=replace,
         )
         moved = licenses.take(staging / plan.conda.site_packages, wheel.dist_info, out_dir / "info-licenses")
@@ -113,10 +116,10 @@ def package(ctx: Context, shipped: ShippedPackage) -> tuple[Artifact, str, Path 
             return made
 
         path = package(meta)
-        alias = None
+        aliases = {}
         if alias_name := plan.conda.era.companions.get(shipped.name):
-            pinned = era.alias_depends(depends, shipped.depends[-1], plan.conda.era.cpu_package)
-            alias = package(era.renamed(meta, alias_name, pinned))
+            pinned = era.alias_depends(depends, shipped.torch_pin, plan.conda.era.cpu_package)
+            aliases[era_kind(shipped.name)] = package(era.renamed(meta, alias_name, pinned))
     info_sbom.unlink()
     shutil.rmtree(moved.root)
     artifact = Artifact.of(path)
@@ -124,5 +127,5 @@ def package(ctx: Context, shipped: ShippedPackage) -> tuple[Artifact, str, Path 
         f"{path.name}: {artifact.size / 1e6:.1f} MB from {payload.files:,} files; depends on {', '.join(depends)}"
         + (f"; left out, provided by run dependencies: {', '.join(sorted(left_out))}" if left_out else "")
     )
-    return artifact, line, alias
+    return artifact, line, aliases
 

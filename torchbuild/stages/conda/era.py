@@ -1,4 +1,4 @@
-"""The 2018 channel's names beside a cell's ``pytorch`` (config/era_names.py, data/era_names.yaml), made by the conda
+"""The 2018 channel's names beside a cell's ``pytorch`` (knowledge/era_names.py, data/era_names.yaml), made by the conda
 stage from the same staged payload and the same assembly:
 
 - a CPU cell of torch 0.3-1.1: ``pytorch-cpu``, the same package renamed (the real records are renamed builds, not
@@ -12,7 +12,6 @@ Written as ``conda_package[era:pytorch]``, ``conda_package[era:selector]``, ``co
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,7 +21,7 @@ from torchbuild.conda import info_files
 from torchbuild.conda.assembly import assemble, build_timestamp
 from torchbuild.config.options import RunOptions
 from torchbuild.plan import Plan
-from torchbuild.results import Artifact, StageResult
+from torchbuild.results import Artifact
 from torchbuild.stages import companion_artifact
 
 
@@ -71,10 +70,11 @@ def selector_package(plan: Plan, out_dir: Path, options: RunOptions) -> Path | N
     return path
 
 
-def with_outputs(result: StageResult, made: Mapping[str, Path]) -> StageResult:
-    """``result`` with the era's packages (artifact kind -> file) among its outputs and named in its message."""
-    if not made:
-        return result
-    outputs = {**result.outputs, **{companion_artifact("conda_package", k): Artifact.of(p) for k, p in made.items()}}
-    said = ", ".join(path.name for path in made.values())
-    return dataclasses.replace(result, outputs=outputs, message=f"{result.message}; the 2018 channel's names: {said}")
+def outputs(made: Mapping[str, Path]) -> dict[str, Artifact]:
+    """The era's packages (artifact kind -> file) as the stage's outputs."""
+    return {companion_artifact("conda_package", kind): Artifact.of(path) for kind, path in made.items()}
+
+
+def said(made: Mapping[str, Path]) -> str:
+    """What the stage's message adds for the era's packages made beside a package: "" where none."""
+    return f"; the 2018 channel's names: {', '.join(path.name for path in made.values())}" if made else ""

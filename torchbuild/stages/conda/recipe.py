@@ -10,6 +10,7 @@ Two forms come out of one render:
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 import shutil
 from collections.abc import Mapping, Sequence
@@ -108,6 +109,7 @@ def context(
 ) -> dict[str, Any]:
     return {
         **plan.to_dict(),
+        "package": dataclasses.asdict(plan.root),  # the recipe is torch's: the root of Plan.packages
         "accelerator": f"CUDA {plan.cuda}" if plan.is_cuda else "CPU",
         "wheel_path": wheel_path,
         "wheel_requires": list(wheel_requires),
@@ -137,7 +139,7 @@ def render(
     rule = plan.conda.vc_runtime
     if vc_runtime is None and rule is not None:  # no wheel read yet: the rule's minimum
         vc_runtime = f"{rule.package} >={rule.minimum}" + (f",<{rule.upper}" if rule.upper else "")
-    repaired = wheel_path or f"{plan.stage_dirs['repair']}/{plan.wheel}"
+    repaired = wheel_path or f"{plan.stage_dirs['repair']}/{plan.root.wheel}"
     values = context(plan, repaired, wheel_requires, vc_runtime, left_out)
     try:
         meta_yaml = env.get_template("meta.yaml").render(values)

@@ -21,20 +21,20 @@ The wheel's license files go to ``info/licenses/`` with their relative paths, as
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import time
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from torchbuild.conda import info_files, licenses
 from torchbuild.conda.assembly import assemble, build_timestamp, check_options
 from torchbuild.conda.requirements import wheel_requires
-from torchbuild.config import dll_providers
 from torchbuild.errors import StageFailed, UserError, as_stage_failure
-from torchbuild.host import archives, scratch
+from torchbuild.host import scratch
 from torchbuild.host.console import console
-from torchbuild.plan import Plan
+from torchbuild.knowledge import dll_providers
+from torchbuild.plan import Plan, ShippedPackage
 from torchbuild.platforms.windows import vc_runtime
 from torchbuild.results import Artifact, StageResult
 from torchbuild.stages import (
@@ -44,7 +44,6 @@ from torchbuild.stages import (
     Stage,
     companion_artifacts,
     era_artifacts,
-    era_kind,
     package_artifact,
 )
 from torchbuild.stages.conda import dependent, era, recipe
@@ -63,43 +62,44 @@ def _relative(path: Path, root: Path) -> str:
 
 
 def run(ctx: Context) -> StageResult:
-    """The package; what the libraries it uses refuse (a wheel's requirement, its members, the assembly) fails the
-    stage with their message."""
+    """The package of each package the cell ships, in the Plan's order: torch's from the recipe, each package built
+    beside it pinning torch's exact build (dependent.py); what the libraries it uses refuse (a wheel's requirement,
+    its members, the assembly) fails the stage with their message."""
+    check_options(ctx.options)
+    outputs: dict[str, Artifact] = {}
+    said: list[str] = []
     try:
-        return _with_dependents(ctx, _package(ctx))
+        for package in ctx.plan.packages:
+            wheel = ctx.inputs.get(package_artifact("repaired_wheel", package))
+            if wheel is None and package.is_root:
+                raise StageFailed(NAME, "no wheel to package: the repair stage recorded no 'repaired_wheel' output")
+            if wheel is None:
+                continue  # a package built beside torch that the repair stage left out
+            make = _package if package.is_root else dependent.package
+            with as_stage_failure(NAME, wheelfile.WheelError):
+                archive = wheelfile.open_wheel(wheel.path)  # opened once: what follows reads it from here
+            with archive:
+                artifact, line, era_made = make(ctx, package, wheel.path, archive)
+            outputs[package_artifact("conda_package", package)] = artifact
+            outputs.update(era.outputs(era_made))
+            said.append(line + era.said(era_made))
     except StageFailed:
         raise
     except UserError as exc:
         raise StageFailed(NAME, str(exc)) from None
+    return StageResult(outputs=outputs, message="; ".join(said))
 
 
-def _with_dependents(ctx: Context, root: StageResult) -> StageResult:
-    """``root`` (torch's package) with the package of every other package the cell ships that the repair stage
-    repaired, each pinning torch's exact build."""
-    dependents = [p for p in ctx.plan.dependents if package_artifact("repaired_wheel", p) in ctx.inputs]
-    if not dependents:
-        return root
-    outputs, said, aliases = dict(root.outputs), [], {}
-    for package in dependents:
-        artifact, line, alias = dependent.package(ctx, package)
-        outputs[package_artifact("conda_package", package)] = artifact
-        said.append(line)
-        if alias is not None:
-            aliases[era_kind(package.name)] = alias
-    done = dataclasses.replace(root, outputs=outputs, message="; ".join([root.message, *said]))
-    return era.with_outputs(done, aliases)
-
-
-def _package(ctx: Context) -> StageResult:
+def _package(
+    ctx: Context, torch: ShippedPackage, repaired: Path, archive: zipfile.ZipFile
+) -> tuple[Artifact, str, dict[str, Path]]:
+    """torch's package from its ``repaired`` wheel (``archive``, as the stage opened it), what the stage says of it,
+    and the 2018 channel's names made from the same payload (artifact kind -> file)."""
     from torchbuild.wheel.install import install_wheel  # loads installer: only when a package is made
 
     plan = ctx.plan
-    check_options(ctx.options)
-    wheel_artifact = ctx.inputs.get("repaired_wheel")
-    if wheel_artifact is None:
-        raise StageFailed(NAME, "no wheel to package: the repair stage recorded no 'repaired_wheel' output")
     with as_stage_failure(NAME, wheelfile.WheelError):
-        wheel = wheelfile.read_wheel(wheel_artifact.path)
+        wheel = wheelfile.read_wheel(repaired, archive)
     requires = wheel_requires(wheel, plan.conda.requirements)
     report_artifact = ctx.inputs.get("repair_report")
     report = RepairReport.read(report_artifact.path) if report_artifact else None
@@ -108,9 +108,8 @@ def _package(ctx: Context) -> StageResult:
         raise StageFailed(NAME, "no source_info from the source stage: the package's time and origin are not known")
     source = SourceInfo.read(source_artifact.path)
     vc_spec = vc_runtime_spec(plan, report)
-    with archives.open_zip(wheel.path) as archive:
-        left_out = dll_providers.provided_members(archive.namelist(), plan.conda.provided_dlls)
-        unpacked_size = sum(info.file_size for info in archive.infolist())
+    left_out = dll_providers.provided_members(archive.namelist(), plan.conda.provided_dlls)
+    unpacked_size = sum(info.file_size for info in archive.infolist())
     rendered = recipe.render(
         plan,
         ctx.stage_dir("recipe"),
@@ -123,17 +122,17 @@ def _package(ctx: Context) -> StageResult:
     out_dir = ctx.stage_dir(NAME)
     for stale in [*out_dir.glob("*.conda"), *out_dir.glob("*.tar.bz2")]:
         stale.unlink()
-    document = package_sbom(plan, wheel.path.name, source, report, left_out)
+    document = package_sbom(plan, torch, wheel.path.name, source, report, left_out)
     info_sbom = out_dir / sbom.FILE_NAME
     info_sbom.write_bytes(document.encode("utf-8"))  # not text mode: Windows would write CRLF (TB109 compares it)
-    name = plan.conda.archives[ctx.options.conda_format]
+    name = torch.conda.archives[ctx.options.conda_format]
     made: dict[str, Path] = {}  # the 2018 channel's names (stages/conda/era.py)
     with scratch.directory(unpacked_size, out_dir, "torchbuild-conda-payload-") as staging:
         started = time.perf_counter()
         member = sbom.wheel_member(wheel.dist_info)
         replace = {member: document.encode("utf-8")}
         payload = install_wheel(
-            wheel.path,
+            archive,
             plan.conda.install_scheme,
             staging,
             windows=plan.platform_module.conda_windows_layout,
@@ -150,7 +149,7 @@ def _package(ctx: Context) -> StageResult:
         console.print(f"  {what} ...")
         started = time.perf_counter()
         with console.status(what + " ..."):
-            names = {plan.conda.name: rendered.meta}
+            names = {torch.conda.name: rendered.meta}
             if plan.conda.era.cpu_package:  # the same payload under the era's CPU name
                 names[ERA_PYTORCH] = era.renamed(rendered.meta, plan.conda.era.cpu_package)
             for kind, meta in names.items():
@@ -166,9 +165,9 @@ def _package(ctx: Context) -> StageResult:
                     timestamp=build_timestamp(source.epoch),
                 )
                 # assemble puts each top-level license file at info/licenses/<file name>; the nested ones come here
-                index = era.index_fields(plan) if kind == plan.conda.name else {}
+                index = era.index_fields(plan) if kind == torch.conda.name else {}
                 info_files.add(made[kind], moved.nested(), level=ctx.options.compression_level, index=index)
-        path = made.pop(plan.conda.name)
+        path = made.pop(torch.conda.name)
         assembled = time.perf_counter() - started
     info_sbom.unlink()
     shutil.rmtree(moved.root)
@@ -195,17 +194,22 @@ def _package(ctx: Context) -> StageResult:
         message += f"; left out, provided by run dependencies: {shown}"
     if payload.scripts:
         message += f"; scripts: {', '.join(payload.scripts)}"
-    return era.with_outputs(StageResult(outputs={"conda_package": artifact}, message=message), made)
+    return artifact, message, made
 
 
 def package_sbom(
-    plan: Plan, wheel_name: str, source: SourceInfo, report: RepairReport | None, left_out: Mapping[str, str]
+    plan: Plan,
+    torch: ShippedPackage,
+    wheel_name: str,
+    source: SourceInfo,
+    report: RepairReport | None,
+    left_out: Mapping[str, str],
 ) -> str:
     """The SBOM of what the package holds: the wheel's vendored files less those left to run dependencies, at
     their paths in the package."""
     vendored = [row for row in (report.vendored if report else ()) if row.path not in left_out]
     name, version = wheel_name.split("-")[:2]
-    subject = sbom.Subject(artifact=plan.conda.filename, name=name, version=version, source=source)
+    subject = sbom.Subject(artifact=torch.conda.filename, name=name, version=version, source=source)
     return sbom.build(
         subject, vendored, source.epoch, path_prefix=plan.conda.site_packages + "/",
         requirements=plan.declared_libraries,

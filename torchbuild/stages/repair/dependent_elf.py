@@ -20,11 +20,11 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
-from torchbuild.config import cuda_wheels
-from torchbuild.config.companions import WHERE
-from torchbuild.config.shipped import ShippedPackage
 from torchbuild.errors import StageFailed
 from torchbuild.host import archives
+from torchbuild.knowledge import cuda_wheels
+from torchbuild.knowledge.companions import WHERE
+from torchbuild.plan import ShippedPackage
 from torchbuild.platforms.linux import elf
 from torchbuild.results import Artifact, Check
 from torchbuild.stages import Context

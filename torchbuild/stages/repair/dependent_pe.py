@@ -23,13 +23,12 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
-from torchbuild.config import dll_providers
-from torchbuild.config.companions import WHERE
-from torchbuild.config.shipped import ShippedPackage
 from torchbuild.errors import StageFailed, as_stage_failure
 from torchbuild.host import archives
 from torchbuild.host.proc import ToolError, run_tool
-from torchbuild.plan import Plan
+from torchbuild.knowledge import dll_providers
+from torchbuild.knowledge.companions import WHERE
+from torchbuild.plan import Plan, ShippedPackage
 from torchbuild.platforms.windows import pe, vc_runtime
 from torchbuild.results import Artifact, Check
 from torchbuild.stages import Context

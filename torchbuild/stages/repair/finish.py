@@ -7,10 +7,10 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from torchbuild.config.cuda_wheels import RequirementWheel
-from torchbuild.config.shipped import ShippedPackage
 from torchbuild.errors import StageFailed
 from torchbuild.host import archives
+from torchbuild.knowledge.cuda_wheels import RequirementWheel
+from torchbuild.plan import ShippedPackage
 from torchbuild.results import Artifact, Check
 from torchbuild.stages import package_artifact
 from torchbuild.wheel import sbom

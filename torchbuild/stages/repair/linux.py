@@ -10,8 +10,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from torchbuild.config import cuda_wheels
 from torchbuild.errors import StageFailed
+from torchbuild.knowledge import cuda_wheels
+from torchbuild.plan import ShippedPackage
 from torchbuild.platforms.closure import left_to_dependencies, with_hints
 from torchbuild.platforms.linux import elf, manylinux
 from torchbuild.results import StageResult
@@ -31,17 +32,17 @@ from torchbuild.stages.repair.torch_wheel import (
 from torchbuild.wheel.repair_report import Vendored
 
 
-def repair(ctx: Context, wheel: Path) -> StageResult:
+def repair(ctx: Context, torch: ShippedPackage, wheel: Path) -> StageResult:
     plan = ctx.plan
     tag = plan.wheel_tags.platform
     out_dir = ctx.stage_dir(NAME)
-    target = out_dir / plan.wheel
+    target = out_dir / torch.wheel
 
     beside, hint = cuda_wheels.site_packages_libraries(plan.declared_libraries), hint_of(plan)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(dir=out_dir, prefix="elf-members-") as kept:
         closure = elf.check_wheel(wheel, tag, scratch=out_dir, keep_in=Path(kept), provided=beside)
-        fast = manylinux.verdict(wheel, tag, closure, out_dir, Path(kept)) if wheel.name == plan.wheel else None
+        fast = manylinux.verdict(wheel, tag, closure, out_dir, Path(kept)) if wheel.name == torch.wheel else None
     if fast is not None and fast.compliant:
         _, added, _ = finish(ctx, wheel, target, [])
         how = (
@@ -102,7 +103,7 @@ def _auditwheel(
             "image of the Plan's tag.",
         )
     why = f" ({fast.reason})" if fast is not None else " (the wheel's name is not the Plan's)"
-    if not analysis.graft and wheel.name == ctx.plan.wheel:
+    if not analysis.graft and wheel.name == target.name:
         how = f"auditwheel{why}: nothing to vendor, already {tag} ({analysed_s:.0f} s analysis)"
         how += "; copied through (SBOM added)"
         return how, analysis, wheel

@@ -20,7 +20,7 @@ wheel/sbom.py) and is written in a deterministic form dated the cell's epoch (wh
 wheel/provenance.py), without recompressing a member; auditwheel and delvewheel run with SOURCE_DATE_EPOCH set to
 it. The same inputs give the same bytes.
 
-Reads ``built_wheel`` and ``source_info``; writes ``repaired_wheel`` (named ``plan.wheel``) and ``repair_report``
+Reads ``built_wheel`` and ``source_info``; writes ``repaired_wheel`` (named ``plan.root.wheel``) and ``repair_report``
 (``repair.json``: what was vendored, from where, signed by whom, and the VC runtime floor the binaries set;
 torchbuild/wheel/repair_report.py).
 """
@@ -33,13 +33,14 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from torchbuild.config import cuda_wheels
 from torchbuild.errors import StageFailed, as_stage_failure
 from torchbuild.host.proc import ToolError, run_tool
+from torchbuild.knowledge import cuda_wheels
+from torchbuild.plan import ShippedPackage
 from torchbuild.platforms.closure import left_to_dependencies, with_hints
 from torchbuild.platforms.target import RepairTool
 from torchbuild.platforms.windows import pe
-from torchbuild.results import StageResult
+from torchbuild.results import Artifact, Check, StageResult
 from torchbuild.stages import Context, Stage, companion_artifacts, package_artifact
 from torchbuild.stages.repair import dependent_elf, dependent_pe, linux, windows
 from torchbuild.stages.repair.finish import NAME, RepairBeside
@@ -58,37 +59,49 @@ DELVEWHEEL_TIMEOUT_S = 3600
 
 
 def run(ctx: Context) -> StageResult:
-    repair = REPAIRERS[ctx.plan.platform_module.repair_tool]
-    wheel = ctx.inputs.get("built_wheel")
-    if wheel is None:
-        raise StageFailed(NAME, "no wheel from the build stage (its output 'built_wheel' is missing)")
-    return _with_dependents(ctx, repair(ctx, wheel.path))
-
-
-def _with_dependents(ctx: Context, root: StageResult) -> StageResult:
-    """``root`` (torch's repair) with the repair of every other package the cell ships whose wheel the source stage
-    fetched, beside torch's repaired wheel (each links against it: ``ShippedPackage.links_against``)."""
-    dependents = [p for p in ctx.plan.dependents if package_artifact("source_wheel", p) in ctx.inputs]
-    if not dependents:
-        return root
-    repair_beside = DEPENDENT_REPAIRERS[ctx.plan.platform_module.repair_tool](ctx, root.outputs["repaired_wheel"].path)
-    outputs, checks, said = dict(root.outputs), list(root.checks), []
-    for package in dependents:
-        made, more, line = repair_beside(package, ctx.inputs[package_artifact("source_wheel", package)].path)
+    """Each package the cell ships, in the Plan's order: the root (torch) by the cell's repair tool, each package
+    that links against it beside its repaired wheel (``ShippedPackage.links_against``). A package built beside torch
+    whose wheel the source stage did not fetch is left out; torch's wheel missing fails the stage."""
+    tool = ctx.plan.platform_module.repair_tool
+    repaired: StageResult | None = None
+    repair_beside: RepairBeside | None = None
+    outputs: dict[str, Artifact] = {}
+    checks: list[Check] = []
+    said: list[str] = []
+    for package in ctx.plan.packages:
+        wheel = ctx.inputs.get(input_wheel(package))
+        if wheel is None and package.is_root:
+            raise StageFailed(NAME, "no wheel from the build stage (its output 'built_wheel' is missing)")
+        if wheel is None:
+            continue
+        if package.is_root:
+            repaired = REPAIRERS[tool](ctx, package, wheel.path)
+            made, more, line = dict(repaired.outputs), list(repaired.checks), repaired.message
+        else:
+            if repair_beside is None:  # what repairs the packages beside torch, with torch's repaired wheel read once
+                root = outputs[package_artifact("repaired_wheel", ctx.plan.root)].path
+                repair_beside = DEPENDENT_REPAIRERS[tool](ctx, root)
+            made, more, line = repair_beside(package, wheel.path)
         outputs.update(made)
         checks += more
         said.append(line)
-    message = "; ".join([root.message, *said])
-    return dataclasses.replace(root, outputs=outputs, checks=tuple(checks), message=message)
+    assert repaired is not None  # the root is the first of Plan.packages
+    return dataclasses.replace(repaired, outputs=outputs, checks=tuple(checks), message="; ".join(said))
+
+
+def input_wheel(package: ShippedPackage) -> str:
+    """The artifact that is ``package``'s wheel: the build stage's for the root, the source stage's (PyPI's wheel,
+    fetched by sha256) for a package built beside it."""
+    return "built_wheel" if package.is_root else package_artifact("source_wheel", package)
 
 
 # --- win-64 ----------------------------------------------------------------------------------------------
 
 
-def _repair_windows(ctx: Context, wheel: Path) -> StageResult:
+def _repair_windows(ctx: Context, torch: ShippedPackage, wheel: Path) -> StageResult:
     plan = ctx.plan
     out_dir = ctx.stage_dir(NAME)
-    target = out_dir / plan.wheel
+    target = out_dir / torch.wheel
     log = ctx.stage_dir("logs") / f"{NAME}.log"
     machine = pe.TAG_MACHINES.get(plan.wheel_tags.platform, "AMD64")
     started = time.monotonic()
@@ -161,7 +174,8 @@ DEPENDENT_REPAIRERS: Mapping[RepairTool, Callable[[Context, Path], RepairBeside]
     "auditwheel": dependent_elf.repairer,
     "delvewheel": dependent_pe.repairer,
 }
-REPAIRERS: Mapping[RepairTool, Callable[[Context, Path], StageResult]] = {
+# The root's (torch's) repairer, given its entry and its built wheel
+REPAIRERS: Mapping[RepairTool, Callable[[Context, ShippedPackage, Path], StageResult]] = {
     "auditwheel": linux.repair,
     "delvewheel": _repair_windows,
 }

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from torchbuild.config import cuda_wheels
 from torchbuild.errors import StageFailed
 from torchbuild.host import archives
+from torchbuild.knowledge import cuda_wheels
 from torchbuild.platforms.closure import ClosureReport
 from torchbuild.platforms.closure import F as B
 from torchbuild.results import Artifact

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from torchbuild.config import cuda_wheels, dll_providers
-from torchbuild.config.build_deps import DependencyError
 from torchbuild.errors import StageFailed
 from torchbuild.host import archives, downloads, pip
+from torchbuild.knowledge import cuda_wheels, dll_providers
+from torchbuild.knowledge.build_deps import DependencyError
 from torchbuild.platforms.closure import ClosureReport
 from torchbuild.platforms.windows import authenticode, pe, vc_runtime
 from torchbuild.platforms.windows import providers as provider_dlls

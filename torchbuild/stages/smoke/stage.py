@@ -26,13 +26,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from torchbuild.config.python_embed import not_pinned
 from torchbuild.config.user_tests import UserTest
 from torchbuild.errors import StageFailed, UserError
 from torchbuild.host import progress, scratch
 from torchbuild.host.files import write_atomic
 from torchbuild.host.interpreters import find_python, install_hint, searched
 from torchbuild.host.platform import host_platform
+from torchbuild.knowledge.python_embed import not_pinned
 from torchbuild.plan import Plan
 from torchbuild.platforms.windows import python_embed, wine
 from torchbuild.results import Check, StageResult, Status

@@ -262,7 +262,7 @@ def _purelib(env: Env) -> Path:
 def conda_origin(env: Env, plan: Plan) -> str:
     """Prove that torch in the prefix is the conda package's: its conda-meta record lists torch/__init__.py
     with the sha256 of the file that is there now (after pip ran)."""
-    conda = plan.conda
+    conda = plan.root.conda
     record_path = prefix(env) / "conda-meta" / f"{conda.name}-{conda.version}-{conda.build_string}.json"
     if not record_path.is_file():
         found = sorted(p.name for p in (prefix(env) / "conda-meta").glob("*.json"))
@@ -271,7 +271,7 @@ def conda_origin(env: Env, plan: Plan) -> str:
             "differ from the Plan",
         )
     record: dict[str, Any] = nesting.loads(record_path.read_text(encoding="utf-8"))
-    init = f"{conda.site_packages}/torch/__init__.py"
+    init = f"{plan.conda.site_packages}/torch/__init__.py"
     entries = {p["_path"]: p for p in record.get("paths_data", {}).get("paths", [])}
     if init not in entries:
         raise BackendError(f"{env.artifact.name} does not contain {init} (per {record_path})")

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchbuild.conda import extract
-from torchbuild.config import cuda_wheels
-from torchbuild.config.compat import version_key
-from torchbuild.config.pypi_to_conda import conda_name
+from torchbuild.knowledge import cuda_wheels
+from torchbuild.knowledge.compat import version_key
+from torchbuild.knowledge.pypi_to_conda import conda_name
 from torchbuild.platforms.windows import dependencies as win_deps
 from torchbuild.platforms.windows import environments as win_env
 from torchbuild.platforms.windows import wine

@@ -28,9 +28,8 @@ from pathlib import Path, PurePosixPath
 from torchbuild.conda.archive import TB100, CondaArchive, PackageUnreadable, paths_json, read_package
 from torchbuild.conda.checks.package import run_checks
 from torchbuild.conda.extract import extract_package
-from torchbuild.config import cuda_wheels
-from torchbuild.config.shipped import ShippedPackage
-from torchbuild.plan import Plan
+from torchbuild.knowledge import cuda_wheels
+from torchbuild.plan import Plan, ShippedPackage
 from torchbuild.platforms.closure import OpenMpRuntime, UpstreamOpenMp, joint_openmp
 from torchbuild.platforms.linux import elf
 from torchbuild.platforms.windows import pe
@@ -45,21 +44,21 @@ TB114 = define("TB114", "one OpenMP runtime in a process that imports torch and 
 def plan_problems(pkg: CondaArchive, plan: Plan, shipped: ShippedPackage) -> list[str]:
     """TB111's problems: the file, index.json's name, version, build and depends against the Plan."""
     problems = []
-    if pkg.path.stem.removesuffix(".tar") != shipped.package:
-        problems.append(f"file name {pkg.path.name}, the Plan's is {shipped.package}.conda")
-    wanted = {"name": shipped.name, "version": shipped.release, "build": plan.conda.build_string}
+    if pkg.path.stem.removesuffix(".tar") != shipped.conda.stem:
+        problems.append(f"file name {pkg.path.name}, the Plan's is {shipped.conda.filename}")
+    wanted = {"name": shipped.conda.name, "version": shipped.conda.version, "build": shipped.conda.build_string}
     problems += [
         f"index.json {key} is {pkg.index.get(key)!r}, the Plan's is {value!r}"
         for key, value in wanted.items()
         if pkg.index.get(key) != value
     ]
     depends = [str(d) for d in pkg.index.get("depends") or []]
-    missing = [spec for spec in shipped.depends if spec not in depends]
+    missing = [spec for spec in shipped.conda.depends if spec not in depends]
     if missing:
         problems.append(f"index.json depends lacks the Plan's {', '.join(missing)} (it has {', '.join(depends)})")
-    others = [d for d in depends if d.split()[0] == plan.conda.name and d not in shipped.depends]
+    others = [d for d in depends if d.split()[0] == plan.root.conda.name and d not in shipped.conda.depends]
     if others:
-        problems.append(f"index.json depends names {plan.conda.name} again, loosely: {', '.join(others)}")
+        problems.append(f"index.json depends names {plan.root.conda.name} again, loosely: {', '.join(others)}")
     return problems
 
 
@@ -150,7 +149,7 @@ def dependent_checks(
             checks.append(result(TB100, artifact.path, [str(exc)]))
             continue
         checks += [result(TB100, pkg.path, [], f"{pkg.format}, {len(pkg.files()):,} payload files"), *run_checks(pkg)]
-        checks.append(result(TB111, pkg.path, plan_problems(pkg, plan, shipped), ", ".join(shipped.depends)))
+        checks.append(result(TB111, pkg.path, plan_problems(pkg, plan, shipped), ", ".join(shipped.conda.depends)))
         if torch_package is None:
             checks.append(skipped(TB112, pkg.path, "no conda package of torch to resolve against"))
             continue

@@ -19,7 +19,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from torchbuild.conda.archive import CondaArchive
-from torchbuild.config import dll_providers
+from torchbuild.knowledge import dll_providers
 from torchbuild.platforms.closure import ClosureReport
 from torchbuild.platforms.windows import pe, vc_runtime
 from torchbuild.results import Check, define, result, skipped

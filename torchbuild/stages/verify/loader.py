@@ -30,12 +30,12 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING
 
 from torchbuild.conda import extract
-from torchbuild.config import cuda_wheels
-from torchbuild.config.build_deps import DependencyError
-from torchbuild.config.dll_providers import values_for
-from torchbuild.config.pypi_to_conda import conda_name
 from torchbuild.errors import UserError
 from torchbuild.host import archives, downloads, pip
+from torchbuild.knowledge import cuda_wheels
+from torchbuild.knowledge.build_deps import DependencyError
+from torchbuild.knowledge.dll_providers import values_for
+from torchbuild.knowledge.pypi_to_conda import conda_name
 from torchbuild.platforms.windows import environments, loadcheck, python_embed, wine
 from torchbuild.results import Check, define, result, skipped
 

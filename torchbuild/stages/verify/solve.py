@@ -1,9 +1,10 @@
 """The verify stage's solve (TB301, TB302): the new package, with the cell's Python, must be the build a solver picks.
 
 With stored repodata (--repodata DIR or TORCHBUILD_REPODATA: ``<channel>/<subdir>/repodata.json``) the solve runs
-offline against it, with torchbuild/data/repodata/<channel> (the CUDA libraries the stored subset lacks) searched
-first. Without, it runs against the live channel through py-rattler's gateway, cached in the user's cache folder;
-where that channel cannot be reached the check is "unverified" (not run), and says what runs it.
+offline against it, with the records the stored subset lacks that torchbuild stores for the cell's channel (the
+CUDA libraries: ``plan.solve.overlay``) searched first. Without, it runs against the live channel through
+py-rattler's gateway, cached in the user's cache folder; where that channel cannot be reached the check is
+"unverified" (not run), and says what runs it.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from packaging.version import Version
 
 from torchbuild.channels import repodata as rd
 from torchbuild.conda import solve as solver
-from torchbuild.config import datafiles, environment
-from torchbuild.config.compat import version_key
+from torchbuild.config import environment
 from torchbuild.host.files import write_atomic
+from torchbuild.knowledge.compat import version_key
 from torchbuild.plan import Plan
 from torchbuild.results import Check, define, result, skipped, unverified
 
@@ -90,9 +91,6 @@ def _leave_out(local: Path, subdir: str, file_name: str, names: set[str]) -> lis
     return dropped
 
 
-OVERLAY = "repodata"  # torchbuild/data/repodata/<channel>: records of the CUDA libraries the shared subset lacks
-
-
 def _versions_in(channels: Sequence[Path], subdir: str) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for channel in channels:
@@ -128,7 +126,7 @@ def _leave_out_other_pythons(
     beside the cell's Python (the subset has them for other Pythons, or not at all); returns them, said."""
     subdir, python = plan.conda.subdir, plan.python
     servable = set().union(*(_names_for_python(channel, subdir, python) for channel in stored))
-    servable |= {plan.conda.name, *files_of}
+    servable |= {plan.root.conda.name, *files_of}
     dropped: list[str] = []
     for package in packages:
         names = {d.split()[0] for d in _depends_of(local, subdir, package.name)}
@@ -163,10 +161,10 @@ def solve_check(
         reason = f"the stored {channel} repodata for {plan.conda.subdir} has no python {plan.python}.*"
         return skipped(code, package, reason)
     companions = dict(companions or {})
-    specs = [plan.conda.name, *companions, f"python {plan.python}.*"]
+    specs = [plan.root.conda.name, *companions, f"python {plan.python}.*"]
     virtual = plan.solve.virtual_packages
-    overlay = datafiles.directory(OVERLAY)
-    stored = [c for c in ([overlay / channel] if overlay else []) if (c / plan.conda.subdir).is_dir()] + [real]
+    overlay = plan.solve.overlay_channel
+    stored = [*([overlay] if overlay else []), real]
     with tempfile.TemporaryDirectory(prefix="solve-", dir=work) as tmp:
         local = solver.make_local_channel([package, *companions.values()], Path(tmp) / "channel")
         dropped: list[str] = []
@@ -201,7 +199,7 @@ def _live_check(
     """The solve against the live channel of the cell's era; "unverified" where it cannot be reached."""
     channel = plan.solve.channel
     url = solver.CHANNEL_URLS[channel]
-    specs = [plan.conda.name, *companions, f"python {plan.python}.*"]
+    specs = [plan.root.conda.name, *companions, f"python {plan.python}.*"]
     pinned = {rule.conda for rule in plan.conda.pypi_names.values() if rule.exact_as_prefix}
     with tempfile.TemporaryDirectory(prefix="solve-", dir=work) as tmp:
         local = solver.make_local_channel([package, *companions.values()], Path(tmp) / "channel")
@@ -232,7 +230,7 @@ def _judged(
     """The check of a solution: it took this very build (and each companion's) from the local channel."""
     virtual = plan.solve.virtual_packages
     local_url = solver.channel_url(local).rstrip("/")
-    files = {plan.conda.name: package.name, **{name: path.name for name, path in companions.items()}}
+    files = {plan.root.conda.name: package.name, **{name: path.name for name, path in companions.items()}}
     ours = [s for s in solution if files.get(s.name) == s.file_name and s.channel.rstrip("/") == local_url]
     if len(ours) != len(files):
         chosen = [str(s) for s in solution if s.name in files]

@@ -71,7 +71,7 @@ def plan_problems(pkg: CondaArchive, plan: Plan, artifact: Artifact) -> list[str
     """TB104: the file is the one the conda stage recorded, and its index.json is the Plan's package."""
     problems: list[str] = []
     fmt = "tar.bz2" if pkg.path.name.endswith(".tar.bz2") else "conda"
-    expected_name = plan.conda.archives[fmt]
+    expected_name = plan.root.conda.archives[fmt]
     if pkg.path.name != expected_name:
         problems.append(f"file name {pkg.path.name}, the Plan's is {expected_name}")
     size = pkg.path.stat().st_size
@@ -79,13 +79,13 @@ def plan_problems(pkg: CondaArchive, plan: Plan, artifact: Artifact) -> list[str
         problems.append(f"{size} bytes on disk, the conda stage recorded {artifact.size}")
     if artifact.sha256 and sha256_of(pkg.path) != artifact.sha256:
         problems.append("sha256 on disk differs from what the conda stage recorded")
-    conda = plan.conda
+    conda = plan.root.conda
     wanted = {
         "name": conda.name,
         "version": conda.version,
         "build": conda.build_string,
         "build_number": conda.build_number,
-        "subdir": conda.subdir,
+        "subdir": plan.conda.subdir,
     }
     for key, value in wanted.items():
         if pkg.index.get(key) != value:
@@ -126,7 +126,7 @@ def conda_checks(
         closure = follow(closure) if closure is not None and follow is not None else closure
         in_environment = with_time(environment_checks(pkg, plan, report, closure), time.perf_counter() - started,
                                    "the package in its environment (its DLL closure read)")  # fmt: skip
-        as_planned = f"{plan.conda.filename} as planned"
+        as_planned = f"{plan.root.conda.filename} as planned"
         checks = [
             replace(result(TB100, pkg.path, [], f"{pkg.format}, {len(pkg.files()):,} payload files"), duration=read),
             *run_checks(pkg),
@@ -183,8 +183,8 @@ def run(ctx: Context) -> StageResult:
             paths, torch = {name: artifact.path for name, artifact in built.items()}, conda.path
             checks.append(timed(lambda: solve_check(torch, plan, options.repodata, work, paths, options.cache_dir)))
     if wheel is not None:
-        dist = plan.conda.filename.removesuffix(".conda")
-        checks += timed_together("the wheel read once", lambda: check_wheel(wheel.path, plan.wheel, dist))
+        dist = plan.root.conda.stem
+        checks += timed_together("the wheel read once", lambda: check_wheel(wheel.path, plan.root.wheel, dist))
         checks.append(timed(lambda: script_check(wheel.path, [rule.value for rule in plan.broken_scripts])))
     log = ctx.stage_dir("logs") / "verify-loadcheck.log"
     companions = {name: artifact.path for name, artifact in built.items()}

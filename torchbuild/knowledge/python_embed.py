@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from torchbuild.config import datafiles
 from torchbuild.errors import UserError, one_of
+from torchbuild.knowledge import datafiles
 
 DATA_FILE = "python_embed.yaml"
 PINNED_IN = f"torchbuild/data/{DATA_FILE}"

@@ -17,8 +17,8 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from torchbuild.config import datafiles
 from torchbuild.errors import UserError, one_of
+from torchbuild.knowledge import datafiles
 
 DATA_FILE = "companions.yaml"
 WHERE = f"torchbuild/data/{DATA_FILE}"

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from torchbuild.config import datafiles
-from torchbuild.config.compat import Rule
 from torchbuild.errors import UserError
+from torchbuild.knowledge import datafiles
+from torchbuild.knowledge.compat import Rule
 
 ARCHIVES = (".7z", ".zip", ".whl", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
 

@@ -1,4 +1,4 @@
-"""toolchains.yaml `provision` (parsed as part of that table by config/compat.py): the CUDA toolkits the package
+"""toolchains.yaml `provision` (parsed as part of that table by knowledge/compat.py): the CUDA toolkits the package
 index can serve as wheels (platforms/provision.py makes a toolkit root of them)."""
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from torchbuild.config import datafiles
 from torchbuild.errors import UserError
+from torchbuild.knowledge import datafiles
 
 DATA_FILE = "era_names.yaml"
 WHERE = f"torchbuild/data/{DATA_FILE}"

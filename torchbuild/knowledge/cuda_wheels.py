@@ -16,21 +16,23 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any, cast
+from typing import Any, Literal, cast, get_args
 
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from torchbuild.config import datafiles
-from torchbuild.config.option_fields import literal_choices
-from torchbuild.config.options import DeclaredLibraries
 from torchbuild.errors import UserError, one_of
+from torchbuild.knowledge import datafiles
 
 DATA_FILE = "cuda_wheels.yaml"
 PINNED_IN = f"torchbuild/data/{DATA_FILE}"
 MEASURED_PYTHON = "3.11"  # the linux rows were read from the cp311 wheels
+# What the repair does with the libraries a wheel's declared requirements install (mkl, nvidia-*): leave them to the
+# requirement, or vendor them into a self-contained wheel. The table says upstream's choice (``upstream``); a cell's
+# is matrix.yaml's ``declared_libraries`` or --declared-libraries, unset: upstream's (config/declared_choice.py).
+DeclaredLibraries = Literal["keep", "vendor"]
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,7 @@ def _windows_release(torch: str, raw: Mapping[str, Any]) -> ReleaseRecord:
 
 def _upstream(platform: str, value: object) -> DeclaredLibraries:
     """What upstream's wheels of ``platform`` do with their declared libraries: keep | vendor."""
-    valid = literal_choices(DeclaredLibraries)
+    valid = get_args(DeclaredLibraries)
     if value not in valid:
         raise UserError(
             f"torchbuild/data/{DATA_FILE}: declared_libraries.upstream.{platform} '{value}' is not one of "

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from torchbuild.config.companions import (
+from torchbuild.errors import UserError, one_of
+from torchbuild.knowledge.companions import (
     WHERE,
     Build,
     Release,
@@ -22,8 +23,7 @@ from torchbuild.config.companions import (
     load,
     parse_package,
 )
-from torchbuild.config.compat import version_key
-from torchbuild.errors import UserError, one_of
+from torchbuild.knowledge.compat import version_key
 
 NOT_BUILT = "not built yet (the stages ship torch only)"
 # What the stages build from PyPI's wheel beside torch, by platform, is data (companions.yaml packages: built_on,

@@ -9,8 +9,8 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from torchbuild.config import datafiles
 from torchbuild.errors import UserError, one_of
+from torchbuild.knowledge import datafiles
 
 MAPPING_FILE = "pypi_to_conda.yaml"
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from torchbuild.config import datafiles
-from torchbuild.config.compat import Rule
 from torchbuild.errors import UserError
+from torchbuild.knowledge import datafiles
+from torchbuild.knowledge.compat import Rule
 
 DATA_FILE = "smoke_envs.yaml"
 

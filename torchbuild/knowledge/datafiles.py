@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 
 import yaml
 
-from torchbuild.config.options import user_cache_dir
 from torchbuild.errors import UserError
+from torchbuild.knowledge.cache_folder import user_cache_dir
 
 T = TypeVar("T")
 # libyaml's loader where PyYAML was built with it (the wheels are): the same safe subset, ten times faster.

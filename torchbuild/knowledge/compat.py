@@ -15,8 +15,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from torchbuild.config import datafiles
-from torchbuild.config.provisioning import Provisioning, provisioning_of
+from torchbuild.knowledge import datafiles
+from torchbuild.knowledge.provisioning import Provisioning, provisioning_of
 
 # The platforms a cell can be built for: the one list of them (matrix.yaml's schema, --platform's help).
 PlatformName = Literal["win-64", "linux-64"]

@@ -24,10 +24,10 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from torchbuild.config import datafiles, python_embed
-from torchbuild.config.compat import CPU
-from torchbuild.config.cuda_wheels import RequirementWheel
 from torchbuild.errors import UserError
+from torchbuild.knowledge import datafiles, python_embed
+from torchbuild.knowledge.compat import CPU
+from torchbuild.knowledge.cuda_wheels import RequirementWheel
 
 DATA_FILE = "dll_providers.yaml"
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from torchbuild.config import datafiles
 from torchbuild.errors import UserError
+from torchbuild.knowledge import datafiles
 
 DATA = "ci_estimates.yaml"
 
