@@ -57,9 +57,9 @@ def test_two_runs_on_an_empty_cache_boot_one_prefix_template(tmp_path: Path, mon
     made: list[Path] = []
     make = wine._make_template
 
-    def counted(how: wine.Wine, path: Path) -> None:  # the real one, counted
+    def counted(how: wine.Wine, path: Path, user: str | None) -> None:  # the real one, counted
         made.append(path)
-        make(how, path)
+        make(how, path, user)
 
     monkeypatch.setattr(wine, "_make_template", counted)
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
