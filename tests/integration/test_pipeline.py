@@ -118,7 +118,8 @@ def test_main_job_says_why_it_ships_no_companion(first_run: Run) -> None:
     vision = (
         f"{CELL}: torchvision: not shipped: PyPI's linux-64 wheel of torchvision 0.28.0 is a CUDA 13.0 build (+cu130) "
         "linking libc10_cuda.so, libcudart.so.13, libtorch_cuda.so, which this cell's CPU torch does not have "
-        "(it fails at import), and PyPI has no CPU build of it; to ship one, compile torchvision 0.28.0 from a checkout"
+        "(it fails at import), and PyPI has no CPU build of it; to ship one, name a checkout the stages compile against "
+        "this cell's torch: packages: {torchvision: {git_ref: v0.28.0}} in matrix.yaml"
     )
     assert vision in log and first_run.result.returncode == 0
     assert f"{CELL}: torchaudio: not shipped: no torchaudio release pins or names torch 2.13.0" in log
