@@ -12,7 +12,7 @@ again in a process of its own, so a crash fails its one check and leaves the oth
 
     python run_checks.py --expect-version 2.13.0+cpu --expect-cuda cpu [--expect-cudnn 9] \
         [--expect-torch-file PATH] [--expect-torchvision 0.20.1] [--expect-torchaudio 2.5.1] \
-        [--expect-broken-scripts torchfrtrace,...] [--only NAME ...]
+        [--expect-companion NAME=VERSION ...] [--expect-broken-scripts torchfrtrace,...] [--only NAME ...]
 
 prints one JSON object per line on stdout, one per check:
     {"check": "import", "status": "passed" | "failed" | "skipped", "message": "...", "output": "..."}
@@ -35,7 +35,16 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 
-from . import checks_audio, checks_consumer, checks_core, checks_cuda, checks_install, checks_more, checks_vision
+from . import (
+    checks_audio,
+    checks_beside,
+    checks_consumer,
+    checks_core,
+    checks_cuda,
+    checks_install,
+    checks_more,
+    checks_vision,
+)
 from .smoke_base import (
     CHECK_TIMEOUT_S,
     FIRST_DONE_ENV,
@@ -57,7 +66,7 @@ ENTRY = "run_checks.py"  # the script a process runs these checks with (this fol
 JOBS = 2
 CHECKS: dict[str, Callable[[Expect], Outcome]] = {
     **checks_core.CHECKS, **checks_more.CHECKS, **checks_consumer.CHECKS, **checks_install.CHECKS,
-    **checks_cuda.CHECKS, **checks_vision.CHECKS, **checks_audio.CHECKS,
+    **checks_cuda.CHECKS, **checks_vision.CHECKS, **checks_audio.CHECKS, **checks_beside.CHECKS,
 }  # fmt: skip
 # A companion's checks, run only where it is installed beside torch (``--expect-<name>``).
 COMPANION_CHECKS: dict[str, tuple[str, ...]] = {
@@ -79,6 +88,7 @@ PROCESSES: tuple[tuple[str, ...], ...] = (
     ("cuda runtime",),
     *checks_vision.PROCESSES,
     *checks_audio.PROCESSES,
+    *checks_beside.PROCESSES,
 )
 DATALOADER_SCRIPT: str = checks_core.DATALOADER_SCRIPT
 # A check that failed with a UnicodeError where this environment's locale encoding is not UTF-8 runs once more in
@@ -95,8 +105,11 @@ HASH_FIRST = frozenset({"torch.compile", "c++ consumer"})
 
 
 def check_names(companions: Sequence[str] = ()) -> list[str]:
-    """The checks that run in an environment with ``companions`` installed beside torch: torch's and theirs."""
+    """The checks that run in an environment with ``companions`` installed beside torch: torch's and theirs (those
+    without checks of their own: the companion import check, checks_beside.py)."""
     left_out = {n for name, checks in COMPANION_CHECKS.items() if name not in companions for n in checks}
+    if all(name in COMPANION_CHECKS for name in companions):
+        left_out.add(checks_beside.NAME)
     return [name for name in CHECKS if name not in left_out]
 
 
@@ -214,6 +227,8 @@ def _expect_args(expect: Expect) -> list[str]:
         args += ["--expect-torchaudio", expect.torchaudio]
     if expect.broken_scripts:
         args += ["--expect-broken-scripts", ",".join(expect.broken_scripts)]
+    for name, version in expect.companions:
+        args += ["--expect-companion", f"{name}={version}"]
     return args
 
 
@@ -242,6 +257,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--expect-torchvision", default=None, help="torchvision's release, installed beside torch")
     parser.add_argument("--expect-torchaudio", default=None, help="torchaudio's release, installed beside torch")
     parser.add_argument("--expect-broken-scripts", default="", help="scripts upstream ships broken, comma-separated")
+    parser.add_argument("--expect-companion", action="append", default=[], metavar="NAME=VERSION",
+                        help="a package beside torch without checks of its own, and its version")  # fmt: skip
     parser.add_argument("--only", action="append", choices=list(CHECKS), default=None)
     parser.add_argument("--jobs", type=int, default=JOBS, help="checks run at the same time (default %(default)s)")
     parser.add_argument(CHILD_FLAG, action="append", choices=list(CHECKS), default=None, help=argparse.SUPPRESS)
@@ -254,13 +271,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.expect_version, args.expect_cuda, args.expect_cudnn, args.expect_torch_file, args.expect_cudnn_version,
         tuple(name for name in args.expect_from_environment.split(",") if name), args.expect_torchaudio,
         args.expect_torchvision, tuple(name for name in args.expect_broken_scripts.split(",") if name),
+        tuple((name, version) for name, _, version in (text.partition("=") for text in args.expect_companion)),
     )
     if args.child:
         for name in args.child:
             print(json.dumps(run_one(name, expect)), flush=True)
         return 0
     releases = {"torchvision": expect.torchvision, "torchaudio": expect.torchaudio}
-    installed = [name for name, release in releases.items() if release]
+    installed = [name for name, release in releases.items() if release] + [name for name, _ in expect.companions]
     wanted = args.only or check_names(installed)
     processes = [shared for shared in (tuple(n for n in group if n in wanted) for group in PROCESSES) if shared]
     # The child processes are independent of each other: two at a time on two cores. Those that import torch wait for
