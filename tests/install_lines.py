@@ -30,7 +30,8 @@ def pypi_stand_in(folder: Path, *projects: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for project in projects:
         module = project.replace("-", "_")
-        make_wheel(folder, f"{module}-{NEWER}-py3-none-any.whl", {f"{module}/__init__.py": b"# a fixture: PyPI's stand-in\n"})
+        files = {f"{module}/__init__.py": b"# a fixture: PyPI's stand-in\n"}
+        make_wheel(folder, f"{module}-{NEWER}-py3-none-any.whl", files)
     return folder
 
 

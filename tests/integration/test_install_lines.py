@@ -129,8 +129,8 @@ def test_a_nightlys_companion_is_published_kept_and_pruned_beside_its_torch_and_
         f"{COMPANION}-{RELEASE.companion}-{TAGS}.whl"]
     assert not list((channel / "linux-64").glob(f"{COMPANION}-0.1.0.dev*"))
 
-    pruned = subprocess.run([sys.executable, str(ROOT / "pipeline.py"), "index", "--channel", str(channel),
-                             "--keep-nightlies", "2"], capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
+    argv = [sys.executable, str(ROOT / "pipeline.py"), "index", "--channel", str(channel), "--keep-nightlies", "2"]
+    pruned = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
     assert pruned.returncode == 0, pruned.stdout + pruned.stderr
     oldest = nightly(NIGHTS[0])
     assert f"removed label/nightly/linux-64/{COMPANION}-0.1.0.dev{NIGHTS[0]}-py3.11_cpu_0.conda" in pruned.stdout

@@ -25,6 +25,7 @@ from torchbuild.pin import companion_checkouts
 from torchbuild.plan import Plan, resolve
 from torchbuild.platforms.toolchain import Requirement
 from torchbuild.platforms.windows import msvc
+from torchbuild.run.state import State
 from torchbuild.stages.build import companion
 from torchbuild.stages.build.activate import Activation
 from torchbuild.stages.build.stage import build_environment
@@ -128,7 +129,7 @@ def test_a_checkouts_version_is_version_txt_and_its_commit_or_torchs_night(data:
     with pytest.raises(UserError, match=r"is a nightly version, and this cell's torch is not a nightly: a package is "
                                         r"published where its torch is"):  # fmt: skip
         companion_checkouts.read(given, options, None, "cpu")
-    with pytest.raises(UserError, match="no version.txt, so this is no checkout of visionfixture"):
+    with pytest.raises(UserError, match=r"no version\.txt, so this is no checkout of visionfixture"):
         companion_checkouts.read(with_source(data, source_dir=str(data)), options, None, "cpu")
 
 
@@ -178,7 +179,7 @@ def test_a_prebuilt_companion_beside_a_nightly_torch_is_not_shipped_and_says_how
                                     "of torchvision 0.29.2 was built against a release of torch")  # fmt: skip
     assert "--companion-ref torchvision=v0.29.2" in vision.reason
     named = matrix.Matrix(packages=("torch", "torchvision"))
-    with pytest.raises(UserError, match="torchvision cannot ship with torch 2.15.0.dev20261120"):
+    with pytest.raises(UserError, match=r"torchvision cannot ship with torch 2\.15\.0\.dev20261120"):
         resolve(cell, named, pinned="2.15.0", own=own)
 
 
@@ -218,3 +219,15 @@ def test_a_companion_without_checks_of_its_own_gets_the_import_check() -> None:
     assert "companion import" in smoke_checks.check_names([fixture.NAME])
     assert "companion import" not in smoke_checks.check_names(["torchvision", "torchaudio"])
     assert "companion import" not in smoke_checks.check_names([])
+
+
+def test_the_smoke_job_replays_the_compiled_companions_the_build_job_recorded(data: Path) -> None:
+    """``pipeline.py smoke`` on another machine, without the checkout: the Plan from build/<cell>/state.json."""
+    plan = plan_with(data, "0.1.0a0+1a2b3c4")
+    State(data / "state.json").save(plan)
+    recorded = companion_checkouts.recorded(data / "state.json")
+    assert recorded == {fixture.NAME: pairing.Checkout(origin="--companion-source visionfixture=/src",
+                                                       version="0.1.0a0+1a2b3c4", source_dir="/src")}  # fmt: skip
+    cell = Cell(platform="linux-64", cuda="cpu", python="3.11", torch="2.13.0")
+    again = resolve(cell, matrix.load(ROOT / "matrix.yaml"), pinned="2.13.0", compiled=recorded)
+    assert again.packages == plan.packages

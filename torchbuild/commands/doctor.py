@@ -13,9 +13,9 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from torchbuild.errors import UserError
 from torchbuild.host.console import out
 from torchbuild.plan import Plan
-from torchbuild.errors import UserError
 from torchbuild.platforms.toolchain import Requirement, describe_missing
 from torchbuild.stages.build.activate import discover
 

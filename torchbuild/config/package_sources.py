@@ -25,6 +25,9 @@ EXAMPLE = "packages: {torchvision: {git_ref: v0.28.0}} or {torchvision: {source_
 def read_mapping(path: str, node: yaml.Node) -> tuple[tuple[str, ...], Sources]:
     """``packages`` as a mapping: what the list form would say (torch first; ``name==release`` for a release) and
     the checkouts named."""
+    if isinstance(node, yaml.MappingNode) and not node.value:
+        raise MatrixError(f"{where(path, node)}: 'packages' is an empty mapping: leave it out to ship each paired "
+                          f"companion, or name them, e.g. {EXAMPLE}.")  # fmt: skip
     texts: list[str] = [TORCH]
     sources: list[tuple[str, PackageSource]] = []
     for key_node, value_node in pairs(path, "packages", node):
