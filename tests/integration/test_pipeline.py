@@ -97,7 +97,9 @@ def test_main_job_passes_every_stage(first_run: Run) -> None:
     assert "all cells passed" in result.stdout  # the results on stdout, the progress on stderr
     assert "▶ source" in log and "▶ source" not in result.stdout
     url = first_run.channel.as_uri()
-    assert f"  conda install -c {url} pytorch\n  pip install --index-url {url}/whl/simple torch\n" in result.stdout
+    assert f"  conda install -c {url} pytorch\n  pip install --index-url {url}/whl/simple torch==2.13.0+cpu\n" in (
+        result.stdout
+    )
     conda = first_run.channel / "linux-64" / "pytorch-2.13.0-py3.11_cpu_0.conda"
     assert conda.is_file()
     wheel = first_run.channel / "whl" / "simple" / "torch" / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
