@@ -323,11 +323,11 @@ def _compiled(name: str, checkout: Checkout, target: Target) -> Companion:
     """``name`` compiled from ``checkout`` against the cell's torch: its conda package pins the cell's exact pytorch
     build, as a paired one's does."""
     if checkout.version is None or not target.torch_package:
-        return Companion(name=name, release=None, requested=True, compiled=checkout, build="compiled")
+        return Companion(name=name, release=None, requested=True, compiled=checkout)
     version = Version(checkout.version)
     build_string = compiled_build_string(target.build_string, checkout.version, target.local_version)
     return Companion(
-        name=name, release=version.public, requested=True, paired=version.public, build="compiled",
+        name=name, release=version.public, requested=True, paired=version.public, build=version.local or "",
         package=f"{name}-{version.public}-{build_string}",
         depends=tuple(d for d in (target.python_spec, target.torch_package) if d),
         paired_by=f"compiled from {checkout.origin}", compiled=checkout, build_string=build_string,

@@ -25,7 +25,7 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from packaging.requirements import Requirement
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from torchbuild.errors import StageFailed, as_stage_failure
@@ -62,7 +62,14 @@ def build_command(python: Path, dist: Path) -> list[str]:
 def requirements(source: Path) -> list[str]:
     """What the build environment gets besides the cell's torch wheel: pip (which builds) and the checkout's build
     requirements, torch left out (it is the cell's)."""
-    wanted = [r for r in checkout.build_requires(source) if canonicalize_name(Requirement(r).name) != TORCH]
+    wanted = []
+    for text in checkout.build_requires(source):
+        try:
+            name = canonicalize_name(Requirement(text).name)
+        except InvalidRequirement as exc:
+            raise StageFailed(NAME, f"{source / 'pyproject.toml'}: build requirement {text!r}: {exc}") from None
+        if name != TORCH:
+            wanted.append(text)
     return ["pip", *wanted]
 
 
