@@ -99,7 +99,9 @@ def test_main_job_passes_every_stage(first_run: Run) -> None:
     assert "all cells passed" in result.stdout  # the results on stdout, the progress on stderr
     assert "▶ source" in log and "▶ source" not in result.stdout
     url = first_run.channel.as_uri()
-    assert f"  conda install -c {url} pytorch\n  pip install --index-url {url}/whl/simple torch\n" in result.stdout
+    assert f"  conda install -c {url} pytorch\n  pip install --index-url {url}/whl/simple torch==2.13.0+cpu\n" in (
+        result.stdout
+    )
     conda = first_run.channel / "linux-64" / "pytorch-2.13.0-py3.11_cpu_0.conda"
     assert conda.is_file()
     wheel = first_run.channel / "whl" / "simple" / "torch" / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
@@ -120,7 +122,8 @@ def test_main_job_says_why_it_ships_no_companion(first_run: Run) -> None:
     vision = (
         f"{CELL}: torchvision: not shipped: PyPI's linux-64 wheel of torchvision 0.28.0 is a CUDA 13.0 build (+cu130) "
         "linking libc10_cuda.so, libcudart.so.13, libtorch_cuda.so, which this cell's CPU torch does not have "
-        "(it fails at import), and PyPI has no CPU build of it; to ship one, compile torchvision 0.28.0 from a checkout"
+        "(it fails at import), and PyPI has no CPU build of it; to ship one, name a checkout the stages compile "
+        "against this cell's torch: packages: {torchvision: {git_ref: v0.28.0}} in matrix.yaml"
     )
     assert vision in log and first_run.result.returncode == 0
     assert f"{CELL}: torchaudio: not shipped: no torchaudio release pins or names torch 2.13.0" in log
@@ -157,17 +160,20 @@ def test_rerun_skips_finished_stages_and_keeps_the_channel(first_run: Run) -> No
 
 
 def test_pip_installs_from_the_channel(first_run: Run, tmp_path: Path) -> None:
-    """pip install --index-url file://$PWD/channel/whl/simple torch, in a fresh venv."""
+    """pip install --index-url file://$PWD/channel/whl/simple torch==2.13.0+cpu (the line the run prints), in a fresh
+    venv."""
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
     index = (first_run.channel / "whl" / "simple").as_uri()
+    line = f"pip install --index-url {index} torch==2.13.0+cpu"
+    assert line in first_run.result.stdout
     clean = {k: v for k, v in os.environ.items() if k != "PIP_FIND_LINKS"}
     # Only the channel may provide torch: no find-links, and the report proves where it came from.
     report = tmp_path / "report.json"
     install = subprocess.run(
-        [str(python), "-m", "pip", "install", "--no-cache-dir", "--find-links", str(tmp_path / "none"),
-         "--index-url", index, "torch", "--report", str(report)],
+        [str(python), "-m", *line.split(), "--no-cache-dir", "--find-links", str(tmp_path / "none"),
+         "--report", str(report)],
         capture_output=True, text=True, check=False, env=clean,
     )  # fmt: skip
     assert install.returncode == 0, install.stdout + install.stderr

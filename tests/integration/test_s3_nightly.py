@@ -198,3 +198,24 @@ def test_index_takes_the_matrix_keep_nightlies_where_the_flag_is_not_given(
     assert published.listed("label/nightly/linux-64/repodata.json") == [nightly_package(NIGHTS[-1])]
     assert published.links("whl/nightly/simple/torch/") == [nightly_wheel(NIGHTS[-1])]
     assert published.releases() == published.release
+
+
+def test_a_nightlys_compiled_companion_goes_under_the_nightly_prefixes_beside_its_torch(
+    published: Published, tmp_path: Path
+) -> None:
+    """A companion compiled beside a nightly torch is a nightly of torch's night (issue 55): on S3 too it is published
+    under label/nightly/ and whl/nightly/simple/, and the printed lines pin both (a prefix of its own here)."""
+    from tests.integration.test_install_lines import COMPANION, build, nightly
+
+    night = nightly(NIGHTS[-1])
+    channel = f"s3://{published.bucket}/companions"
+    result = published.run("publish", *build(tmp_path / "night", night), "--channel", channel)
+    assert result.returncode == 0, result.stdout + result.stderr
+    wheel = f"{COMPANION}-{night.companion}-{TAGS}.whl"
+    assert f"new       whl/nightly/simple/{COMPANION}/{wheel}" in result.stdout
+    assert f"new       label/nightly/linux-64/{COMPANION}-0.1.0.dev{NIGHTS[-1]}-py3.11_cpu_0.conda" in result.stdout
+    http = f"{published.env['AWS_ENDPOINT_URL_S3']}/{published.bucket}/companions"
+    assert f"conda install -c {http}/label/nightly pytorch {COMPANION}" in result.stdout
+    assert f"--index-url {http}/whl/nightly/simple torch=={night.torch} {COMPANION}=={night.companion}" in result.stdout
+    keys = published.client.list_objects_v2(Bucket=published.bucket, Prefix="companions/")["Contents"]
+    assert not [k["Key"] for k in keys if COMPANION in k["Key"] and "nightly" not in k["Key"]]

@@ -118,6 +118,20 @@ def test_a_nightly_goes_up_under_the_nightly_label_whatever_label_the_channel_na
     assert "conda install -c https://conda.anaconda.org/my-org/label/nightly pytorch" in result.stdout + result.stderr
 
 
+def test_a_nightlys_compiled_companion_goes_up_under_the_nightly_label_beside_its_torch(tmp_path: Path) -> None:
+    """A companion compiled beside a nightly torch carries torch's night (issue 55): one install line for both."""
+    torch = assemble_small(tmp_path / "pkgs", {"lib/a.txt": b"a"}, name="pytorch", version="2.10.0.dev20251105",
+                           build="py3.11_cpu_0", depends=())  # fmt: skip
+    companion = assemble_small(tmp_path / "pkgs", {"lib/b.txt": b"b"}, name="visionfixture",
+                               version="0.1.0.dev20251105", build="py3.11_cpu_0",
+                               depends=("pytorch ==2.10.0.dev20251105 py3.11_cpu_0",))  # fmt: skip
+    result, record = publish(tmp_path, torch, companion, "--channel", "anaconda://my-org")
+    assert result.returncode == 0, result.stderr
+    assert record is not None and record["argv"][2:7] == ["upload", "--user", "my-org", "--label", "nightly"]
+    said = result.stdout + result.stderr
+    assert "conda install -c https://conda.anaconda.org/my-org/label/nightly pytorch visionfixture" in said
+
+
 def test_a_nightly_to_a_labelled_channel_is_installed_from_the_nightly_label_not_below_the_channels(
     tmp_path: Path,
 ) -> None:

@@ -190,6 +190,14 @@ def run_case(c: Case, artifacts: Mapping[str, Path], cwd: Path) -> None:
                      "torchvision 0.28.0 is a CUDA 13.0 build (+cu130) linking libc10_cuda.so, libcudart.so.13, "
                      "libtorch_cuda.so, which this cell's CPU torch does not have (it fails at import)",
              id="companion-needs-cuda-torch"),
+        # A win-64 cell that compiles a companion, on this Linux host: refused before anything runs, as doctor says.
+        case("--platform", "win-64", "--cuda", "cpu", "--py", "3.11", "--companion-source", "torchvision=vision",
+             files={"vision/version.txt": "0.28.0a0\n"},
+             message="win-64-cpu-py3.11 compiles torchvision from a checkout, and this host cannot compile it; "
+                     "missing: - a win-64 host: this host is linux-64; win-64 cells compile on win-64",
+             id="companion-compile-without-msvc"),
+        case(*LINUX_CPU, "--companion-ref", "torchvision", message="--companion-ref torchvision: give NAME=REF",
+             id="companion-ref-without-ref"),
         case(*LINUX_CPU, "--torch", "2.13.0", "--packages", "torch,torchvision==0.27.0",
              message="torchvision 0.27.0 requires torch==2.12.0 (its wheels' Requires-Dist); this cell's torch is "
                      "2.13.0+cpu", id="companion-pin-mismatch"),

@@ -59,9 +59,9 @@ def test_linux_cpu_cell_ships_neither_companion_and_says_why() -> None:
     assert vision.line == (  # type: ignore[attr-defined]
         "torchvision: not shipped: PyPI's linux-64 wheel of torchvision 0.28.0 is a CUDA 13.0 build (+cu130) linking "
         "libc10_cuda.so, libcudart.so.13, libtorch_cuda.so, which this cell's CPU torch does not have (it fails at "
-        "import), and PyPI has no CPU build of it; to ship one, compile torchvision 0.28.0 from a checkout against "
-        "this cell's torch (git clone --branch v0.28.0 https://github.com/pytorch/vision; pip wheel --no-deps "
-        "--no-build-isolation with this torch installed)"
+        "import), and PyPI has no CPU build of it; to ship one, name a checkout the stages compile against this "
+        "cell's torch: packages: {torchvision: {git_ref: v0.28.0}} in matrix.yaml, --companion-ref "
+        "torchvision=v0.28.0 (from https://github.com/pytorch/vision), or --companion-source torchvision=DIR"
     )
     assert "no torchaudio release pins or names torch 2.13.0: the newest, 2.11.0" in audio.line  # type: ignore[attr-defined]
 

@@ -33,6 +33,8 @@ GOOD = [
     "torch: {git_ref: main, git_url: https://github.com/pytorch/pytorch, build_version: nightly}\n",
     "torch: 2.5.1\nchannel: s3://bucket/prefix\npackages: [torch, torchvision==0.20.1]\nkeep_nightlies: 1\n",
     "declared_libraries: keep\ntest_command: pytest {project}/tests\ntest_requires: [pytest, numpy]\n",
+    "packages:\n  torchvision: {git_ref: v0.28.0, git_url: https://github.com/pytorch/vision}\n  torchaudio:\n",
+    "packages: {torchvision: {source_dir: src/vision, build_version: 0.28.0a0+mine}, torchaudio: 2.11.0}\n",
 ]
 # Matrices the loader refuses for a key, a type, a choice or a range: the schema refuses them too.
 BAD = [
@@ -40,6 +42,8 @@ BAD = [
     "build:\n  max_job: 4\n",
     "exclude:\n  - {cuad: '9.0'}\n",
     "exclude:\n  - {}\n",
+    "packages: {torchvision: {git_reff: main}}\n",
+    "packages: {}\n",
     "cuda: []\n",
     "python: 3.11\n",
     "build_number: two\n",

@@ -152,7 +152,7 @@ def test_smoke_results_carry_each_checks_seconds() -> None:
 def test_results_and_install_lines_go_to_stdout_progress_to_stderr(runs: Runs) -> None:
     url = (runs.root / "channel").as_uri()
     out = runs.stdout[1]
-    assert out.rstrip().endswith(f"pip install --index-url {url}/whl/simple torch")
+    assert out.rstrip().endswith(f"pip install --index-url {url}/whl/simple torch==2.13.0+cpu")
     assert f"  conda install -c {url} pytorch\n" in out
     assert "report of every cell in" in out and "report.html" in out
     assert "▶ source" in runs.stderr[1] and "▶ source" not in out

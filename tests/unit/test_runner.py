@@ -123,8 +123,7 @@ def test_a_stage_beside_one_not_before_it_or_whose_output_it_reads_is_refused() 
     with pytest.raises(UserError, match="stage 'smoke-conda' runs beside 'publish', which is not a stage before it"):
         flow.check_flow(with_smoke_conda(beside=("publish",)))
     reads = (
-        r"runs beside 'conda' but reads conda_package, conda_package\[torchaudio\], conda_package\[torchvision\], "
-        r"which 'conda' writes"
+        r"runs beside 'conda' but reads conda_package, conda_package\[\*\], which 'conda' writes"
     )
     with pytest.raises(UserError, match=reads):
         flow.check_flow(with_smoke_conda(beside=("conda",)))

@@ -57,28 +57,43 @@ def project_of(wheel_name: str) -> str:
 
 
 def install_lines(
-    channel: Channel, conda_names: Iterable[str], wheel_projects: Iterable[str], night: bool = False
+    channel: Channel, conda_names: Iterable[str], wheel_sets: Iterable[Iterable[str]], night: bool = False
 ) -> list[str]:
-    """How users install these packages from ``channel``: a conda line and (where it serves wheels) a pip line. A
-    wheel project may be given pinned (``torch==2.13.0a0+git1eba9b3``): a pre-release (an own build) is one pip takes
-    only with ``--pre``, so the line has it. ``night``: nightlies, from the nightly label and index (``--pre``)."""
-    conda, wheels = sorted(set(conda_names)), sorted(set(wheel_projects)) if channel.serves_wheels else []
-    if night:
-        wheels = sorted({w.partition("==")[0] for w in wheels})
+    """How users install these packages from ``channel``: a conda line and (where it serves wheels) a pip line for
+    each set of wheels that install together (a cell's torch and its companions). The wheel projects come pinned to
+    the published version (``requirement_of``: ``torch==2.13.0+cpu``): pip takes the highest version of every index
+    it reads, and the index a user adds for torch's own requirements (PyPI) may have a newer torch or torchvision
+    than the channel's. A pre-release (an own build, a nightly) is one pip takes only with ``--pre``, so the line
+    has it. ``night``: nightlies, from the nightly label and index."""
+    conda = sorted(set(conda_names))
     conda_url = channel.nightly_url if night else channel.url
     simple = nightly.NIGHTLY_SIMPLE if night else nightly.RELEASE_SIMPLE
     lines = [f"conda install -c {conda_url} {' '.join(conda)}"] if conda else []
-    pre = night or any(Version(w.partition("==")[2]).is_prerelease for w in wheels if "==" in w)
-    flag = " --pre" if pre else ""
-    return lines + ([f"pip install{flag} --index-url {channel.url}/{simple} {' '.join(wheels)}"] if wheels else [])
+    if not channel.serves_wheels:
+        return lines
+    for wheels in dict.fromkeys(group for given in wheel_sets for group in _together(given)):
+        pre = any(Version(w.partition("==")[2]).is_prerelease for w in wheels if "==" in w)
+        lines.append(f"pip install{' --pre' if pre else ''} --index-url {channel.url}/{simple} {' '.join(wheels)}")
+    return lines
+
+
+def _together(requirements: Iterable[str]) -> list[tuple[str, ...]]:
+    """``requirements`` in as few pip lines as hold each project once (two builds of torch are two lines)."""
+    groups: list[dict[str, str]] = []
+    for requirement in sorted(set(requirements)):
+        project = requirement.partition("==")[0]
+        group = next((g for g in groups if project not in g), None)
+        if group is None:
+            groups.append(group := {})
+        group[project] = requirement
+    return [tuple(sorted(group.values())) for group in groups]
 
 
 def requirement_of(wheel_name: str) -> str:
-    """What ``pip install`` is given for a published wheel: its project, pinned where its version is a pre-release
-    (pip would take no such version unasked)."""
+    """What ``pip install`` is given for a published wheel: its project pinned to the file's exact version
+    (``torch==2.13.0+cpu``), so that no other index's newer release of the project replaces it."""
     _name, version, _build, _tags = parse_wheel_filename(wheel_name)
-    project = project_of(wheel_name)
-    return f"{project}=={version}" if version.is_prerelease else project
+    return f"{project_of(wheel_name)}=={version}"
 
 
 def conda_name_of(file_name: str) -> str:

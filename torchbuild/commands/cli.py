@@ -17,66 +17,36 @@ from torchbuild.commands import publish as publish_cmd
 from torchbuild.commands import sbom as sbom_cmd
 from torchbuild.commands import values
 from torchbuild.commands.plan_view import print_plan, say_companions, say_declared, say_resolution
-from torchbuild.commands.selection import default_platform, load_matrix, resolve_all, select_cells
+from torchbuild.commands.selection import (
+    add_selectors,
+    default_platform,
+    load_matrix,
+    resolve_all,
+    select_cells,
+)
 from torchbuild.conda.assembly import COMPRESSION_LEVELS, COMPRESSORS
 from torchbuild.config import environment
 from torchbuild.config.channel_spec import local_path
-from torchbuild.config.matrix import DECLARED_CHOICES, Matrix
+from torchbuild.config.matrix import Matrix
 from torchbuild.config.option_fields import choices, default
 from torchbuild.config.options import RunOptions
-from torchbuild.errors import UserError, one_of, os_error
+from torchbuild.errors import UserError, os_error
 from torchbuild.host import scratch, signals
 from torchbuild.host.console import adapt_streams, console, out
 from torchbuild.host.files import unwritable
 from torchbuild.knowledge.cache_folder import user_cache_dir
-from torchbuild.knowledge.compat import PLATFORMS, load
+from torchbuild.knowledge.compat import load
 from torchbuild.pin import pin
 from torchbuild.plan import Plan
 from torchbuild.run.records import EXIT_UNVERIFIED
 
 COMMANDS = ("run", "plan", "matrix", "smoke", "publish", "index", "doctor", "sbom", "history")
-SELECTION = "cell selection"  # the options every command that selects cells shares
 CHANNELS = "DIR|s3://BUCKET/PREFIX|anaconda://OWNER[/LABEL]"  # what --channel takes
 
 
 def cache_help() -> str:
     """Asked when the parser is built: the user's cache folder follows XDG_CACHE_HOME as it is then."""
     return f"download cache (default: {user_cache_dir()}, the user's cache folder)"
-
-
-def _selectors(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group(SELECTION)
-    group.add_argument(
-        "--matrix",
-        metavar="FILE",
-        type=values.path,
-        default=None,
-        help="matrix file (default: matrix.yaml in this folder, else the one shipped with torchbuild)",
-    )
-    group.add_argument("--cuda", metavar="X.Y|cpu", type=values.text, help="CUDA version X.Y, or cpu")
-    group.add_argument("--py", "--python", metavar="X.Y", dest="python", type=values.text, help="Python version X.Y")
-    group.add_argument("--platform", metavar="|".join(PLATFORMS), type=values.text,
-                       help=f"{one_of(PLATFORMS)} (default: this host's)")  # fmt: skip
-    group.add_argument("--torch", metavar="RELEASE|latest", type=values.text,
-                       help="torch release, or 'latest': the newest that supports the cell (default: the matrix's)")
-    group.add_argument(
-        "--only", metavar="CELL_ID", type=values.text, help="one cell of the matrix by id (see 'matrix')"
-    )
-    group.add_argument("--msvc", metavar="TOOLSET", type=values.text, help="pin the MSVC toolset, e.g. 14.29 (win-64)")
-    group.add_argument(
-        "--packages",
-        metavar="LIST",
-        type=values.text,
-        help="what each cell ships, e.g. torch,torchvision (default: the matrix's; without one, torch and each "
-        "companion whose release pairs with it)",
-    )
-    group.add_argument(
-        "--declared-libraries",
-        metavar="|".join(DECLARED_CHOICES),
-        type=values.text,
-        help="the libraries a wheel's declared requirements install (mkl of torch 2.3.x on win-64): keep them as "
-        "dependencies, or vendor them into a self-contained wheel (default: the matrix's, else upstream's: keep)",
-    )
 
 
 def invocation() -> str:
@@ -96,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     run = sub.add_parser("run", help="run the stages for the selected cells (the default command)")
-    _selectors(run)
+    add_selectors(run)
     run.add_argument("--channel", metavar=CHANNELS,
                      help="publish to this channel (default: the matrix's, a local 'channel/')")  # fmt: skip
     run.add_argument("--wheel", metavar="FILE", type=values.path,
@@ -155,13 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--git-url", metavar="URL", type=values.text,
                         help=f"repository for --git-ref (default: {git_url})")  # fmt: skip
     plan = sub.add_parser("plan", help="print the resolved plan; nothing is run")
-    _selectors(plan)
+    add_selectors(plan)
     plan.add_argument("--json", action="store_true", help="machine-readable output")
     plan.add_argument(
         "--ask-indexes", action="store_true", help="pin 'latest' and the companions to what the indexes offer, as a run"
     )
     mat = sub.add_parser("matrix", help="list the cells of the matrix")
-    _selectors(mat)
+    add_selectors(mat)
     mat.add_argument("--github", action="store_true", help="JSON for a GitHub Actions strategy.matrix")
     mat.add_argument(
         "--estimate", action="store_true", help="runner hours and billed minutes of one nightly of these cells"
@@ -169,14 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
     smoke = sub.add_parser(
         "smoke", help="only the smoke stages of one cell, on the build/ another machine made (the nightly's GPU job)"
     )
-    _selectors(smoke)
+    add_selectors(smoke)
     publish_cmd.add_parsers(sub)
     sbom_cmd.add_parser(sub)
     history_cmd.add_parser(sub)
     doctor = sub.add_parser(
         "doctor", help="what compiling the selected cells needs on this host: found or missing, with fixes"
     )
-    _selectors(doctor)
+    add_selectors(doctor)
     doctor.add_argument("--cache-dir", metavar="DIR", type=values.path, default=None, help=cache_help())
     return parser
 
@@ -332,6 +302,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_writable({"--cache-dir": options.cache_dir, "channel": channel_dir, "the work folder": Path.cwd() / "build"})
     if options.wheel is not None and len(cells) != 1:
         raise UserError(f"--wheel gives the wheel of one cell, but {len(cells)} cells are selected: add --cuda/--py.")
+    from torchbuild.commands import doctor
+
+    compiled = ["torch"] * options.compiles + [name for name, _source in matrix.package_sources]
+    if compiled:  # before anything is asked or run; the toolchain is the cell's, whatever it ships
+        toolchains = resolve_all(replace(matrix, packages=None, package_sources=()), cells)
+        doctor.refuse_missing(toolchains, compiled, options.cache_dir)
     plans = pin.pin_all(cells, matrix, options, candidates)
     say_companions(plans)
     say_declared(plans)

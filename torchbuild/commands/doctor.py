@@ -1,6 +1,9 @@
 """``python pipeline.py doctor [--cuda X --py Y]``: every requirement of the selected cells' compile on this host,
 found or missing, each missing one with its fix. It finds things the way the build does (activate.py) but
 changes nothing: no CUDA is provisioned and no dependency downloaded (it says when a run would do that).
+
+A run that compiles (torch from a checkout, or a package beside it from its checkout) asks the same first
+(``refuse_missing``): a cell this host cannot compile is refused before anything runs, naming what is missing.
 """
 
 from __future__ import annotations
@@ -10,9 +13,10 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from torchbuild.errors import UserError
 from torchbuild.host.console import out
 from torchbuild.plan import Plan
-from torchbuild.platforms.toolchain import Requirement
+from torchbuild.platforms.toolchain import Requirement, describe_missing
 from torchbuild.stages.build.activate import discover
 
 MARKS = {"found": "[green]✓[/]", "missing": "[red]✗[/]", "optional, missing": "[yellow]-[/]"}
@@ -41,6 +45,22 @@ def requirements(plan: Plan, cache_dir: Path, environ: Mapping[str, str] | None 
         rows.append(Requirement("git (for --git-ref)", git is not None, git or "not on PATH", "install git", False))
     rows += [Requirement("note", True, note) for note in found.notes]
     return rows
+
+
+def refuse_missing(plans: Sequence[Plan], compiled: Sequence[str], cache_dir: Path) -> None:
+    """The cells of ``plans``, which compile ``compiled`` from a checkout (torch, a package beside it), checked as
+    doctor checks them: UserError naming the first cell this host cannot compile and what it lacks."""
+    if not compiled:
+        return
+    for plan in plans:
+        missing = [r for r in requirements(plan, cache_dir) if r.required and not r.found]
+        if missing:
+            raise UserError(
+                f"{plan.cell_id} compiles {' and '.join(compiled)} from a checkout, and this host cannot compile it; "
+                f"missing:\n{describe_missing(missing)}\nNothing was run. `python pipeline.py doctor --platform "
+                f"{plan.platform} --cuda {plan.cuda} --py {plan.python}` lists every requirement; run the cell where "
+                "they are."
+            )
 
 
 def report(plans: Sequence[Plan], cache_dir: Path, environ: Mapping[str, str] | None = None) -> int:

@@ -15,7 +15,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from torchbuild.commands.cli import SELECTION, build_parser
+from torchbuild.commands.cli import build_parser
+from torchbuild.commands.selection import SELECTION
 from torchbuild.knowledge.cache_folder import user_cache_dir
 
 MARKED = re.compile(r"(<!-- options: (?P<section>[\w-]+) -->\n)(?P<table>.*?)(<!-- /options -->)", re.S)

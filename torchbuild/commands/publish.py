@@ -36,9 +36,9 @@ from torchbuild.errors import UserError
 from torchbuild.host.console import console, out
 from torchbuild.results import Artifact
 from torchbuild.run.records import EXIT_UNVERIFIED, reaches_channel
+from torchbuild.stages import published_kind
 
 Kind = Literal["conda", "wheel"]
-KINDS: dict[str, Kind] = {"conda_package": "conda", "repaired_wheel": "wheel"}  # report artifact -> what it is
 
 
 @dataclass(frozen=True)
@@ -141,9 +141,9 @@ def _from_report(report: Path) -> tuple[list[Found], list[tuple[str, str]], list
         artifacts = cell.get("artifacts", {})
         if not isinstance(artifacts, dict):
             raise UserError(f"{report}: cell {cell_id}'s 'artifacts' is not an object; not a torchbuild report")
-        for name, kind in KINDS.items():
-            entry = artifacts.get(name)
-            if entry is None:
+        for name, entry in artifacts.items():
+            kind = published_kind(str(name))  # the publish stage's rule: torch's, its companions', the 2018 names'
+            if kind is None:
                 continue
             recorded, sha256, size = _entry(entry, report, cell_id, kind)
             path = locate(recorded, report)
@@ -252,7 +252,7 @@ def publish(paths: Sequence[Path], spec: str, root: Path, replace: bool = False)
         out.print(f"cell {cell}: {files}" if cell else f"files given: {files}", markup=False)
     for upload in uploads:
         out.print(f"{upload.action:9} {upload.channel_path}  sha256 {upload.artifact.sha256}", markup=False)
-    say_install(channel, uploads, {f.artifact.path: f.name for f in found})
+    say_install(channel, uploads, by_path)
     for cell in cells.unverified:
         out.print(f"unverified: cell {cell}: published unverified (a check could not run)", markup=False)
     if cells.failed:
@@ -260,14 +260,19 @@ def publish(paths: Sequence[Path], spec: str, root: Path, replace: bool = False)
     return EXIT_UNVERIFIED if cells.unverified else 0
 
 
-def say_install(channel: Channel, uploads: Sequence[Upload], names: dict[Path, str]) -> None:
-    """How to install what was published from this channel: the names and index URLs users need, releases and
-    nightlies each from their own (on stdout: they are the command's result)."""
+def say_install(channel: Channel, uploads: Sequence[Upload], found: dict[Path, Found]) -> None:
+    """How to install what was published from this channel: the names and index URLs users need (the wheels of
+    each cell on a line of their own), releases and nightlies each from their own (on stdout: they are the
+    command's result)."""
     out.print(f"published to {channel.url}; install with:", markup=False)
     for night in (False, True):
-        conda = [names[u.artifact.path] for u in uploads if u.kind == "conda" and _nightly(u) == night]
-        wheels = [names[u.artifact.path] for u in uploads if u.kind == "wheel" and _nightly(u) == night]
-        for line in install_lines(channel, conda, wheels, night=night):
+        conda = [found[u.artifact.path].name for u in uploads if u.kind == "conda" and _nightly(u) == night]
+        cells: dict[str, list[str]] = {}
+        for upload in uploads:
+            if upload.kind == "wheel" and _nightly(upload) == night:
+                item = found[upload.artifact.path]
+                cells.setdefault(item.cell, []).append(item.name)
+        for line in install_lines(channel, conda, cells.values(), night=night):
             out.print(f"  {line}", markup=False)
 
 

@@ -7,16 +7,77 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from torchbuild.commands import values
 from torchbuild.config import matrix as matrix_mod
+from torchbuild.config import package_sources
 from torchbuild.config.channel_spec import check_spec
-from torchbuild.config.matrix import VENDOR_SUFFIX, Cell, Matrix
+from torchbuild.config.matrix import DECLARED_CHOICES, VENDOR_SUFFIX, Cell, Matrix
 from torchbuild.errors import UserError, one_of
 from torchbuild.host.platform import host_platform
 from torchbuild.knowledge import datafiles
 from torchbuild.knowledge.compat import PLATFORMS, load
 from torchbuild.plan import Plan, resolve
 
+SELECTION = "cell selection"  # the options every command that selects cells shares
 MATRIX = "matrix.yaml"  # in the folder the user runs in; else torchbuild/data/matrix.yaml, the built-in default
+
+
+def add_selectors(parser: argparse.ArgumentParser) -> None:
+    """The options every command that selects cells shares (the group ``SELECTION``)."""
+    group = parser.add_argument_group(SELECTION)
+    group.add_argument(
+        "--matrix",
+        metavar="FILE",
+        type=values.path,
+        default=None,
+        help="matrix file (default: matrix.yaml in this folder, else the one shipped with torchbuild)",
+    )
+    group.add_argument("--cuda", metavar="X.Y|cpu", type=values.text, help="CUDA version X.Y, or cpu")
+    group.add_argument("--py", "--python", metavar="X.Y", dest="python", type=values.text, help="Python version X.Y")
+    group.add_argument("--platform", metavar="|".join(PLATFORMS), type=values.text,
+                       help=f"{one_of(PLATFORMS)} (default: this host's)")  # fmt: skip
+    group.add_argument(
+        "--torch",
+        metavar="RELEASE|latest",
+        type=values.text,
+        help="torch release, or 'latest': the newest that supports the cell (default: the matrix's)",
+    )
+    group.add_argument(
+        "--only", metavar="CELL_ID", type=values.text, help="one cell of the matrix by id (see 'matrix')"
+    )
+    group.add_argument("--msvc", metavar="TOOLSET", type=values.text, help="pin the MSVC toolset, e.g. 14.29 (win-64)")
+    group.add_argument(
+        "--packages",
+        metavar="LIST",
+        type=values.text,
+        help="what each cell ships, e.g. torch,torchvision (default: the matrix's; without one, torch and each "
+        "companion whose release pairs with it)",
+    )
+    group.add_argument(
+        "--companion-source",
+        metavar="NAME=DIR",
+        action="append",
+        type=values.text,
+        default=[],
+        help="compile this companion from the checkout DIR against each cell's torch, e.g. torchvision=~/src/vision "
+        "(repeat for each; it ships, added to --packages)",
+    )
+    group.add_argument(
+        "--companion-ref",
+        metavar="NAME=REF",
+        action="append",
+        type=values.text,
+        default=[],
+        help="clone this tag, branch or commit of the companion's repository and compile it against each cell's "
+        "torch, e.g. torchvision=v0.28.0",
+    )
+    group.add_argument(
+        "--declared-libraries",
+        metavar="|".join(DECLARED_CHOICES),
+        type=values.text,
+        help="the libraries a wheel's declared requirements install (mkl of torch 2.3.x on win-64): keep them as "
+        "dependencies, or vendor them into a self-contained wheel (default: the matrix's, else upstream's: keep)",
+    )
 
 
 def default_platform() -> str:
@@ -55,6 +116,8 @@ def load_matrix(args: argparse.Namespace) -> Matrix:
         matrix_mod.check_declared(args.declared_libraries, "--declared-libraries")
     path = args.matrix or default_matrix(Path.cwd())
     matrix = matrix_mod.with_packages(matrix_mod.load(path), args.packages)
+    given = package_sources.from_command_line(args.companion_source, args.companion_ref)
+    matrix = matrix_mod.with_package_sources(matrix, given)
     if args.msvc:
         matrix = replace(matrix, build=replace(matrix.build, msvc_toolset=args.msvc))
     if getattr(args, "channel", None) is not None:

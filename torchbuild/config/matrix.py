@@ -35,11 +35,13 @@ from torchbuild.config.matrix_schema import (
     TEST_KEYS,
     TOP_LEVEL,
     TORCH_SOURCE_KEYS,
+    PackageSource,
     TorchSource,
 )
 from torchbuild.config.nesting import DepthLimitedLoader
 from torchbuild.config.option_fields import literal_choices
 from torchbuild.config.options import BuildOptions
+from torchbuild.config.package_sources import Sources, read_mapping
 from torchbuild.config.user_tests import UserTestKeys, check_requires, split
 from torchbuild.errors import UserError, one_of
 from torchbuild.knowledge.companions import check_packages
@@ -92,6 +94,9 @@ class Matrix:
     # the packages every cell ships (torch, torchvision, torchaudio; a companion as name==release pins it);
     # None: torch and each companion whose release pairs with the cell's torch (knowledge/pairing.py)
     packages: tuple[str, ...] | None = None
+    # the packages compiled from a checkout against each cell's torch (packages as a mapping, --companion-source,
+    # --companion-ref): name -> its checkout (config/package_sources.py)
+    package_sources: Sources = ()
     declared_libraries: DeclaredLibraries | None = None  # for every cell; None: upstream's choice per cell
     keep_nightlies: int | None = None  # what ``index --matrix`` keeps of the nightlies; None: every one
     tests: UserTestKeys = field(default_factory=UserTestKeys)  # test_command, test_requires of the top level
@@ -132,6 +137,10 @@ class Matrix:
             if point.point_id == cell.point_id:
                 keys = over.over(keys)
         return keys
+
+    def source_of(self, name: str) -> PackageSource | None:
+        """The checkout ``name`` is compiled from, or None where it is not compiled (PyPI's wheel, paired)."""
+        return next((source for given, source in self.package_sources if given == name), None)
 
     def cell(self, *, platform: str, cuda: str, python: str, torch: str) -> Cell:
         """A cell of this matrix's settings (its declared_libraries), in the matrix or outside it (--cuda --py)."""
@@ -175,10 +184,13 @@ def _channel(path: str, node: yaml.Node) -> str:
         raise MatrixError(f"{where(path, node)}: channel: {exc}") from None
     return spec
 
-def _packages(path: str, node: yaml.Node) -> tuple[str, ...]:
-    texts = sequence(path, "packages", node)
+def _packages(path: str, node: yaml.Node) -> tuple[tuple[str, ...], Sources]:
+    """``packages``: a list (torch, torchvision==0.28.0) or a mapping (config/package_sources.py), as the list form's
+    texts and the checkouts the mapping names."""
+    texts, sources = read_mapping(path, node) if isinstance(node, yaml.MappingNode) else \
+        (sequence(path, "packages", node), ())  # fmt: skip
     try:
-        return check_packages(texts)
+        return check_packages(texts), sources
     except UserError as exc:
         raise MatrixError(f"{where(path, node)}: packages: {exc}") from None
 
@@ -286,7 +298,7 @@ def parse(text: str, path: str = "matrix.yaml") -> Matrix:
         elif kind == "int":
             values[key] = integer(path, key, value_node)
         elif kind == "packages":
-            values[key] = _packages(path, value_node)
+            values[key], values["package_sources"] = _packages(path, value_node)
         elif kind == "choice":
             values[key] = _declared(path, value_node, scalar(path, key, value_node))
         elif kind == "rules":
@@ -359,6 +371,21 @@ def with_packages(matrix: Matrix, packages: str | None) -> Matrix:
     except UserError as exc:
         raise UserError(f"--packages {packages}: {exc}") from None
     return replace(matrix, packages=texts)
+
+
+def with_package_sources(matrix: Matrix, given: Sources) -> Matrix:
+    """The command line's checkouts (--companion-source, --companion-ref) over the matrix's; each package they name
+    ships (added to a ``packages`` list that leaves it out)."""
+    if not given:
+        return matrix
+    named = dict(given)
+    sources = tuple((name, source) for name, source in matrix.package_sources if name not in named) + given
+    packages = matrix.packages
+    if packages is not None:
+        packages = tuple(t for t in packages if t.partition("==")[0].strip().lower() not in named or "==" not in t)
+        listed = {text.strip().lower() for text in packages}
+        packages += tuple(name for name in named if name not in listed)
+    return replace(matrix, package_sources=sources, packages=packages)
 
 
 def with_declared_libraries(cells: list[Cell], choice: str | None) -> list[Cell]:

@@ -78,6 +78,10 @@ def _value(key: str, hint: Any) -> dict[str, Any]:
         return {"enum": list(choices)}
     if get_origin(hint) in (Union, types.UnionType):
         return {"anyOf": [_value(key, arm) for arm in get_args(hint)]}
+    if get_origin(hint) is dict:  # packages as a mapping: name -> its release, a checkout, or null (paired)
+        arms = get_args(get_args(hint)[1])
+        values = [{"type": "null"}] * (type(None) in arms) + [_value(key, arm) for arm in arms if arm is not type(None)]
+        return {"type": "object", "additionalProperties": {"anyOf": values}, "minProperties": 1}
     if get_origin(hint) is tuple:
         item = get_args(hint)[0]
         if isinstance(item, type) and is_dataclass(item):

@@ -1,5 +1,6 @@
 """matrix.yaml's shape, typed: MatrixKeys (the top level), ExcludeEntry and IncludeEntry (an entry of ``exclude`` and
-``include``), TorchSource (``torch`` as a mapping) and BuildOptions (``build``, config/options.py) are the one place
+``include``), TorchSource (``torch`` as a mapping), PackageSource (a companion's checkout in ``packages`` as a
+mapping) and BuildOptions (``build``, config/options.py) are the one place
 each key, its type, its choices and whether it is required are written. config/matrix.py's tables below and the JSON
 schema editors use (config/matrix_json_schema.py -> torchbuild/data/matrix.schema.json) derive from them. Also here:
 an example of each key's valid value (shown with a wrong one) and the ranges of the numbers."""
@@ -23,6 +24,19 @@ class TorchSource:
 
     git_ref: str
     git_url: str | None = None
+    build_version: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackageSource:
+    """``packages: {torchvision: {git_ref: v0.28.0}}``: a package beside torch compiled from a checkout against the
+    cell's torch (on the command line: --companion-source NAME=DIR, --companion-ref NAME=REF). One of git_ref and
+    source_dir; git_url defaults to the package's repository (companions.yaml); build_version replaces the version the
+    checkout says (its version.txt + the commit), as --build-version does torch's."""
+
+    git_ref: str | None = None
+    git_url: str | None = None
+    source_dir: str | None = None
     build_version: str | None = None
 
 
@@ -63,7 +77,9 @@ class MatrixKeys:
     channel: str
     build_number: int
     build: BuildOptions
-    packages: tuple[str, ...]
+    # a list (torch, torchvision==0.28.0), or a mapping of the packages beside torch: each to its paired release
+    # (null), a release, or a checkout to compile against the cell's torch (PackageSource)
+    packages: tuple[str, ...] | dict[str, str | PackageSource | None]
     declared_libraries: DeclaredLibraries
     keep_nightlies: int  # at least 1 (MIN_INT)
     test_command: str  # the users' own tests (config/user_tests.py), run in both smoke environments
@@ -111,6 +127,7 @@ RULE_KEYS = _keys(ExcludeEntry)
 INCLUDE_KEYS = _keys(IncludeEntry)
 INCLUDE_REQUIRED = required(IncludeEntry)
 TORCH_SOURCE_KEYS = _keys(TorchSource)  # torch: {git_ref: main, build_version: nightly}
+PACKAGE_SOURCE_KEYS = _keys(PackageSource)  # packages: {torchvision: {git_ref: v0.28.0}}
 # build key -> kind ("float" or "str": a choice, "auto" or a number are all read as text)
 BUILD_KEYS = {f.name: "float" if type_of(BuildOptions, f.name) is float else "str" for f in fields(BuildOptions)}
 # build key -> its choices, for the keys whose type is a Literal
@@ -137,6 +154,7 @@ EXAMPLES = {
     "msvc_toolset": 'msvc_toolset: "14.29"',
     "timeout_hours": "timeout_hours: 6",
     "packages": "packages: [torch, torchvision, torchaudio]",
+    "source_dir": "source_dir: ~/src/vision",
     "declared_libraries": "declared_libraries: keep",
     "keep_nightlies": "keep_nightlies: 7",
     "test_command": 'test_command: "pytest {project}/tests"',

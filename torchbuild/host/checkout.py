@@ -23,6 +23,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from torchbuild.config import nesting
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 from torchbuild.config.options import DEFAULT_GIT_URL
 from torchbuild.errors import UserError
 from torchbuild.host import signals
@@ -173,6 +178,22 @@ def describe(path: Path, kind: str, torch: str, origin: str) -> Checkout:
     version = validate_pytorch(path, torch) if kind == "pytorch" else ""
     commit, changes = fingerprint(path)
     return Checkout(path=str(path), kind=kind, version=version, commit=commit, fingerprint=changes, origin=origin)
+
+
+def build_requires(path: Path) -> list[str]:
+    """What a project's pyproject.toml says its build needs (``[build-system] requires``); setuptools and wheel, the
+    default PEP 518 gives, where it has no pyproject.toml or says nothing."""
+    pyproject = path / "pyproject.toml"
+    if not pyproject.is_file():
+        return ["setuptools>=40.8.0", "wheel"]
+    try:
+        raw = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{pyproject}: not valid TOML ({exc}): fix it, or give another checkout.") from None
+    requires = raw.get("build-system", {}).get("requires")
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        return ["setuptools>=40.8.0", "wheel"]
+    return list(requires)
 
 
 @dataclass(frozen=True)

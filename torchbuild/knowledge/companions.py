@@ -38,6 +38,10 @@ class Package:
     built_on: tuple[str, ...]  # the platforms whose cells the stages build it for, from PyPI's wheel
     # "<platform> cpu|cuda" -> why the stages do not build it for such a cell though a wheel of it pairs
     not_built: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # How a checkout of it is compiled against a cell's torch: the variables its setup.py reads for the version it
+    # carries and for its Requires-Dist's pin of torch ("" where the data says none: the build takes the checkout's)
+    version_env: str = ""
+    torch_env: str = ""
 
     def why_not_built(self, platform: str, local_version: str) -> str | None:
         """Why the stages do not build it for a cell of ``platform`` and torch build ``local_version`` (cpu, cu130)
@@ -237,10 +241,14 @@ def _packages(raw: Any) -> dict[str, Package]:
         not_built = row.get("not_built") or {}
         if not isinstance(not_built, dict) or any(not re.fullmatch(r"\S+ (cpu|cuda)", str(k)) for k in not_built):
             raise _fail(f"{where} not_built", "give {'<platform> cpu' or '<platform> cuda': why}")
+        checkout = row.get("checkout") or {}
+        if not isinstance(checkout, dict) or set(checkout) - {"version_env", "torch_env"}:
+            raise _fail(f"{where} checkout", "give {version_env: VARIABLE, torch_env: VARIABLE}")
         found[str(name)] = Package(
             name=str(name), repository=str(row["repository"]),
             built_on=_strings(row.get("built_on", []), f"{where} built_on"),
             not_built={str(k): " ".join(str(v).split()) for k, v in not_built.items()},
+            version_env=str(checkout.get("version_env", "")), torch_env=str(checkout.get("torch_env", "")),
         )  # fmt: skip
     return found
 

@@ -9,6 +9,7 @@ cannot ship says why in one line; named in ``packages`` (or ``--packages``), it 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -28,6 +29,19 @@ from torchbuild.knowledge.compat import version_key
 NOT_BUILT = "not built yet (the stages ship torch only)"
 # What the stages build from PyPI's wheel beside torch, by platform, is data (companions.yaml packages: built_on,
 # not_built); the others stay NOT_BUILT, with the reason where the data gives one.
+
+
+@dataclass(frozen=True, kw_only=True)
+class Checkout:
+    """A companion's checkout, compiled against the cell's torch instead of taking PyPI's wheel: where it is, what
+    the plan says of it, and the version its wheel carries as the pin step read it (None: not read yet, a ``plan``
+    without the pin step)."""
+
+    origin: str  # --companion-source torchvision=/src/vision (version.txt 0.28.0a0, HEAD 1a2b3c4)
+    version: str | None  # 0.28.0a0+1a2b3c4, 0.29.0.dev20261120+cpu
+    source_dir: str = ""  # a checkout on this machine; "" where git_ref names one to clone
+    git_url: str = ""
+    git_ref: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +70,10 @@ class Companion:
     # What the pin step found the configured package indexes offer where it is not the release that pairs ("0.29.2
     # pairs; the indexes offer up to 0.29.1: taken"), or that they offer none of its series; "" where they offer it
     offered: str = ""
+    # Compiled from a checkout against the cell's torch (no PyPI wheel: ``wheel`` and ``sha256`` are ""), and its
+    # conda package's build string (torch's, with the checkout's own label: py3.11_cpu_1a2b3c4_0)
+    compiled: Checkout | None = None
+    build_string: str = ""
 
     @property
     def on_demand_dlls(self) -> dict[str, str]:
@@ -69,6 +87,12 @@ class Companion:
     @property
     def detail(self) -> str:
         """What the plan says of it after its name."""
+        if self.compiled is not None:
+            compiled = f"compiled from {self.compiled.origin} against this cell's torch"
+            if self.compiled.version is None:
+                return f"{compiled} (its version is read from the checkout when a run pins it)"
+            return f"{self.compiled.version}: {compiled}, the stages build {self.package}.conda, which requires " \
+                f"{self.depends[-1]}"  # fmt: skip
         if self.release is None:
             return f"not shipped: {self.reason}"
         requires = f"requires torch{self.requires_torch}" if self.requires_torch else "declares no torch requirement"
@@ -100,6 +124,11 @@ class Target:
     build_string: str = ""
     python_spec: str = ""
 
+    @property
+    def nightly(self) -> bool:
+        """The cell's torch is a nightly (X.Y.Z.devN): its companions are compiled against it, as upstream's are."""
+        return Version(self.torch_version).is_devrelease
+
 
 def torch_pins(platform: str, torch_package: str, depends: tuple[str, ...]) -> dict[str, str]:
     """What a companion built beside the cell's torch pins (Target's torch_package, build_string, python_spec, from
@@ -121,9 +150,24 @@ class Offered:
 
 def _compile_hint(name: str, release: str) -> str:
     return (
-        f"to ship one, compile {name} {release} from a checkout against this cell's torch (git clone --branch "
-        f"v{release} {load().packages[name].repository}; pip wheel --no-deps --no-build-isolation with this torch "
-        "installed)"
+        f"to ship one, name a checkout the stages compile against this cell's torch: packages: {{{name}: {{git_ref: "
+        f"v{release}}}}} in matrix.yaml, --companion-ref {name}=v{release} (from {load().packages[name].repository}), "
+        f"or --companion-source {name}=DIR"
+    )
+
+
+def _nightly_mismatch(release: Release, build: Build, target: Target) -> str | None:
+    """Why a prebuilt wheel cannot ship beside a nightly torch: it was built against a release's C++ ABI, and a
+    nightly's companions are compiled against that nightly (upstream's are); None beside a release, or for a
+    pure-Python wheel."""
+    if not target.nightly or build.platform == "any":
+        return None
+    return (
+        f"this cell's torch is a nightly ({target.torch_version}): PyPI's {target.platform} wheel of {release.name} "
+        f"{release.version} was built against a release of torch, whose C++ ABI a nightly's libraries are not known "
+        f"to keep, and a nightly's companions are published beside it in the nightly places, as nightlies of the "
+        f"same night; {_compile_hint(release.name, release.version)} (beside a nightly its version is the "
+        "checkout's X.Y.Z.devN of torch's night)"
     )
 
 
@@ -172,7 +216,7 @@ def _ship(release: Release, target: Target) -> tuple[Build | None, str]:
             f"{name} {version} requires torch{build.requires_torch} (its wheels' Requires-Dist); this cell's torch is "
             f"{target.torch_version}"
         )
-    if (why := _mismatch(release, build, target)) is not None:
+    if (why := _mismatch(release, build, target) or _nightly_mismatch(release, build, target)) is not None:
         return None, why
     if build.wheel_for(target.python) is None:
         pythons = sorted(build.wheels, key=lambda p: version_key(p.rstrip("t")))
@@ -259,20 +303,57 @@ def _choose(
     )
 
 
+def _label(version: str, local_version: str) -> str:
+    """A conda build string's part for a compiled companion's own local label (a checkout's 1a2b3c4): ``1a2b3c4_``,
+    so that two checkouts of one version are two conda files; "" for the accelerator's (cpu, cu128) or none."""
+    local = Version(version).local
+    if local is None or local == local_version:
+        return ""
+    return re.sub(r"[^A-Za-z0-9_.]", "_", local) + "_"
+
+
+def compiled_build_string(torch_build: str, version: str, local_version: str) -> str:
+    """The build string of a companion compiled from a checkout: torch's (py3.11_cpu_0) with the checkout's own
+    label before its build number (py3.11_cpu_1a2b3c4_0)."""
+    head, _, number = torch_build.rpartition("_")
+    return f"{head}_{_label(version, local_version)}{number}"
+
+
+def _compiled(name: str, checkout: Checkout, target: Target) -> Companion:
+    """``name`` compiled from ``checkout`` against the cell's torch: its conda package pins the cell's exact pytorch
+    build, as a paired one's does."""
+    if checkout.version is None or not target.torch_package:
+        return Companion(name=name, release=None, requested=True, compiled=checkout)
+    version = Version(checkout.version)
+    build_string = compiled_build_string(target.build_string, checkout.version, target.local_version)
+    return Companion(
+        name=name, release=version.public, requested=True, paired=version.public, build=version.local or "",
+        package=f"{name}-{version.public}-{build_string}",
+        depends=tuple(d for d in (target.python_spec, target.torch_package) if d),
+        paired_by=f"compiled from {checkout.origin}", compiled=checkout, build_string=build_string,
+    )  # fmt: skip
+
+
 def choose(
     packages: Sequence[str] | None,
     target: Target,
     table: Table | None = None,
     offered: Mapping[str, Offered] | None = None,
+    compiled: Mapping[str, Checkout] | None = None,
 ) -> tuple[Companion, ...]:
     """Each companion of the cell: those ``packages`` names (None: every companion, shipped where it can be).
     ``offered``: what the pin step found the indexes offer of a companion (not named with a release) where that is
-    not the release that pairs. A named companion that cannot ship is refused (UserError) with its reason."""
+    not the release that pairs; ``compiled``: the companions compiled from a checkout against the cell's torch
+    (they ship, whatever PyPI has). A named companion that cannot ship is refused (UserError) with its reason."""
     table = table or load()
     offered = offered or {}
+    compiled = compiled or {}
     named = dict(parse_package(text) for text in packages) if packages is not None else None
     chosen = []
     for name in table.names:
+        if name in compiled:
+            chosen.append(_compiled(name, compiled[name], target))
+            continue
         if named is not None and name not in named:
             continue
         requested = named is not None

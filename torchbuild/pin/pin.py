@@ -32,7 +32,7 @@ from torchbuild.host import uv
 from torchbuild.host.console import console
 from torchbuild.knowledge import cuda_wheels
 from torchbuild.knowledge.compat import CPU, Compat, TorchRelease, load
-from torchbuild.pin import index_memo, index_probe, own_build, pin_companions
+from torchbuild.pin import companion_checkouts, index_memo, index_probe, own_build, pin_companions
 from torchbuild.pin.own_build import Pin
 from torchbuild.plan import Plan, check_cell, probe, resolve, unlabelled_build, work_dir_of
 from torchbuild.run import state
@@ -250,7 +250,9 @@ def pin_all(
         torch = next((r for r in releases[cell.id] if release is None or r.version == release), None)
         torch = torch or compat.release(release or "")  # a --wheel of a release the cell would not choose
         offered = pin_companions.offered(cell, torch, matrix, options, compat) if torch else {}
-        return resolve(cell, matrix, compat, release, offered, own=chosen.own)
+        local = probe(cell, torch, compat).local_version if torch else CPU
+        compiled = companion_checkouts.read(matrix, options, chosen.own, local)
+        return resolve(cell, matrix, compat, release, offered, own=chosen.own, compiled=compiled)
 
     return _each(cells, final)
 
@@ -262,4 +264,5 @@ def pin_to_record(cell: Cell, matrix: Matrix, root: Path) -> Plan:
     recorded = state.recorded_release(path)
     own = state.recorded_own_build(path)
     pinned = recorded if cell.torch == LATEST or own is not None else None
-    return resolve(cell, matrix, pinned=pinned, offered=pin_companions.recorded(path), own=own)
+    return resolve(cell, matrix, pinned=pinned, offered=pin_companions.recorded(path), own=own,
+                   compiled=companion_checkouts.recorded(path))  # fmt: skip

@@ -59,11 +59,13 @@ def _offered(
 
 
 def _wanted(matrix: Matrix) -> list[str]:
-    """The companions the cell asks for without naming their release (those named with one are taken as named)."""
+    """The companions the cell asks for without naming their release (those named with one are taken as named,
+    those compiled from a checkout need no index)."""
+    compiled = {name for name, _source in matrix.package_sources}
     if matrix.packages is None:
-        return list(companion_names())
+        return [name for name in companion_names() if name not in compiled]
     named = dict(parse_package(text) for text in matrix.packages)
-    return [name for name in companion_names() if name in named and named[name] is None]
+    return [name for name in companion_names() if name in named and named[name] is None and name not in compiled]
 
 
 def offered(

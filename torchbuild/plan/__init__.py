@@ -5,6 +5,7 @@ from torchbuild.plan.model import (
     SMOKE_STAGES,
     SOLVE_CHANNEL,
     STAGES,
+    Compiled,
     CondaTarget,
     Offered,
     Plan,
@@ -20,15 +21,17 @@ from torchbuild.plan.resolution import (
     user_test,
     work_dir_of,
 )
-from torchbuild.plan.shipped import CondaPackage, ShippedPackage
+from torchbuild.plan.shipped import CondaPackage, PackageBuild, ShippedPackage
 
 __all__ = [
     "SMOKE_STAGES",
     "SOLVE_CHANNEL",
     "STAGES",
+    "Compiled",
     "CondaPackage",
     "CondaTarget",
     "Offered",
+    "PackageBuild",
     "Plan",
     "Probe",
     "ShippedPackage",

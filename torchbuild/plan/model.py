@@ -39,6 +39,7 @@ SMOKE_STAGES = ("smoke-wheel", "smoke-conda")
 SOLVE_CHANNEL = "conda-forge"  # when packaging.yaml's solve_channels names none for the cell
 STORED_REPODATA = "repodata"  # torchbuild/data/repodata/<channel>/<subdir>: what the stored subsets lack (solve)
 Offered = Mapping[str, pairing.Offered] | None  # companion -> the release the pin step took from the indexes
+Compiled = Mapping[str, pairing.Checkout] | None  # companion -> its checkout, as the pin step read it
 
 
 @dataclass(frozen=True, kw_only=True)

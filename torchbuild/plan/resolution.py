@@ -21,6 +21,7 @@ from torchbuild.errors import UserError
 from torchbuild.host.pip import target_args as pip_target_args
 from torchbuild.knowledge import (
     build_deps,
+    companions,
     cuda_wheels,
     datafiles,
     dll_providers,
@@ -42,6 +43,7 @@ from torchbuild.plan.model import (
     SOLVE_CHANNEL,
     STAGES,
     STORED_REPODATA,
+    Compiled,
     CondaTarget,
     Offered,
     Plan,
@@ -102,6 +104,17 @@ def stored_overlay(channel: str, subdir: str) -> str:
     name = f"{STORED_REPODATA}/{channel}"
     found = datafiles.directory(name)
     return name if found is not None and (found / subdir).is_dir() else ""
+
+
+def unread_checkouts(matrix: Matrix) -> dict[str, pairing.Checkout]:
+    """The companions the matrix compiles from a checkout, before the pin step reads their versions (``plan``)."""
+    found = {}
+    for name, source in matrix.package_sources:
+        url = source.git_url or companions.load().packages[name].repository
+        where = f"--companion-source {name}={source.source_dir}" if source.source_dir else f"{url}@{source.git_ref}"
+        found[name] = pairing.Checkout(origin=where, version=None, source_dir=source.source_dir or "",
+                                       git_url=url if source.git_ref else "", git_ref=source.git_ref or "")  # fmt: skip
+    return found
 
 
 def work_dir_of(cell: Cell) -> str:
@@ -167,10 +180,12 @@ def resolve(
     pinned: str | None = None,
     offered: Offered = None,
     own: OwnBuild | None = None,
+    compiled: Compiled = None,
 ) -> Plan:
     """Resolve ``cell``; ``pinned`` fixes the release of a ``latest`` cell without changing the cell's id;
     ``offered``: the companions' releases the pin step took from the indexes (pairing.choose); ``own``: a build of
-    the users' own, which keeps its version and takes ``pinned``'s facts."""
+    the users' own, which keeps its version and takes ``pinned``'s facts; ``compiled``: the companions compiled from
+    a checkout, with the version the pin step read from each (None: those the matrix names, versions not read)."""
     compat = compat or load()
     platform = platform_module(cell.platform)
     check_python(compat, cell.python)
@@ -246,6 +261,7 @@ def resolve(
                        torch_version=version, local_version=local,
                        **pairing.torch_pins(cell.platform, f"pytorch {conda_version} {build_string}", depends)),
         offered=offered,
+        compiled=compiled if compiled is not None else unread_checkouts(matrix),
     )  # fmt: skip
     era = pkg.solve_channel_for(cell.platform, release.version, cell.cuda, cell.python)
     solve_channel = era.channel if era else SOLVE_CHANNEL
@@ -274,7 +290,7 @@ def resolve(
         env=dict(sorted(env.items())),
         wheel_tags=wheel_tags,
         prebuilt_unlabelled=unlabelled_build(compat, *applies_to, local),
-        packages=(torch, *(beside(c, torch) for c in companions if c.built)),
+        packages=(torch, *(beside(c, torch, wheel_tags, version) for c in companions if c.built)),
         conda=conda,
         solve=SolveTarget(
             channel=solve_channel,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from torchbuild.knowledge import companions
 from torchbuild.knowledge.pairing import Companion
+from torchbuild.wheel.wheelfile import WheelTags
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +64,19 @@ def conda_package(
 
 
 @dataclass(frozen=True, kw_only=True)
+class PackageBuild:
+    """How the build stage compiles a package beside torch from a checkout, against the cell's torch wheel."""
+
+    origin: str  # what the plan says of the checkout: --companion-source torchvision=/src/vision (HEAD 1a2b3c4)
+    source_dir: str  # a checkout on this machine; "" where git_ref names one to clone
+    git_url: str
+    git_ref: str
+    version: str  # what its wheel carries: 0.28.0a0+1a2b3c4, as its setup.py makes it
+    # What its setup.py reads (companions.yaml checkout): the version it carries, the torch its Requires-Dist pins
+    env: Mapping[str, str]
+
+
+@dataclass(frozen=True, kw_only=True)
 class ShippedPackage:
     name: str
     release: str  # 2.5.1, 0.20.1
@@ -74,6 +88,12 @@ class ShippedPackage:
     # What its extension modules import that it loads only where installed (FFmpeg's DLLs for torchaudio), by library
     on_demand: tuple[tuple[str, tuple[str, ...]], ...] = ()
     repository: str = ""  # its source repository (companions.yaml packages), its conda package's about.home
+    build: PackageBuild | None = None  # compiled from a checkout against the cell's torch; None: a wheel it is given
+
+    @property
+    def origin(self) -> str:
+        """Where its wheel comes from, for the messages and the provenance: PyPI's file, or the checkout."""
+        return f"compiled from {self.build.origin}" if self.build else f"PyPI's {self.wheel}"
 
     @property
     def on_demand_dlls(self) -> dict[str, str]:
@@ -92,20 +112,34 @@ class ShippedPackage:
         return self.conda.depends[-1]
 
 
-def beside(companion: Companion, root: ShippedPackage) -> ShippedPackage:
-    """The entry of a package the stages build beside ``root`` (torch) from the wheel the Plan chose for it; its
-    conda package takes the root's build string and number."""
+def beside(companion: Companion, root: ShippedPackage, tags: WheelTags, torch_version: str) -> ShippedPackage:
+    """The entry of a package the stages build beside ``root`` (torch, of ``torch_version``: 2.13.0+cpu) from the
+    wheel the Plan chose for it, or from its checkout compiled against torch's wheel (its wheel named with the cell's
+    ``tags``); its conda package takes the root's build string (a compiled one's with the checkout's own label) and
+    number."""
     release = companion.release or ""
+    package = companions.load().packages[companion.name]
+    wheel, build = companion.wheel, None
+    if companion.compiled is not None and companion.compiled.version is not None:
+        checkout = companion.compiled
+        version = checkout.version or ""
+        wheel = f"{companion.name}-{version}-{tags.interpreter}-{tags.abi}-{tags.platform}.whl"
+        env = {package.version_env: version, package.torch_env: torch_version}
+        build = PackageBuild(origin=checkout.origin, source_dir=checkout.source_dir, git_url=checkout.git_url,
+                             git_ref=checkout.git_ref, version=version,
+                             env={name: value for name, value in env.items() if name})  # fmt: skip
     return ShippedPackage(
         name=companion.name,
         release=release,
-        wheel=companion.wheel,
+        wheel=wheel,
         conda=conda_package(
-            companion.name, release, root.conda.build_string, root.conda.build_number, companion.depends
+            companion.name, release, companion.build_string or root.conda.build_string, root.conda.build_number,
+            companion.depends,
         ),
         sha256=companion.sha256,
         requested=companion.requested,
         links_against=(root.name,),
         on_demand=companion.on_demand,
-        repository=companions.load().packages[companion.name].repository,
+        repository=package.repository,
+        build=build,
     )

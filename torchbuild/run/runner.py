@@ -51,7 +51,7 @@ from torchbuild.run import report, repro, state
 from torchbuild.run.flow import check_flow, pipeline, waits_for
 from torchbuild.run.records import EXIT_UNVERIFIED, CellRun, StageRecord, reaches_channel
 from torchbuild.run.state import State
-from torchbuild.stages import Context, Stage, declares, is_era_artifact, publish
+from torchbuild.stages import Context, Stage, declares, is_era_artifact, publish, published_kind
 
 ARCHIVES = (".whl", ".conda", ".tar.bz2")  # outputs whose members a rebuild of the same inputs must reproduce
 
@@ -98,10 +98,10 @@ def intact(record: StageRecord) -> bool:
     return True
 
 
-def _reusable(stage: Stage, previous: StageRecord | None, key: str, options: RunOptions) -> bool:
+def _reusable(stage: Stage, previous: StageRecord | None, key: str, options: RunOptions, plan: Plan) -> bool:
     return (
         not options.force
-        and not stage.always_runs(options)
+        and not stage.always_runs(options, plan)
         and previous is not None
         and previous.key == key
         and previous.status in ("passed", "skipped")
@@ -182,7 +182,7 @@ class _CellRun:
         inputs = {name: artifact for name, artifact in self.available.items() if declares(stage.reads, name)}
         key = input_key(stage, self.plan, self.options, inputs)
         previous = self.state.stages.get(stage.name)
-        if previous is not None and _reusable(stage, previous, key, self.options):
+        if previous is not None and _reusable(stage, previous, key, self.options, self.plan):
             record = dataclasses.replace(previous, status="cached", duration=0.0, mtimes=_mtimes(previous.outputs),
                                          start=time.monotonic() - self.origin)  # fmt: skip
             record.message = f"unchanged since last run ({previous.status})"
@@ -314,26 +314,30 @@ def _append_step_summary(markdown: str, code: int, report_path: Path) -> None:
 
 
 def install_lines(cells: Sequence[CellRun], root: Path) -> list[str]:
-    """How to install what the cells' publish stages published, per channel (a line naming it, then conda's and
-    pip's install lines; nightlies from their own label and index)."""
-    names: dict[tuple[str, bool], tuple[set[str], set[str]]] = {}
+    """How to install what the cells' publish stages published, per channel (a line naming it, then conda's line and
+    a pip line per cell's set of wheels; nightlies from their own label and index)."""
+    names: dict[tuple[str, bool], tuple[set[str], list[list[str]]]] = {}
     for cell in cells:
         publish_record = next((r for r in cell.records if r.stage == publish.NAME), None)
         if publish_record is None or publish_record.status != "passed":
             continue
+        wheels_of: dict[bool, list[str]] = {}
         for name, artifact in cell.artifacts.items():
-            conda, wheels = names.setdefault((cell.plan.channel, is_nightly(artifact.path.name)), (set(), set()))
-            if name.startswith("conda_package") and not is_era_artifact(name):
+            night = is_nightly(artifact.path.name)
+            conda, wheel_sets = names.setdefault((cell.plan.channel, night), (set(), []))
+            if published_kind(name) == "conda" and not is_era_artifact(name):
                 conda.add(conda_name_of(artifact.path.name))
-            elif name.startswith("repaired_wheel"):
-                wheels.add(requirement_of(artifact.path.name))
+            elif published_kind(name) == "wheel":
+                wheels_of.setdefault(night, []).append(requirement_of(artifact.path.name))
+        for night, wheels in wheels_of.items():
+            names[(cell.plan.channel, night)][1].append(wheels)
     lines = []
     for spec in dict.fromkeys(spec for spec, _night in names):
         channel = open_channel(spec, root)
         lines.append(f"published to {channel.url}; install with:")
         for night in (False, True):
-            conda, wheels = names.get((spec, night), (set(), set()))
-            lines += [f"  {line}" for line in install_lines_of(channel, conda, wheels, night=night)]
+            conda, wheel_sets = names.get((spec, night), (set(), []))
+            lines += [f"  {line}" for line in install_lines_of(channel, conda, wheel_sets, night=night)]
     return lines
 
 

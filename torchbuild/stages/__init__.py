@@ -20,11 +20,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from torchbuild.config.options import RunOptions
 from torchbuild.knowledge import era_names as era_names
 from torchbuild.plan import Plan, ShippedPackage
 from torchbuild.results import Artifact, StageResult
+from torchbuild.wheel import provenance
+from torchbuild.wheel.provenance import SourceInfo
 
 
 @dataclass(frozen=True)
@@ -54,8 +57,8 @@ class Stage:
     writes: tuple[str, ...] = ()  # every name it may put in StageResult.outputs
     shaped_by: tuple[str, ...] = ()  # RunOptions fields that change its output (they are part of its rerun key)
     # When it runs even though its inputs did not change: publishing re-checks the channel every time; a checkout
-    # can change without its path changing.
-    always_runs: Callable[[RunOptions], bool] = lambda options: False
+    # (torch's, or a package's the Plan compiles) can change without its path changing.
+    always_runs: Callable[[RunOptions, Plan], bool] = lambda options, plan: False
     # Earlier stages it does not wait for: it starts as soon as every other earlier stage is done and may run while
     # these do. It must read nothing they write (the runner checks).
     beside: tuple[str, ...] = ()
@@ -65,6 +68,15 @@ class Stage:
 
 
 EVERY_PACKAGE = "*"
+
+
+def dependent_source(inputs: Mapping[str, Artifact], shipped: ShippedPackage, wheel: Path) -> SourceInfo:
+    """Where a package beside torch comes from, and the time its artifacts carry: its checkout (the source stage's
+    ``source_info[<name>]``) for one the Plan compiles, else PyPI's wheel, pinned by sha256."""
+    recorded = inputs.get(package_artifact("source_info", shipped)) if shipped.build else None
+    if recorded is not None:
+        return SourceInfo.read(recorded.path)
+    return provenance.source_info("wheel", f"PyPI {shipped.wheel}", shipped.sha256, "", provenance.wheel_epoch(wheel))
 
 
 def companion_artifact(kind: str, name: str) -> str:
@@ -96,6 +108,18 @@ def declares(declared: Sequence[str], name: str) -> bool:
         return False
     every = EVERY_ERA_NAME if package.startswith(ERA) else EVERY_PACKAGE
     return companion_artifact(kind, every) in declared
+
+
+# What a cell's artifact is in a channel, by its kind: torch's, each package's beside it (conda_package[torchvision])
+# and the 2018 names' (conda_package[era:pytorch]) alike. The publish stage and ``pipeline.py publish`` (a report's
+# artifacts) publish exactly these.
+PUBLISHED: Mapping[str, Literal["conda", "wheel"]] = {"conda_package": "conda", "repaired_wheel": "wheel"}
+
+
+def published_kind(name: str) -> Literal["conda", "wheel"] | None:
+    """What the artifact ``name`` is in a channel (a conda package or a wheel), or None where it is not published
+    (a build log, a repair report, a published file's record)."""
+    return PUBLISHED.get(name.partition("[")[0])
 
 
 ERA = "era:"

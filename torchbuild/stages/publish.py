@@ -5,29 +5,24 @@ from __future__ import annotations
 
 from torchbuild.channels.backends import open_channel
 from torchbuild.errors import StageFailed, UserError
-from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, Stage, companion_artifacts, era_artifacts, is_era_artifact, package_artifact
+from torchbuild.results import StageResult
+from torchbuild.stages import Context, Stage, companion_artifacts, era_artifacts, published_kind
 
 NAME = "publish"
 
 
 def run(ctx: Context) -> StageResult:
     plan = ctx.plan
-    try:
-        conda, wheel = ctx.inputs["conda_package"], ctx.inputs["repaired_wheel"]
-    except KeyError as missing:
-        raise StageFailed(NAME, f"no {missing} artifact from the earlier stages to publish") from None
-    # The companions built beside torch (win-64 torchvision) go in the same publish: one plan, one index.
-    companions: dict[str, Artifact] = {}  # a companion's input name (conda_package[torchvision]) -> its file
-    for package in plan.dependents:
-        for kind in ("conda_package", "repaired_wheel"):
-            if (name := package_artifact(kind, package)) in ctx.inputs:
-                companions[name] = ctx.inputs[name]
-    # The 2018 channel's names a cell of that era adds (pytorch-cpu, torchvision-cpu, cudaXY): stages/conda/era.py
-    companions.update({name: a for name, a in ctx.inputs.items() if is_era_artifact(name)})
-    condas = [a for name, a in companions.items() if name.startswith("conda_package")]
-    wheels = [a for name, a in companions.items() if name.startswith("repaired_wheel")]
-    input_of = {a.path: name for name, a in companions.items()}
+    # Every artifact that is a package in a channel (stages.published_kind): torch's, each package's built beside it
+    # (win-64 torchvision, a compiled companion) and the 2018 names' (stages/conda/era.py): one plan, one index.
+    packages = {name: artifact for name, artifact in ctx.inputs.items() if published_kind(name)}
+    missing = [name for name in ("conda_package", "repaired_wheel") if name not in packages]
+    if missing:
+        raise StageFailed(NAME, f"no {missing[0]!r} artifact from the earlier stages to publish")
+    conda, wheel = packages.pop("conda_package"), packages.pop("repaired_wheel")
+    condas = [a for name, a in packages.items() if published_kind(name) == "conda"]
+    wheels = [a for name, a in packages.items() if published_kind(name) == "wheel"]
+    input_of = {a.path: name for name, a in packages.items()}
     try:
         channel = open_channel(plan.channel, ctx.root)
         with channel.locked():
@@ -60,6 +55,6 @@ STAGE = Stage(
            *era_artifacts("conda_package")),
     writes=("published_conda", "published_wheel", *companion_artifacts("published_conda", "published_wheel"),
             *era_artifacts("published_conda")),
-    always_runs=lambda options: True,  # cheap when nothing changed, and the channel may have changed since
+    always_runs=lambda options, plan: True,  # cheap when nothing changed, and the channel may have changed since
     copies_inputs=True,
 )

@@ -49,7 +49,7 @@ from torchbuild.host.console import console
 from torchbuild.host.files import copy_atomic, link, link_atomic
 from torchbuild.knowledge.build_deps import DependencyError
 from torchbuild.knowledge.companions import WHERE
-from torchbuild.plan import Plan
+from torchbuild.plan import Plan, ShippedPackage
 from torchbuild.results import Artifact, StageResult, sha256_of
 from torchbuild.stages import Context, Stage, companion_artifacts, package_artifact
 from torchbuild.wheel import provenance, version_py, wheelfile
@@ -71,13 +71,19 @@ def run(ctx: Context) -> StageResult:
 
 def _with_companions(ctx: Context, result: StageResult) -> StageResult:
     """``result`` with PyPI's wheel of each companion the Plan builds, fetched by the sha256 companions.yaml pins
-    (host/downloads.py: uv chooses, pip fetches, ``<cache>/wheels/<sha256>/``)."""
+    (host/downloads.py: uv chooses, pip fetches, ``<cache>/wheels/<sha256>/``), and the checkout of each it
+    compiles."""
     built = list(ctx.plan.dependents)
     if not built:
         return result
     log = ctx.stage_dir("logs") / f"{NAME}.log"
     outputs, said = dict(result.outputs), []
     for companion in built:
+        if companion.build is not None:
+            made, line = _companion_checkout(ctx, companion, log)
+            outputs.update(made)
+            said.append(line)
+            continue
         pin = f"{companion.name}=={companion.release}"
         try:
             entry = downloads.pinned_wheel(
@@ -96,6 +102,30 @@ def _with_companions(ctx: Context, result: StageResult) -> StageResult:
         outputs[package_artifact("source_wheel", companion)] = artifact
         said.append(f"{entry.name} ({_mb(artifact.size)}, sha256 as {WHERE} pins{note})")
     return dataclasses.replace(result, outputs=outputs, message=f"{result.message}; beside it {', '.join(said)}")
+
+
+def _companion_checkout(ctx: Context, companion: ShippedPackage, log: Path) -> tuple[dict[str, Artifact], str]:
+    """The checkout a companion is compiled from (given, or its ref cloned into the cache as torch's is), described
+    in ``checkout[<name>]`` and its provenance in ``source_info[<name>]``."""
+    build = companion.build
+    assert build is not None
+    if build.source_dir:
+        path = Path(build.source_dir)
+    else:
+        path = checkout.clone(build.git_url, build.git_ref, ctx.options.cache_dir, log).path
+    found = checkout.describe(path, "project", "", build.origin)
+    folder = ctx.stage_dir(NAME) / companion.name
+    folder.mkdir(parents=True, exist_ok=True)
+    checkout.write(found, folder / "checkout.json")
+    epoch = provenance.checkout_epoch(path, found.commit)
+    info = provenance.source_info("checkout", build.origin, "", found.commit, epoch)
+    info.write(folder / SOURCE_JSON)
+    made = {
+        package_artifact("checkout", companion): Artifact.of(folder / "checkout.json"),
+        package_artifact("source_info", companion): Artifact.of(folder / SOURCE_JSON),
+    }
+    commit = f" at {found.commit[:12]}" if found.commit else ""
+    return made, f"{companion.name} {build.version}'s checkout{commit}: {found.path}"
 
 
 def _relabel_companion(path: Path, name: str, plan: Plan, out_dir: Path) -> tuple[Artifact, str]:
@@ -356,7 +386,8 @@ def _mb(size: int) -> str:
 STAGE = Stage(
     name=NAME,
     run=run,
-    writes=("source_wheel", "checkout", "source_info", *companion_artifacts("source_wheel")),
+    writes=("source_wheel", "checkout", "source_info", *companion_artifacts("source_wheel", "checkout", "source_info")),
     shaped_by=("wheel", "source_dir", "git_ref", "git_url", "source_kind"),
-    always_runs=lambda options: options.compiles,  # a checkout can change without its path changing
+    # a checkout can change without its path changing
+    always_runs=lambda options, plan: options.compiles or any(p.build for p in plan.dependents),
 )

@@ -275,6 +275,7 @@ class Expected:
     platform: str  # the cell's conda subdir
     cell_id: str
     wheel: str  # the Plan's wheel file name
+    distribution: str = DISTRIBUTION  # torch; a package compiled beside it: its own
 
 
 def expected_problems(wheel: WheelName, want: Expected) -> list[str]:
@@ -282,8 +283,8 @@ def expected_problems(wheel: WheelName, want: Expected) -> list[str]:
     tags = want.tags
     expected = want.version
     problems = []
-    if wheel.name != DISTRIBUTION:
-        problems.append(f"distribution '{wheel.name}', expected '{DISTRIBUTION}'")
+    if wheel.name != canonicalize_name(want.distribution):
+        problems.append(f"distribution '{wheel.name}', expected '{want.distribution}'")
     if wheel.version != Version(expected):
         problems.append(f"version {wheel.version}, expected {expected}")
     if tags.interpreter not in wheel.interpreters:

@@ -26,7 +26,8 @@ from torchbuild.host.console import console
 from torchbuild.plan import Plan
 from torchbuild.platforms.toolchain import ToolchainError
 from torchbuild.results import Artifact, StageResult
-from torchbuild.stages import Context, Stage
+from torchbuild.stages import Context, Stage, companion_artifacts
+from torchbuild.stages.build import companion
 from torchbuild.stages.build.activate import Activation, activate
 from torchbuild.wheel import wheelfile
 
@@ -39,12 +40,50 @@ REQUIREMENTS_FILES = ("requirements-build.txt", "requirements.txt")
 
 def run(ctx: Context) -> StageResult:
     checkout = ctx.inputs.get("checkout")
+    compiled = [package for package in ctx.plan.dependents if package.build is not None]
+    toolchain = _toolchain(ctx) if checkout is not None or compiled else None
     if checkout is not None:
-        return compile_checkout(ctx, Checkout.read(checkout.path))
-    wheel = ctx.inputs.get("source_wheel")
-    if wheel is None:
-        raise StageFailed(NAME, "no wheel and no checkout from the source stage ('source_wheel'/'checkout' missing)")
-    return StageResult(status="skipped", outputs={"built_wheel": wheel}, message="prebuilt wheel: nothing to compile")
+        assert toolchain is not None
+        result = compile_checkout(ctx, Checkout.read(checkout.path), *toolchain)
+    else:
+        wheel = ctx.inputs.get("source_wheel")
+        if wheel is None:
+            raise StageFailed(NAME, "no wheel and no checkout from the source stage ('source_wheel'/'checkout' "
+                              "missing)")  # fmt: skip
+        result = StageResult(status="skipped", outputs={"built_wheel": wheel}, message="prebuilt wheel: nothing to "
+                             "compile")  # fmt: skip
+    if not compiled:
+        return result
+    assert toolchain is not None
+    activation, env, _sccache, _notes = toolchain
+    torch_wheel = result.outputs["built_wheel"].path
+    outputs, said = dict(result.outputs), [result.message]
+    for package in compiled:
+        made, line = companion.compile_package(ctx, package, torch_wheel, activation, env)
+        outputs.update(made)
+        said.append(f"{package.name}: {line}")
+    return StageResult(outputs=outputs, message="; ".join(said))
+
+
+def _toolchain(ctx: Context) -> tuple[Activation, dict[str, str], str | None, list[str]]:
+    """The toolchain activated for this cell's compiles (torch's, and each package's the Plan compiles beside it),
+    the declared dependencies fetched, the environment torch's compile runs in, sccache where installed, and the
+    notes on where that environment departs from the Plan's (said on the console)."""
+    plan = ctx.plan
+    try:
+        activation = activate(plan, ctx.options.cache_dir, log=ctx.stage_dir("logs") / "provision.log")
+    except ToolchainError as exc:
+        raise StageFailed(NAME, str(exc)) from None
+    assert activation.python is not None
+    roots = {dep.name: downloads.fetch(dep, ctx.options.cache_dir) for dep in plan.build_deps}
+    sccache = shutil.which("sccache", path=activation.env.get("PATH")) or shutil.which("sccache")
+    env, notes = build_environment(plan, activation, roots, dict(os.environ), sccache is not None)
+    notes = [*activation.notes, *notes]
+    for line in (f"{r.name}: {r.detail}" for r in activation.requirements if r.found):
+        console.print(f"    {line}", highlight=False)
+    for note in notes:
+        console.print(f"    [yellow]note:[/] {note}", highlight=False)
+    return activation, env, sccache, notes
 
 
 def build_command(plan: Plan, python: str, dist: Path) -> list[str]:
@@ -77,21 +116,18 @@ def build_environment(
     return env, notes
 
 
-def compile_checkout(ctx: Context, checkout: Checkout) -> StageResult:
+def compile_checkout(
+    ctx: Context, checkout: Checkout, activation: Activation, env: dict[str, str], sccache: str | None,
+    notes: list[str],
+) -> StageResult:
+    """torch compiled from ``checkout`` with the toolchain ``activation``, in ``env`` (``_toolchain``)."""
     plan = ctx.plan
     work = ctx.root / plan.work_dir
     log = work / "build.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(f"# build of {plan.cell_id} from {checkout.path} ({checkout.origin})\n", encoding="utf-8")
-    try:
-        activation = activate(plan, ctx.options.cache_dir, log=ctx.stage_dir("logs") / "provision.log")
-    except ToolchainError as exc:
-        raise StageFailed(NAME, str(exc)) from None
+    _log_environment(plan, activation, env, notes, log)
     assert activation.python is not None
-    roots = {dep.name: downloads.fetch(dep, ctx.options.cache_dir) for dep in plan.build_deps}
-    sccache = shutil.which("sccache", path=activation.env.get("PATH")) or shutil.which("sccache")
-    env, notes = build_environment(plan, activation, roots, dict(os.environ), sccache is not None)
-    _describe(plan, activation, env, [*activation.notes, *notes], log)
     timeout_s = plan.build_timeout_hours * 3600
     source = Path(checkout.path)
     for name in REQUIREMENTS_FILES:
@@ -125,8 +161,8 @@ def compile_checkout(ctx: Context, checkout: Checkout) -> StageResult:
     )
 
 
-def _describe(plan: Plan, activation: Activation, env: Mapping[str, str], notes: list[str], log: Path) -> None:
-    """The environment contract, in the log and on the console: a failed build starts with what it was given."""
+def _log_environment(plan: Plan, activation: Activation, env: Mapping[str, str], notes: list[str], log: Path) -> None:
+    """The environment contract, in the log: a failed build starts with what it was given."""
     keys = sorted({*plan.env, *HOST_PATHS, *(k for d in plan.build_deps for k in d.env)} & set(env))
     lines = [f"{k}={env[k]}" for k in keys]
     found = [f"{r.name}: {r.detail}" for r in activation.requirements if r.found]
@@ -134,10 +170,6 @@ def _describe(plan: Plan, activation: Activation, env: Mapping[str, str], notes:
         handle.write("# toolchain\n" + "".join(f"#   {line}\n" for line in found))
         handle.write("# environment (the Plan's, as applied)\n" + "".join(f"#   {line}\n" for line in lines))
         handle.write("".join(f"# note: {n}\n" for n in notes))
-    for line in found:
-        console.print(f"    {line}", highlight=False)
-    for note in notes:
-        console.print(f"    [yellow]note:[/] {note}", highlight=False)
 
 
 def _sccache_stats(sccache: str, env: Mapping[str, str], log: Path) -> None:
@@ -153,7 +185,7 @@ def _sccache_stats(sccache: str, env: Mapping[str, str], log: Path) -> None:
 STAGE = Stage(
     name=NAME,
     run=run,
-    reads=("source_wheel", "checkout"),
-    writes=("built_wheel", "build_log"),
+    reads=("source_wheel", "checkout", *companion_artifacts("checkout")),
+    writes=("built_wheel", "build_log", *companion_artifacts("built_wheel", "build_log")),
     shaped_by=("source_kind",),
 )

@@ -26,7 +26,7 @@ from torchbuild.knowledge import dll_providers
 from torchbuild.plan import ShippedPackage
 from torchbuild.platforms.windows import vc_runtime
 from torchbuild.results import Artifact
-from torchbuild.stages import Context, era_kind, package_artifact
+from torchbuild.stages import Context, dependent_source, era_kind, package_artifact
 from torchbuild.stages.conda import era
 from torchbuild.wheel import provenance, sbom, wheelfile
 from torchbuild.wheel.repair_report import RepairReport
@@ -67,7 +67,7 @@ def package(
     depends = depends_of(ctx, shipped, wheel, report)
     left_out = dll_providers.provided_members(archive.namelist(), plan.conda.provided_dlls)
     unpacked_size = sum(info.file_size for info in archive.infolist())
-    source = provenance.source_info(
+    source = dependent_source(ctx.inputs, shipped, wheel.path) if shipped.build else provenance.source_info(
         "wheel", f"PyPI {shipped.wheel}", shipped.sha256, "", provenance.wheel_epoch(wheel.path, archive)
     )
     name = shipped.conda.archives[ctx.options.conda_format]
@@ -89,7 +89,7 @@ def package(
             "license": "BSD-3-Clause",
             "license_family": "BSD",
             "summary": f"{shipped.name} {shipped.release} for pytorch {plan.root.conda.version} "
-            f"{plan.root.conda.build_string}, packaged by torchbuild from PyPI's {shipped.wheel}.",
+            f"{plan.root.conda.build_string}, packaged by torchbuild from {shipped.origin}.",
         },
     }
     with scratch.directory(unpacked_size, out_dir, "torchbuild-conda-payload-") as staging:

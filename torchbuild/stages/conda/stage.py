@@ -227,7 +227,8 @@ def vc_runtime_spec(plan: Plan, report: RepairReport | None) -> str | None:
 STAGE = Stage(
     name=NAME,
     run=run,
-    reads=("repaired_wheel", "repair_report", "source_info", *companion_artifacts("repaired_wheel", "repair_report")),
+    reads=("repaired_wheel", "repair_report", "source_info",
+           *companion_artifacts("repaired_wheel", "repair_report", "source_info")),
     writes=("conda_package", *companion_artifacts("conda_package"), *era_artifacts("conda_package")),
     shaped_by=("conda_format", "compression_level", "compression_threads"),
 )

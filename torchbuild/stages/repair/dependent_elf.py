@@ -23,15 +23,19 @@ from pathlib import Path, PurePosixPath
 from torchbuild.errors import StageFailed
 from torchbuild.host import archives
 from torchbuild.knowledge import cuda_wheels
-from torchbuild.knowledge.companions import WHERE
 from torchbuild.plan import ShippedPackage
 from torchbuild.platforms.linux import elf
 from torchbuild.results import Artifact, Check
-from torchbuild.stages import Context
+from torchbuild.stages import Context, dependent_source
 from torchbuild.stages.repair.auditwheel_run import analyse, auditwheel_repair
 from torchbuild.stages.repair.auditwheel_run import grafted as grafted_by_auditwheel
-from torchbuild.stages.repair.finish import RepairBeside, bundled_row, finish_wheel, package_outputs
-from torchbuild.wheel import provenance
+from torchbuild.stages.repair.finish import (
+    RepairBeside,
+    bundled_by,
+    bundled_row,
+    finish_wheel,
+    package_outputs,
+)
 from torchbuild.wheel.provenance import ENV as EPOCH_ENV
 from torchbuild.wheel.repair_report import RepairReport, Vendored
 
@@ -82,10 +86,8 @@ def repair(
     plan = ctx.plan
     tag = plan.wheel_tags.platform
     out_dir = ctx.stage_dir(NAME)
-    target = out_dir / wheel.name
     log = ctx.stage_dir("logs") / f"{NAME}-{shipped.name}.log"
-    source = provenance.source_info("wheel", f"PyPI {shipped.wheel}", shipped.sha256, "",
-                                    provenance.wheel_epoch(wheel))  # fmt: skip
+    source = dependent_source(ctx.inputs, shipped, wheel)
     before = elf.check_wheel(wheel, tag, scratch=out_dir, loaded=loaded)
     if before.missing:
         gaps = "; ".join(m.message for m in before.missing[:6])
@@ -101,16 +103,24 @@ def repair(
             if elf.SHARED_OBJECT.search(member):
                 excludes.setdefault(PurePosixPath(member).name, f"shipped in the wheel as {member}")
     analysis = analyse(wheel, tag, excludes)
+    newer = ""
+    if shipped.build is not None and not analysis.eligible and not analysis.unlocated:
+        # Compiled on this host: tagged for what its symbols need (torch's wheel, of an older policy, serves it).
+        newer = (f"; compiled on this host, its symbols need {analysis.consistent_with}, newer than torch's {tag} "
+                 f"(compiled in the {tag} image, it would be {tag})")  # fmt: skip
+        tag = analysis.consistent_with
+        analysis = analyse(wheel, tag, excludes)
+    target = out_dir / (wheel.name if shipped.build is None else f"{wheel.name.rsplit('-', 1)[0]}-{tag}.whl")
     if analysis.unlocated or not analysis.eligible:
         why = (f"needs {', '.join(analysis.unlocated)}, which nothing provides" if analysis.unlocated
                else f"is at best {analysis.consistent_with}")  # fmt: skip
         raise StageFailed(NAME, f"{wheel.name} cannot be {tag}: auditwheel finds it {why}")
     with tempfile.TemporaryDirectory(prefix="auditwheel-", dir=out_dir) as tmp:
-        if analysis.graft:
-            made = Path(tmp) / wheel.name
+        if analysis.graft or target.name != wheel.name:
+            made = Path(tmp) / target.name
             auditwheel_repair(wheel, tag, excludes, made, log, {EPOCH_ENV: str(source.epoch)})
             grafted = grafted_by_auditwheel(wheel, made, analysis)
-            how = f"auditwheel grafted {', '.join(analysis.graft)}"
+            how = f"auditwheel repair to {tag}: grafted {', '.join(analysis.graft) or 'nothing'}{newer}"
         else:
             made, grafted = wheel, []
             how = f"auditwheel: already {tag}, nothing to graft (copied through, SBOM added)"
@@ -124,7 +134,7 @@ def repair(
     from_requirements = sorted({r.needed for r in report.resolved if r.via == "loaded"} - set(from_torch))
     line = (
         f"{target.name}: {how}; left to torch: {', '.join(from_torch) or 'nothing'}; left to torch's declared "
-        f"requirements: {', '.join(from_requirements) or 'nothing'}; bundled by PyPI's wheel ({WHERE} pins its "
-        f"sha256): {', '.join(PurePosixPath(b.path).name for b in bundled) or 'none'}; closure: {report.summary()}"
+        f"requirements: {', '.join(from_requirements) or 'nothing'}; bundled by {bundled_by(shipped)}: "
+        f"{', '.join(PurePosixPath(b.path).name for b in bundled) or 'none'}; closure: {report.summary()}"
     )
     return outputs, checks, line

@@ -27,14 +27,18 @@ from torchbuild.errors import StageFailed, as_stage_failure
 from torchbuild.host import archives
 from torchbuild.host.proc import ToolError, run_tool
 from torchbuild.knowledge import dll_providers
-from torchbuild.knowledge.companions import WHERE
 from torchbuild.plan import Plan, ShippedPackage
 from torchbuild.platforms.windows import pe, vc_runtime
 from torchbuild.results import Artifact, Check
-from torchbuild.stages import Context
+from torchbuild.stages import Context, dependent_source
 from torchbuild.stages.repair import windows
-from torchbuild.stages.repair.finish import RepairBeside, bundled_row, finish_wheel, package_outputs
-from torchbuild.wheel import provenance
+from torchbuild.stages.repair.finish import (
+    RepairBeside,
+    bundled_by,
+    bundled_row,
+    finish_wheel,
+    package_outputs,
+)
 from torchbuild.wheel.provenance import ENV as EPOCH_ENV
 from torchbuild.wheel.repair_report import RepairReport, Vendored
 
@@ -97,7 +101,7 @@ def repair(
     out_dir = ctx.stage_dir(NAME)
     target = out_dir / wheel.name
     log = ctx.stage_dir("logs") / f"{NAME}-{shipped.name}.log"
-    source = provenance.source_info("wheel", f"PyPI {wheel.name}", shipped.sha256, "", provenance.wheel_epoch(wheel))
+    source = dependent_source(ctx.inputs, shipped, wheel)
     _check_torch_serves(plan, shipped, wheel, beside)
     on_demand = shipped.on_demand_dlls
     found = windows.needs(plan, wheel, ctx.options.cache_dir, log, beside=beside, on_demand=on_demand)
@@ -136,7 +140,7 @@ def repair(
     floor = f"VC runtime floor MSVC {found.floor.version} ({found.floor.set_by})" if found.floor else "no VC floor"
     line = (
         f"{target.name}: vendored {took} into {libs}; {len(beside)} DLLs of torch's wheel left to torch; bundled by "
-        f"PyPI's wheel ({WHERE} pins its sha256): {', '.join(PurePosixPath(b.path).name for b in bundled) or 'none'}"
+        f"{bundled_by(shipped)}: {', '.join(PurePosixPath(b.path).name for b in bundled) or 'none'}"
         f"; {floor}; closure: {report.summary()}"
     )
     return outputs, checks, line

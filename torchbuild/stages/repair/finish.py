@@ -9,6 +9,7 @@ from pathlib import Path
 
 from torchbuild.errors import StageFailed
 from torchbuild.host import archives
+from torchbuild.knowledge.companions import WHERE
 from torchbuild.knowledge.cuda_wheels import RequirementWheel
 from torchbuild.plan import ShippedPackage
 from torchbuild.results import Artifact, Check
@@ -39,6 +40,11 @@ def finish_wheel(
     moved = dict(renames or {})
     rewrite(made, target, files={**(files or {}), member: document.encode("utf-8")}, epoch=source.epoch,
             rename=lambda name: moved.get(name, name))  # fmt: skip
+
+
+def bundled_by(shipped: ShippedPackage) -> str:
+    """Who put the libraries a package's own wheel bundles there, for the stage's line."""
+    return "its compiled wheel" if shipped.build else f"PyPI's wheel ({WHERE} pins its sha256)"
 
 
 def bundled_row(shipped: ShippedPackage, member: str, data: bytes, version: str | None = None) -> Vendored:

@@ -90,9 +90,11 @@ def run(ctx: Context) -> StageResult:
 
 
 def input_wheel(package: ShippedPackage) -> str:
-    """The artifact that is ``package``'s wheel: the build stage's for the root, the source stage's (PyPI's wheel,
-    fetched by sha256) for a package built beside it."""
-    return "built_wheel" if package.is_root else package_artifact("source_wheel", package)
+    """The artifact that is ``package``'s wheel: the build stage's for the root and for a package it compiles beside
+    it, the source stage's (PyPI's wheel, fetched by sha256) for one taken from PyPI."""
+    if package.is_root:
+        return "built_wheel"
+    return package_artifact("built_wheel" if package.build else "source_wheel", package)
 
 
 # --- win-64 ----------------------------------------------------------------------------------------------
@@ -184,6 +186,6 @@ REPAIRERS: Mapping[RepairTool, Callable[[Context, ShippedPackage, Path], StageRe
 STAGE = Stage(
     name=NAME,
     run=run,
-    reads=("built_wheel", "source_info", *companion_artifacts("source_wheel")),
+    reads=("built_wheel", "source_info", *companion_artifacts("source_wheel", "built_wheel", "source_info")),
     writes=("repaired_wheel", "repair_report", *companion_artifacts("repaired_wheel", "repair_report")),
 )

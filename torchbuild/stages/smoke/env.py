@@ -49,7 +49,7 @@ class Env:
     artifact: Path  # the wheel or the .conda installed into it
     log: Path
     # the companions installed beside torch, each by its artifact of the same kind (torchvision's repaired wheel or
-    # conda package), whose checks run too (smoke_checks.COMPANION_CHECKS)
+    # conda package), whose checks run too (smoke_checks.COMPANION_CHECKS; the others': checks_beside.py)
     companions: Mapping[str, Path] = field(default_factory=dict)
 
     @property
@@ -107,6 +107,9 @@ def expect_args(plan: Plan, torch_file: str, companions: Sequence[str] = ()) -> 
     for name in smoke_checks.COMPANION_CHECKS:
         if name in releases:
             args += [f"--expect-{name}", releases[name]]
+    for name, release in releases.items():  # those without checks of their own: checks_beside.py's import check
+        if name not in smoke_checks.COMPANION_CHECKS:
+            args += ["--expect-companion", f"{name}={release}"]
     if plan.is_cuda and plan.cudnn is not None:
         args += ["--expect-cudnn", str(plan.cudnn)]
     declared = plan.declared_libraries

@@ -36,7 +36,7 @@ from torchbuild.knowledge.python_embed import not_pinned
 from torchbuild.plan import Plan
 from torchbuild.platforms.windows import python_embed, wine
 from torchbuild.results import Check, StageResult, Status
-from torchbuild.stages import Context, Stage, companion_artifact
+from torchbuild.stages import Context, Stage, companion_artifact, companion_artifacts
 from torchbuild.stages.smoke import by_content, user_test
 from torchbuild.stages.smoke.env import Backend, Env, parse_results
 from torchbuild.stages.smoke.resources import smoke_checks
@@ -46,9 +46,9 @@ from torchbuild.stages.smoke.wine import WineBackend
 __all__ = ["parse_results", "reads", "run", "stage", "stage_name", "wheel_requirements"]
 
 INPUTS = {"wheel": "repaired_wheel", "conda": "conda_package"}  # environment -> the artifact installed into it
-# The companions installed beside torch in each environment where the Plan builds them, with checks of their own
-# (smoke_checks.COMPANION_CHECKS): their artifact of the environment's kind (repaired_wheel[torchaudio], ...).
-SMOKED = tuple(smoke_checks.COMPANION_CHECKS)
+# The packages installed beside torch in each environment, every one the Plan builds: their artifact of the
+# environment's kind (repaired_wheel[torchaudio], ...); their checks run too (smoke_checks.COMPANION_CHECKS, or for
+# one without checks of its own the import check of checks_beside.py).
 
 
 def stage_name(kind: str) -> str:
@@ -61,13 +61,13 @@ def _required(kind: str) -> tuple[str, ...]:
 
 def reads(kind: str) -> tuple[str, ...]:
     """What the stage of ``kind`` reads: its artifact; the conda environment also takes the wheel's requirements;
-    and the same kind of artifact of each companion with smoke checks, where the Plan builds it."""
-    return (*_required(kind), *(companion_artifact(INPUTS[kind], name) for name in SMOKED))
+    and the same kind of artifact of each package the Plan builds beside torch."""
+    return (*_required(kind), *companion_artifacts(INPUTS[kind]))
 
 
 def _companions(ctx: Context, kind: str) -> dict[str, Path]:
-    """The smoked companions' artifacts of ``kind`` that this run made (the Plan builds them), by name."""
-    built = [p.name for p in ctx.plan.dependents if p.name in SMOKED]
+    """The artifacts of ``kind`` of the packages beside torch that this run made (the Plan builds them), by name."""
+    built = [p.name for p in ctx.plan.dependents]
     found = {name: ctx.inputs.get(companion_artifact(INPUTS[kind], name)) for name in built}
     return {name: artifact.path for name, artifact in found.items() if artifact is not None}
 

@@ -55,6 +55,8 @@ class Expect:
     torchaudio: str | None = None  # the release of torchaudio installed beside torch (its checks run only then)
     torchvision: str | None = None  # the release of torchvision installed beside torch (its checks run only then)
     broken_scripts: tuple[str, ...] = ()  # console scripts the Plan records as upstream's faults (they may fail)
+    # (name, version) of each package installed beside torch without checks of its own (checks_beside.py)
+    companions: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ again in a process of its own, so a crash fails its one check and leaves the oth
 
     python run_checks.py --expect-version 2.13.0+cpu --expect-cuda cpu [--expect-cudnn 9] \
         [--expect-torch-file PATH] [--expect-torchvision 0.20.1] [--expect-torchaudio 2.5.1] \
-        [--expect-broken-scripts torchfrtrace,...] [--only NAME ...]
+        [--expect-companion NAME=VERSION ...] [--expect-broken-scripts torchfrtrace,...] [--only NAME ...]
 
 prints one JSON object per line on stdout, one per check:
     {"check": "import", "status": "passed" | "failed" | "skipped" | "not run", "message": "...", "output": "..."}
@@ -38,7 +38,16 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 
-from . import checks_audio, checks_consumer, checks_core, checks_cuda, checks_install, checks_more, checks_vision
+from . import (
+    checks_audio,
+    checks_beside,
+    checks_consumer,
+    checks_core,
+    checks_cuda,
+    checks_install,
+    checks_more,
+    checks_vision,
+)
 from .smoke_base import (
     CHECK_TIMEOUT_S,
     FIRST_DONE_ENV,
@@ -64,7 +73,7 @@ ENTRY = "run_checks.py"  # the script a process runs these checks with (this fol
 JOBS = 2
 CHECKS: dict[str, Callable[[Expect], Outcome]] = {
     **checks_core.CHECKS, **checks_more.CHECKS, **checks_consumer.CHECKS, **checks_install.CHECKS,
-    **checks_cuda.CHECKS, **checks_vision.CHECKS, **checks_audio.CHECKS,
+    **checks_cuda.CHECKS, **checks_vision.CHECKS, **checks_audio.CHECKS, **checks_beside.CHECKS,
 }  # fmt: skip
 # A companion's checks, run only where it is installed beside torch (``--expect-<name>``).
 COMPANION_CHECKS: dict[str, tuple[str, ...]] = {
@@ -73,18 +82,18 @@ COMPANION_CHECKS: dict[str, tuple[str, ...]] = {
 }
 # The checks that share a child process, in the order they run there (checks_core.py and checks_more.py say why);
 # every check is in exactly one. As upstream's smoke test does, every check that needs no process of its own shares
-# the first (torch imported once: under Wine an import of torch is 4-6 CPU seconds): the core's, then the cheap
-# checks of checks_more.py, the companions' (torchvision's, torchaudio's: where they are installed), and the console
-# scripts last (their imports, caffe2's among them, may leave the process unlike a user's). A process of its own only
-# where isolation is what is checked or needed: numpy imported before torch (two OpenMP runtimes), then the DataLoader
-# (its script starts its own process and two spawned workers); the CUDA runtime check, after whose device-side assert
-# nothing can use the GPU in that process. torch.compile's and the C++ consumer's (with the dist-info check, which
-# imports nothing) run beside the rest: they are the longest, and hash files before they import torch (HASH_FIRST).
-# A shared process that crashes or ends without a result for each of its checks is not trusted: each of its checks
-# runs again alone, so a crash is named by the check that crashed (_run_shared).
+# the first (torch imported once: under Wine an import of torch is 4-6 CPU seconds): the core's, the cheap checks of
+# checks_more.py, the companions' (torchvision's, torchaudio's, the import of any other: where they are installed),
+# and the console scripts last (their imports, caffe2's among them, may leave the process unlike a user's). A process
+# of its own only where isolation is what is checked or needed: numpy imported before torch (two OpenMP runtimes),
+# then the DataLoader (its script starts its own process and two spawned workers); the CUDA runtime check, after whose
+# device-side assert nothing can use the GPU in that process. torch.compile's and the C++ consumer's (with the
+# dist-info check, which imports nothing) run beside the rest: they are the longest, and hash files before they
+# import torch (HASH_FIRST). A shared process that crashes or ends without a result for each of its checks is not
+# trusted: each of its checks runs again alone, so a crash is named by the check that crashed (_run_shared).
 PROCESSES: tuple[tuple[str, ...], ...] = (
     (*checks_core.PROCESSES[0], *checks_more.WITH_IMPORT, *checks_vision.CHECKS, *checks_audio.CHECKS,
-     "console scripts"),
+     *checks_beside.CHECKS, "console scripts"),
     ("torch.compile",),
     ("dist-info", "c++ consumer"),
     checks_core.PROCESSES[1],
@@ -105,8 +114,11 @@ HASH_FIRST = frozenset({"torch.compile", "c++ consumer"})
 
 
 def check_names(companions: Sequence[str] = ()) -> list[str]:
-    """The checks that run in an environment with ``companions`` installed beside torch: torch's and theirs."""
+    """The checks that run in an environment with ``companions`` installed beside torch: torch's and theirs (those
+    without checks of their own: the companion import check, checks_beside.py)."""
     left_out = {n for name, checks in COMPANION_CHECKS.items() if name not in companions for n in checks}
+    if all(name in COMPANION_CHECKS for name in companions):
+        left_out.add(checks_beside.NAME)
     return [name for name in CHECKS if name not in left_out]
 
 
@@ -253,6 +265,8 @@ def _expect_args(expect: Expect) -> list[str]:
         args += ["--expect-torchaudio", expect.torchaudio]
     if expect.broken_scripts:
         args += ["--expect-broken-scripts", ",".join(expect.broken_scripts)]
+    for name, version in expect.companions:
+        args += ["--expect-companion", f"{name}={version}"]
     return args
 
 
@@ -281,6 +295,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--expect-torchvision", default=None, help="torchvision's release, installed beside torch")
     parser.add_argument("--expect-torchaudio", default=None, help="torchaudio's release, installed beside torch")
     parser.add_argument("--expect-broken-scripts", default="", help="scripts upstream ships broken, comma-separated")
+    parser.add_argument("--expect-companion", action="append", default=[], metavar="NAME=VERSION",
+                        help="a package beside torch without checks of its own, and its version")  # fmt: skip
     parser.add_argument("--only", action="append", choices=list(CHECKS), default=None)
     parser.add_argument("--jobs", type=int, default=JOBS, help="checks run at the same time (default %(default)s)")
     parser.add_argument(CHILD_FLAG, action="append", choices=list(CHECKS), default=None, help=argparse.SUPPRESS)
@@ -293,6 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.expect_version, args.expect_cuda, args.expect_cudnn, args.expect_torch_file, args.expect_cudnn_version,
         tuple(name for name in args.expect_from_environment.split(",") if name), args.expect_torchaudio,
         args.expect_torchvision, tuple(name for name in args.expect_broken_scripts.split(",") if name),
+        tuple((name, version) for name, _, version in (text.partition("=") for text in args.expect_companion)),
     )
     if args.child:
         for name in args.child:
@@ -300,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     print(json.dumps({"harness": STARTED}), flush=True)  # the environment's python started this harness
     releases = {"torchvision": expect.torchvision, "torchaudio": expect.torchaudio}
-    installed = [name for name, release in releases.items() if release]
+    installed = [name for name, release in releases.items() if release] + [name for name, _ in expect.companions]
     wanted = args.only or check_names(installed)
     processes = [shared for shared in (tuple(n for n in group if n in wanted) for group in PROCESSES) if shared]
     # The child processes are independent of each other: two at a time on two cores. Those that import torch wait for
