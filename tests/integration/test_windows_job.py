@@ -190,7 +190,10 @@ def test_publish_of_what_the_job_built_and_pip_installs_from_that_channel(window
     _assert_clean(step)
     channel = windows_job.prefix / "drive_c" / "users" / "Zoë Ng" / "nightly channel"
     assert (channel / "win-64" / f"pytorch-{TORCH}-py3.11_cpu_0.conda").is_file()
-    printed = re.search(r"pip install --index-url (\S+) torch", step.output)
+    # the companion the run shipped too, as the run's own publish stage put it in its channel
+    assert list((channel / "win-64").glob("torchvision-*.conda")), step.output[-3000:]
+    assert list((channel / "whl" / "simple" / "torchvision").glob("torchvision-*.whl")), step.output[-3000:]
+    printed = re.search(r"pip install (?:--pre )?--index-url (\S+) torch", step.output)
     assert printed, step.output
     index = printed.group(1)
     assert index.startswith("file:///C:/users/Zo%C3%AB%20Ng/nightly%20channel/")  # the line it printed, quoted

@@ -74,7 +74,7 @@ def test_the_platform_flag_names_the_known_platforms(
     helped = " ".join(help_of("plan", capsys, monkeypatch).split())
     assert "--platform win-64|linux-64 win-64 or linux-64 (default: this host's)" in helped
     # a platform added to knowledge/compat.py's list is named without a second edit (the list patched here)
-    monkeypatch.setattr(cli, "PLATFORMS", ("win-64", "linux-64", "osx-arm64"))
+    monkeypatch.setattr(selection, "PLATFORMS", ("win-64", "linux-64", "osx-arm64"))
     helped = " ".join(help_of("plan", capsys, monkeypatch).split())
     assert "--platform win-64|linux-64|osx-arm64 win-64, linux-64 or osx-arm64 (default: this host's)" in helped
 

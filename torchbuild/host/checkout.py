@@ -93,6 +93,13 @@ def _git(path: Path, *args: str) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
+def head_commit(path: Path) -> str | None:
+    """The commit a checkout's HEAD is at (40 hexadecimal digits), or None where ``path`` is no git checkout (or git
+    is missing)."""
+    head = (_git(path, "rev-parse", "HEAD") or "").strip()
+    return head if re.fullmatch(r"[0-9a-f]{40}", head) else None
+
+
 def _git_bytes(repo: Path, *args: str) -> bytes:
     """Output of a git command the fingerprint needs; a failure is a UserError naming the command."""
     argv = ["git", "-C", str(repo), *args]

@@ -13,7 +13,6 @@ version_env``) and checks the wheel carries it. A version whose nightliness is n
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -85,21 +84,10 @@ def _version(name: str, path: Path, source: PackageSource, night: Version | None
         raise UserError(f"{version_txt} says {text!r}, which is not a PEP 440 version (e.g. 0.28.0a0).") from None
     if night is not None:
         return Version(f"{base.base_version}.dev{night.dev}"), f"{VERSION_FILE} {text}, torch's night {night.dev}"
-    head = _head(path)
+    head = checkout.head_commit(path)
     if head is None:
         return base, f"{VERSION_FILE} {text}, not a git checkout"
     return Version(f"{base}+{head[:7]}"), f"{VERSION_FILE} {text}, HEAD {head[:7]}"
-
-
-def _head(path: Path) -> str | None:
-    try:
-        head = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              errors="replace", check=False).stdout.strip()  # fmt: skip
-    except OSError:
-        return None
-    return head if len(head) == 40 and all(c in "0123456789abcdef" for c in head) else None
-
-
 def recorded(path: Path) -> dict[str, pairing.Checkout]:
     """The checkouts the build job that recorded ``path`` (its state.json) compiled, with the versions it read, so
     that the smoke job resolves the same Plan without the checkouts."""

@@ -23,7 +23,7 @@ from torchbuild.config.environment import source_date_epoch
 from torchbuild.config.matrix import LATEST, Cell
 from torchbuild.config.options import RunOptions
 from torchbuild.errors import UserError
-from torchbuild.host import checkout, signals
+from torchbuild.host import checkout
 from torchbuild.knowledge.compat import CPU, Compat
 from torchbuild.wheel import version_py
 from torchbuild.wheel.wheelfile import WheelError
@@ -139,12 +139,8 @@ def _checkout_version(path: Path, origin: str, compat: Compat) -> tuple[Version,
     version = build_version.parse(text, f"{version_txt} says")
     if build_version.is_release(compat, version) and version.local is None:
         return None
-    try:
-        head = signals.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
-                           errors="replace", check=False).stdout.strip()  # fmt: skip
-    except OSError:
-        head = ""
-    if version.local is None and re.fullmatch(r"[0-9a-f]{40}", head):
+    head = checkout.head_commit(path)
+    if version.local is None and head is not None:
         version = Version(f"{version}+git{head[:7]}")
         return version, f"{origin} (version.txt {text}, HEAD {head[:7]})"
     return version, f"{origin} (version.txt {text})"
