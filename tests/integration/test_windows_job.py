@@ -11,22 +11,20 @@ and pip installs torch from that channel on the same machine. Under Wine, not on
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shlex
 import shutil
 import string
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
-from types import ModuleType
 
 import pytest
 import yaml
 
 from tests.builders import torch_plan
 from tests.conftest import REPODATA, ROOT
+from tests.integration.test_wine_host import _script
 from torchbuild.config.options import RunOptions
 from torchbuild.platforms.windows import wine
 from torchbuild.stages.source import fetch
@@ -67,15 +65,6 @@ def test_the_windows_job_of_the_workflow_is_what_this_test_runs() -> None:
         'python pipeline.py doctor --only "$CELL"',
         f'python pipeline.py --only "$CELL" {GIT_REF}',
     ]
-
-
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("wine_host", ROOT / "scripts" / "wine_host.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def _windows(prefix: Path, path: Path) -> str:

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.builders import torch_plan
+from tests.chromium import shown
 from tests.conftest import ROOT
 from tests.nights import Outcome, write_night
-from tests.unit.test_reports import browse, console_errors
 from torchbuild.run import history, report_html
 
 A, B, C = torch_plan(python="3.11"), torch_plan(python="3.12"), torch_plan(platform="win-64", python="3.12")
@@ -131,15 +131,7 @@ def test_the_page_of_three_nights_in_a_headless_browser(nights: Path, tmp_path: 
     result = pipeline("history", str(nights), "-o", "history.html", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     page = tmp_path / "history.html"
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    SCREENSHOT.unlink(missing_ok=True)
-    shot = browse(page, tmp_path / "profile", "--enable-logging=stderr", "--v=0", f"--screenshot={SCREENSHOT}",
-                  "--window-size=1400,1300")  # fmt: skip
-    assert shot.returncode == 0, shot.stderr[-2000:]
-    print(f"screenshot: {SCREENSHOT}")
-    assert SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and SCREENSHOT.stat().st_size > 10_000
-    assert console_errors(shot.stderr) == []
-    dom = browse(page, tmp_path / "profile-dom", "--dump-dom").stdout
+    dom = shown(page, SCREENSHOT, tmp_path, "1400,1300")
     grid = dom[dom.index('<table class="grid">'):]
     grid = grid[: grid.index("</table>")]
     rows = {re.search(r'href="#trend-([^"]+)"', row).group(1): row  # type: ignore[union-attr]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from torchbuild.commands import cli, selection
+from torchbuild.commands import selection
 from torchbuild.commands.cli import build_parser, run_options
 from torchbuild.config import environment, matrix
 from torchbuild.config.matrix_nodes import MatrixError

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests.builders import torch_plan
-from tests.unit.test_reports import ROOT, browse, console_errors, stages_of
+from tests.chromium import shown
+from tests.unit.test_reports import ROOT, stages_of
 from torchbuild.config.options import RunOptions
 from torchbuild.results import Check, StageResult
 from torchbuild.run import runner
@@ -119,13 +120,5 @@ def test_the_timeline_draws_each_stage_from_its_start_and_the_smokes_overlap(fai
 def test_the_failed_page_loads_in_a_headless_browser(failed_run: tuple[Path, str], tmp_path: Path) -> None:
     root, _ = failed_run
     page = root / "build" / "report.html"
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    SCREENSHOT.unlink(missing_ok=True)
-    shot = browse(page, tmp_path / "profile", "--enable-logging=stderr", "--v=0", f"--screenshot={SCREENSHOT}",
-                  "--window-size=1400,1400")  # fmt: skip
-    assert shot.returncode == 0, shot.stderr[-2000:]
-    print(f"screenshot: {SCREENSHOT}")
-    assert SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and SCREENSHOT.stat().st_size > 10_000
-    assert console_errors(shot.stderr) == []
-    dom = browse(page, tmp_path / "profile-dom", "--dump-dom").stdout
+    dom = shown(page, SCREENSHOT, tmp_path, "1400,1400")
     assert dom.count("<rect ") == 7 and "<details open=" not in dom.split("<h2>Matrix</h2>")[0]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.builders import make_wheel, torch_plan
+from tests.chromium import browse, console_errors, shown
 from tests.integration.support_conda import assemble_small
 from torchbuild.config.options import RunOptions
 from torchbuild.plan import Plan
@@ -181,36 +181,9 @@ def test_publish_build_publishes_and_names_every_cell(runs: Runs, tmp_path: Path
 
 
 SCREENSHOT = ROOT / "build" / "test-output" / "report.png"  # build/ is ignored by git
-BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync")  # fmt: skip
-
-
-def browse(page: Path, profile: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    """Debian's chromium, headless, on ``page``, with a fresh profile; skipped with the reason where there is none."""
-    browser = shutil.which("chromium")
-    if browser is None:
-        pytest.skip("skipped: chromium is not installed (apt-get install -y chromium; .ci/run installs it as root)")
-    argv = [browser, *BROWSER_FLAGS, f"--user-data-dir={profile}", *flags, page.as_uri()]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
-
-
-def console_errors(stderr: str) -> list[str]:
-    """What the page's scripts said went wrong, as chromium logs it (``CONSOLE(n)] "Uncaught ..."``)."""
-    return [line for line in stderr.splitlines() if "Uncaught" in line or ":CONSOLE(" in line]
-
-
 def test_the_page_loads_in_a_headless_browser_with_both_cells_in_its_grid(runs: Runs, tmp_path: Path) -> None:
     page = runs.root / "build" / "report.html"
-    png = SCREENSHOT  # kept after the test (its tmp_path goes when it passes), to look at
-    png.parent.mkdir(parents=True, exist_ok=True)
-    png.unlink(missing_ok=True)
-    shot = browse(page, tmp_path / "profile", "--enable-logging=stderr", "--v=0", f"--screenshot={png}",
-                  "--window-size=1400,1000")  # fmt: skip
-    assert shot.returncode == 0, shot.stderr[-2000:]
-    print(f"screenshot: {png}")
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
-    assert console_errors(shot.stderr) == []
-    dom = browse(page, tmp_path / "profile-dom", "--dump-dom").stdout
+    dom = shown(page, SCREENSHOT, tmp_path, "1400,1000")
     grid = dom[dom.index('<table class="grid">'):]
     grid = grid[: grid.index("</table>")]
     assert all(f'<a href="#{plan.cell_id}">{plan.cell_id}</a>' in grid for plan in runs.plans)

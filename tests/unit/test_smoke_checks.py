@@ -77,7 +77,8 @@ backends = types.SimpleNamespace(openmp=types.SimpleNamespace(is_available=os.ab
 """
 
 
-def test_a_crash_in_a_shared_process_fails_only_the_check_that_crashed(tmp_path: Path) -> None:
+def venv_with(tmp_path: Path, packages: dict[str, str]) -> str:
+    """A venv (no pip) whose site-packages hold ``packages`` (name -> its __init__.py); its python."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = str(venv / "bin" / "python")
@@ -85,8 +86,14 @@ def test_a_crash_in_a_shared_process_fails_only_the_check_that_crashed(tmp_path:
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
-    (Path(purelib) / "torch").mkdir()
-    (Path(purelib) / "torch" / "__init__.py").write_text(FAKE_TORCH)
+    for name, text in packages.items():
+        (Path(purelib) / name).mkdir()
+        (Path(purelib) / name / "__init__.py").write_text(text, encoding="utf-8")
+    return python
+
+
+def test_a_crash_in_a_shared_process_fails_only_the_check_that_crashed(tmp_path: Path) -> None:
+    python = venv_with(tmp_path, {"torch": FAKE_TORCH})
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     assert smoke_checks.PROCESSES[0][:2] == ("import", "openmp mkl")  # the two share a process
@@ -110,16 +117,7 @@ os.abort()
 def test_a_companion_that_crashes_the_shared_process_fails_its_checks_and_leaves_torchs(tmp_path: Path) -> None:
     """torchvision's checks share the first process with torch's (one import of torch, as upstream's smoke test): a
     known-bad torchvision that aborts it fails each of its own checks, named, and torch's pass as they would alone."""
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
-    purelib = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-    for name, text in (("torch", FAKE_TORCH), ("torchvision", FAKE_TORCHVISION)):
-        (Path(purelib) / name).mkdir()
-        (Path(purelib) / name / "__init__.py").write_text(text, encoding="utf-8")
+    python = venv_with(tmp_path, {"torch": FAKE_TORCH, "torchvision": FAKE_TORCHVISION})
     shared = ("import", "torchvision import", "torchvision nms")
     assert set(shared) <= set(smoke_checks.PROCESSES[0])
     cwd = tmp_path / "cwd"
