@@ -244,6 +244,15 @@ def test_collect_skips_failed_cells_and_refuses_clashing_names(packages: list[Pa
         collect([tmp_path / "copy"])
 
 
+def _publish_build(build: Path, channel: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`pipeline.py publish BUILD --channel CHANNEL`, as the nightly's publish job runs it."""
+    return subprocess.run(
+        [sys.executable, str(Path(__file__).resolve().parents[2] / "pipeline.py"), "publish", str(build),
+         "--channel", str(channel)],
+        cwd=cwd, capture_output=True, text=True, errors="replace", check=False, timeout=120,
+    )  # fmt: skip
+
+
 def test_publish_of_a_build_publishes_an_unverified_cell_marked_so_as_run_does(
     packages: list[Path], tmp_path: Path
 ) -> None:
@@ -251,11 +260,7 @@ def test_publish_of_a_build_publishes_an_unverified_cell_marked_so_as_run_does(
     # with "did not pass ... nothing to publish: every cell failed". Now both follow records.reaches_channel.
     build = _ci_build(tmp_path / "job", packages, conda_status="unverified")
     channel = tmp_path / "channel"
-    result = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve().parents[2] / "pipeline.py"), "publish", str(build),
-         "--channel", str(channel)],
-        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120,
-    )  # fmt: skip
+    result = _publish_build(build, channel, tmp_path)
     assert result.returncode == EXIT_UNVERIFIED, result.stdout + result.stderr  # as `run` exits
     assert (channel / "linux-64" / packages[0].name).is_file()
     cell = torch_plan().cell_id
@@ -286,11 +291,7 @@ def test_publish_names_the_report_and_cell_of_a_bad_entry(packages: list[Path], 
     del cell["artifacts"]["conda_package"]["size"]
     report_path.write_text(json.dumps(data))
     channel = tmp_path / "channel"
-    result = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve().parents[2] / "pipeline.py"), "publish", str(build),
-         "--channel", str(channel)],
-        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120,
-    )  # fmt: skip
+    result = _publish_build(build, channel, tmp_path)
     assert result.returncode == 2, result.stderr
     assert "error:" in result.stderr and "Traceback" not in result.stderr
     message = " ".join(result.stderr.split())  # the console may wrap long lines
