@@ -107,18 +107,24 @@ def compile_package(
     outcome = run_build(argv, cwd=source, env=env, log=log, timeout_s=timeout_s, label=f"build {package.name}")
     if not outcome.ok:
         raise StageFailed(NAME, outcome.failure_message(f"the build of {package.name}", timeout_s))
-    wheels = sorted(dist.glob("*.whl"))
-    if len(wheels) != 1:
-        found = ", ".join(w.name for w in wheels) or "none"
-        raise StageFailed(NAME, f"the build of {package.name} left {len(wheels)} wheels in {dist} ({found}); see {log}")
+    built = the_one_wheel(dist, f"the build of {package.name}", log)
     with as_stage_failure(NAME, wheelfile.WheelError):
-        wheelfile.validate(wheels[0], expected(plan, package))
-    wheel, pinned = pin_torch(wheels[0], plan.version)
+        wheelfile.validate(built, expected(plan, package))
+    wheel, pinned = pin_torch(built, plan.version)
     shutil.rmtree(env_dir, ignore_errors=True)
     minutes = outcome.seconds / 60
     outputs = {package_artifact("built_wheel", package): Artifact.of(wheel),
                package_artifact("build_log", package): Artifact.of(log)}  # fmt: skip
     return outputs, f"compiled {wheel.name} against {torch_wheel.name} in {minutes:.1f} min ({pinned}); log {log}"
+
+
+def the_one_wheel(dist: Path, build: str, log: Path) -> Path:
+    """The wheel a build left in ``dist``: exactly one, or the stage fails naming what it found."""
+    wheels = sorted(dist.glob("*.whl"))
+    if len(wheels) != 1:
+        found = ", ".join(w.name for w in wheels) or "none"
+        raise StageFailed(NAME, f"{build} left {len(wheels)} wheels in {dist} ({found}); see {log}")
+    return wheels[0]
 
 
 def expected(plan: Plan, package: ShippedPackage) -> wheelfile.Expected:

@@ -146,11 +146,7 @@ def compile_checkout(
         _sccache_stats(sccache, env, log)
     if not outcome.ok:
         raise StageFailed(NAME, outcome.failure_message(f"the build ({plan.build_kind})", timeout_s))
-    wheels = sorted(dist.glob("*.whl"))
-    if len(wheels) != 1:
-        found = ", ".join(w.name for w in wheels) or "none"
-        raise StageFailed(NAME, f"the build succeeded but left {len(wheels)} wheels in {dist} ({found}); see {log}")
-    wheel = wheels[0]
+    wheel = companion.the_one_wheel(dist, "the build succeeded but", log)
     if checkout.kind == "pytorch":
         with as_stage_failure(NAME, wheelfile.WheelError):
             wheelfile.validate(wheel, plan.expected_wheel())
