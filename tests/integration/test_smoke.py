@@ -6,9 +6,12 @@ import concurrent.futures
 import csv
 import dataclasses
 import datetime
+import getpass
 import io
 import platform
 import shutil
+import subprocess
+import tempfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +24,7 @@ from tests.conftest import Scratch
 from torchbuild.config.options import RunOptions
 from torchbuild.config.user_tests import UserTest
 from torchbuild.errors import StageFailed
-from torchbuild.host import scratch
+from torchbuild.host import scratch, uv
 from torchbuild.plan import Plan
 from torchbuild.results import Artifact, StageResult
 from torchbuild.stages import Context, smoke_conda, smoke_wheel
@@ -94,9 +97,33 @@ def smoke_results(
     """Both smoke stages, side by side as the runner runs them on this host."""
     root = module_scratch("smoke-root")
     ctx = context(linux_plan, root, torch_wheel, torch_conda)
+    before = torch_unpacked_in_uvs_cache()
+    left_in_temp = inductors_folder_in_temp()
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         wheel, conda = pool.submit(smoke_wheel.run, ctx), pool.submit(smoke_conda.run, ctx)
-        return {"wheel": wheel.result(), "conda": conda.result()}, root
+        results = {"wheel": wheel.result(), "conda": conda.result()}
+    # uv keeps for good what it unpacks into its own cache: the artifact goes beside its content's copy instead
+    assert torch_unpacked_in_uvs_cache() == before, "the smoke left torch unpacked in uv's shared cache"
+    # torch.compile's precompiled headers go to the environment's own temporary folder, and with it
+    assert inductors_folder_in_temp() == left_in_temp, "the smoke left torch.compile's files in this host's temp"
+    return results, root
+
+
+def inductors_folder_in_temp() -> list[str]:
+    """What the host's temporary folder holds of torch.compile's default folder (torch writes there whatever
+    TORCHINDUCTOR_CACHE_DIR says)."""
+    folder = Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}"
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) if folder.is_dir() else []
+
+
+def torch_unpacked_in_uvs_cache() -> set[str]:
+    """The folders of uv's shared cache (the one ``uv cache dir`` names) that hold an unpacked torch."""
+    shared = Path(subprocess.run([uv.binary(), "cache", "dir"], capture_output=True, text=True, check=True).stdout
+                  .strip())  # fmt: skip
+    archives = shared / "archive-v0"
+    if not archives.is_dir():
+        return set()
+    return {entry.name for entry in archives.iterdir() if any(entry.glob("torch-*.dist-info"))}
 
 
 @pytest.mark.slow

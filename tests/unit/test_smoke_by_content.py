@@ -1,6 +1,7 @@
 """The smoke's wheel environments unpack a wheel once per content (by_content.py), with real uv and real wheels:
-the same bytes from two work directories are unpacked once, a wheel of other content (a broken build) gets an
-unpacking of its own and fails as it would have."""
+the same bytes from two work directories are unpacked once, beside their content's copy and never into uv's shared
+cache (which keeps what it unpacked for good); a wheel of other content (a broken build) gets an unpacking of its
+own and fails as it would have; a pruned content takes its unpacking with it."""
 
 from __future__ import annotations
 
@@ -25,9 +26,21 @@ def _unpacked(uv_cache: Path) -> int:
 
 
 def _install(wheel: Path, where: Path) -> Path:
+    """What uv does by itself: unpack into its shared cache."""
     uv.venv(where, sys.executable, where.parent / "uv.log")
     python = where / "bin" / "python"
     uv.install(python, ["--no-deps", str(wheel)], log=where.parent / "uv.log")
+    return python
+
+
+def _smoke_install(wheel: Path, where: Path) -> Path:
+    """What the smoke's wheel environment does (venv.py): the build's wheel alone into its content's own cache, then
+    the install that brings what it requires (here nothing) with the shared cache."""
+    uv.venv(where, sys.executable, where.parent / "uv.log")
+    python = where / "bin" / "python"
+    own = by_content.unpack_cache(wheel, where / "uv-cache")
+    uv.install_own(python, [wheel], unpack_cache=own, log=where.parent / "uv.log")
+    uv.install(python, [str(wheel)], log=where.parent / "uv.log")
     return python
 
 
@@ -52,21 +65,37 @@ def test_the_same_wheel_from_two_runs_is_unpacked_once_and_other_content_apart(
     _install(second.path, tmp_path / "control2")
     assert _unpacked(tmp_path / "uv-cache") == 2
 
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache-2"))
+    shared = tmp_path / "uv-cache-2"
+    monkeypatch.setenv("UV_CACHE_DIR", str(shared))
     one = by_content.wheel_path(first, cache)
     two = by_content.wheel_path(second, cache)
     assert one == two == cache / "smoke-wheels" / first.sha256 / NAME
-    assert _value(_install(one, tmp_path / "env1")).stdout == "1\n"
-    assert _value(_install(two, tmp_path / "env2")).stdout == "1\n"
-    assert _unpacked(tmp_path / "uv-cache-2") == 1
+    assert _value(_smoke_install(one, tmp_path / "env1")).stdout == "1\n"
+    assert _value(_smoke_install(two, tmp_path / "env2")).stdout == "1\n"
+    assert _unpacked(one.parent / by_content.UNPACKED) == 1
+    assert _unpacked(shared) == 0
 
     broken_files = {"demo/__init__.py": b"raise ImportError('a broken build')\n"}
     broken = Artifact.of(make_wheel(tmp_path / "run3" / "repair", NAME, broken_files))
     path = by_content.wheel_path(broken, cache)
     assert path == cache / "smoke-wheels" / broken.sha256 / NAME
-    ran = _value(_install(path, tmp_path / "env3"))
+    ran = _value(_smoke_install(path, tmp_path / "env3"))
     assert ran.returncode == 1 and "ImportError: a broken build" in ran.stderr
-    assert _unpacked(tmp_path / "uv-cache-2") == 2
+    assert _unpacked(path.parent / by_content.UNPACKED) == 1
+    assert _unpacked(shared) == 0
+
+    # newer contents push the first out: its copy and its unpacking go together
+    for value in range(2, 2 + by_content.KEEP):
+        newer = Artifact.of(make_wheel(tmp_path / f"new{value}", NAME, {"demo/__init__.py": b"VALUE = %d\n" % value}))
+        _smoke_install(by_content.wheel_path(newer, cache), tmp_path / f"env-new{value}")
+    assert not one.parent.exists()
+    assert len(list((cache / "smoke-wheels").iterdir())) == by_content.KEEP
+    assert _unpacked(shared) == 0
+
+
+def test_an_artifact_not_staged_is_unpacked_where_its_environment_says(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "repair", NAME, {"demo/__init__.py": b"VALUE = 1\n"})
+    assert by_content.unpack_cache(wheel, tmp_path / "env" / "uv-cache") == tmp_path / "env" / "uv-cache"
 
 
 def test_a_cached_copy_that_changed_is_replaced_and_a_changed_artifact_is_installed_as_it_is(tmp_path: Path) -> None:

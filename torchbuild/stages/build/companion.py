@@ -95,6 +95,7 @@ def compile_package(
     wanted = requirements(source)
     try:
         uv.venv(env_dir, activation.python, log)
+        uv.install_own(python_in(env_dir), [torch_wheel], unpack_cache=work / "uv-cache", log=log)
         uv.install(python_in(env_dir), [str(torch_wheel), *wanted], log=log)
     except uv.UvError as exc:
         raise StageFailed(NAME, f"{package.name}: the build environment (the cell's torch, {', '.join(wanted)}) "
@@ -111,7 +112,8 @@ def compile_package(
     with as_stage_failure(NAME, wheelfile.WheelError):
         wheelfile.validate(built, expected(plan, package))
     wheel, pinned = pin_torch(built, plan.version)
-    shutil.rmtree(env_dir, ignore_errors=True)
+    for made in (env_dir, work / "uv-cache"):
+        shutil.rmtree(made, ignore_errors=True)
     minutes = outcome.seconds / 60
     outputs = {package_artifact("built_wheel", package): Artifact.of(wheel),
                package_artifact("build_log", package): Artifact.of(log)}  # fmt: skip

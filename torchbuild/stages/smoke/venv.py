@@ -1,6 +1,7 @@
 """The smoke environments on the host itself (a linux-64 cell on Linux, a win-64 cell on Windows):
 
-- wheel: a fresh venv (``uv venv``) from the host's Python of the Plan's version, then one ``uv pip install
+- wheel: a fresh venv (``uv venv``) from the host's Python of the Plan's version, the repaired wheel (and its
+  companions) installed alone, each unpacked into its content's own cache (by_content.py), then ``uv pip install
   <repaired wheel> numpy`` (its dependencies from pip's configured package indexes; numpy pinned as smoke_envs.yaml
   says). uv does in seconds what ``python -m venv`` and pip take a minute for (torchbuild/host/uv.py).
 - conda: a venv as the prefix (its python is the venv's), the conda package linked into it by py-rattler's
@@ -28,7 +29,7 @@ from torchbuild.host import signals, uv
 from torchbuild.host.platform import wine_version
 from torchbuild.host.proc import run_tool
 from torchbuild.results import Check, sha256_of
-from torchbuild.stages.smoke import user_test
+from torchbuild.stages.smoke import by_content, user_test
 from torchbuild.stages.smoke.env import (
     CHECKS_TIMEOUT_S,
     BackendError,
@@ -152,7 +153,9 @@ class VenvBackend:
             raise BackendError(f"cannot make the venv {prefix(env)}: {exc}") from None
         if env.kind == "wheel":
             beside = [str(path) for path in env.companions.values()]
-            _pip_install(env, [str(env.artifact), *beside, *self.extras()])
+            for wheel in [env.artifact, *env.companions.values()]:  # each unpacked into its content's own cache
+                _install_own(env, wheel)
+            _pip_install(env, [str(env.artifact), *beside, *self.extras()])  # what they require, from the indexes
             names = " ".join([env.artifact.name, *(Path(p).name for p in beside), *self.extras()])
             return f"fresh venv + uv pip install {names}"
         return self._conda(env)
@@ -248,6 +251,14 @@ def _pip_install(env: Env, args: list[str]) -> None:
         uv.install(python_of(env), args, log=env.log)
     except uv.UvError as exc:
         raise BackendError(f"installing {' '.join(args)} into {prefix(env)} failed: {exc}") from None
+
+
+def _install_own(env: Env, wheel: Path) -> None:
+    try:
+        uv.install_own(python_of(env), [wheel], unpack_cache=by_content.unpack_cache(wheel, env.root / "uv-cache"),
+                       log=env.log)  # fmt: skip
+    except uv.UvError as exc:
+        raise BackendError(f"installing {wheel.name} into {prefix(env)} failed: {exc}") from None
 
 
 def _purelib(env: Env) -> Path:

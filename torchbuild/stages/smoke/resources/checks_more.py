@@ -195,9 +195,12 @@ def _compile_here(compiler: str) -> Outcome:
         return torch.sin(x) + torch.cos(x)
 
     ran = []
-    # A cache of its own, so that this compiles rather than reading what another environment compiled.
+    # A cache of its own, so that this compiles rather than reading what another environment compiled; and the
+    # temporary folder too: inductor writes its precompiled headers (450 MB) under tempfile.gettempdir() whatever its
+    # cache is, and they would stay there.
     with tempfile.TemporaryDirectory(prefix="smoke-inductor-") as cache:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+        tempfile.tempdir = os.environ["TMPDIR"] = cache
         for dtype in (torch.float32, torch.float64):
             x = torch.rand(3, 3).type(dtype)
             try:
