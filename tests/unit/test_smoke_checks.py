@@ -532,3 +532,53 @@ def test_a_harness_that_cannot_be_started_is_tried_twice_then_its_checks_are_not
     )
     with pytest.raises(FileNotFoundError):  # no interpreter there: the environment's fault, not retried
         started_twice(lambda: subprocess.run(["/no/such/python"], check=False))
+
+
+FAKE_TORCH_READING_A_TEMPLATE = """\
+# A FAKE torch, this test's only: its import reads a UTF-8 template with the locale's encoding, as torch's inductor
+# does (torch/_inductor/utils.py load_template), which fails wherever that encoding is ASCII.
+import os
+import types
+
+with open(os.path.join(os.path.dirname(__file__), "template.txt")) as handle:  # noqa: PLW1514 (that is the point)
+    handle.read()
+__version__ = "2.13.0+cpu"
+version = types.SimpleNamespace(cuda=None)
+"""
+C_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0", "PYTHONIOENCODING": ""}
+
+
+def _in_c_locale(cwd: Path, python: str) -> dict[str, dict[str, str]]:
+    proc = subprocess.run([python, str(SCRIPT), "--expect-version", "2.13.0+cpu", "--expect-cuda", "cpu", "--only",
+                           "import"], cwd=cwd, env={**smoke_checks.clean_env(), **C_LOCALE}, capture_output=True,
+                          text=True, encoding="utf-8", timeout=300, check=False)  # fmt: skip
+    return {r["check"]: r for r in map(json.loads, proc.stdout.splitlines()) if "check" in r}
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="skipped: a C locale is a POSIX host's")
+def test_a_check_that_fails_for_the_locale_passes_in_utf8_mode_naming_the_cause(tmp_path: Path) -> None:
+    """A C locale without UTF-8 mode (a minimal container): the check fails there for every user, whatever the
+    artifact; it runs again in UTF-8 mode, passes, and names the host's setting and the fix. (The real torch.compile
+    under a C locale: the nightly's test_encodings.py main job.)"""
+    python = venv_with(tmp_path, {"torch": FAKE_TORCH_READING_A_TEMPLATE})
+    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    (Path(purelib) / "torch" / "template.txt").write_text("{# a template #} \u2192 {{ kernel }}\n", encoding="utf-8")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    said = _in_c_locale(cwd, python)["import"]
+    assert said["status"] == "passed", said
+    assert said["message"].startswith(
+        f"{smoke_checks.LOCALE_RETRIED}: with this host's locale encoding (ANSI_X3.4-1968) it failed, "
+        "UnicodeDecodeError: 'ascii' codec can't decode byte 0xe2"
+    ), said["message"]
+    assert "a user on such a host needs a UTF-8 locale (e.g. LANG=C.UTF-8) or PYTHONUTF8=1" in said["message"]
+
+    # a template that is not UTF-8 either fails in both, saying both
+    (Path(purelib) / "torch" / "template.txt").write_bytes(b"\xff\xfe not text\n")
+    said = _in_c_locale(cwd, python)["import"]
+    assert said["status"] == "failed", said
+    assert said["message"].startswith("UnicodeDecodeError: 'ascii' codec can't decode byte 0xff"), said["message"]
+    assert "; in UTF-8 mode (PYTHONUTF8=1) too: UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff" in (
+        said["message"]
+    )
