@@ -39,7 +39,7 @@ def _smoke_install(wheel: Path, where: Path) -> Path:
     uv.venv(where, sys.executable, where.parent / "uv.log")
     python = where / "bin" / "python"
     own = by_content.unpack_cache(wheel, where / "uv-cache")
-    uv.install_own(python, [wheel], unpack_cache=own, log=where.parent / "uv.log")
+    uv.install_own(python, wheel, unpack_cache=own, log=where.parent / "uv.log")
     uv.install(python, [str(wheel)], log=where.parent / "uv.log")
     return python
 

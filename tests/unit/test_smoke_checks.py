@@ -39,13 +39,17 @@ def bare_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(venv / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python"))
 
 
-def run_script(cwd: Path, *args: str, python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+def run_script(
+    cwd: Path, *args: str, python: str = sys.executable, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The script as the stage runs it, with ``env`` over the stage's variables; its output read as UTF-8 (JSON)."""
     return subprocess.run(
         [python, str(SCRIPT), "--expect-version", "2.13.0+cpu", "--expect-cuda", "cpu", *args],
         cwd=cwd,
-        env=smoke_checks.clean_env(),
+        env={**smoke_checks.clean_env(), **(env or {})},
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=300,
         check=False,
     )
@@ -82,14 +86,17 @@ def venv_with(tmp_path: Path, packages: dict[str, str]) -> str:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = str(venv / "bin" / "python")
-    purelib = subprocess.run(
+    for name, text in packages.items():
+        (purelib_of(python) / name).mkdir()
+        (purelib_of(python) / name / "__init__.py").write_text(text, encoding="utf-8")
+    return python
+
+
+def purelib_of(python: str) -> Path:
+    return Path(subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-    for name, text in packages.items():
-        (Path(purelib) / name).mkdir()
-        (Path(purelib) / name / "__init__.py").write_text(text, encoding="utf-8")
-    return python
+    ).stdout.strip())  # fmt: skip
 
 
 def test_a_crash_in_a_shared_process_fails_only_the_check_that_crashed(tmp_path: Path) -> None:
@@ -304,10 +311,8 @@ def test_pypis_cuda_torchvision_beside_a_cpu_torch_fails_the_import_check_naming
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
     python = str(venv / "bin" / "python")
-    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     with zipfile.ZipFile(fetched.path) as archive:
-        archive.extractall(purelib)
+        archive.extractall(purelib_of(python))
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     only = [arg for name in VISION for arg in ("--only", name)]
@@ -549,9 +554,7 @@ C_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE"
 
 
 def _in_c_locale(cwd: Path, python: str) -> dict[str, dict[str, str]]:
-    proc = subprocess.run([python, str(SCRIPT), "--expect-version", "2.13.0+cpu", "--expect-cuda", "cpu", "--only",
-                           "import"], cwd=cwd, env={**smoke_checks.clean_env(), **C_LOCALE}, capture_output=True,
-                          text=True, encoding="utf-8", timeout=300, check=False)  # fmt: skip
+    proc = run_script(cwd, "--only", "import", python=python, env=C_LOCALE)
     return {r["check"]: r for r in map(json.loads, proc.stdout.splitlines()) if "check" in r}
 
 
@@ -561,9 +564,8 @@ def test_a_check_that_fails_for_the_locale_passes_in_utf8_mode_naming_the_cause(
     artifact; it runs again in UTF-8 mode, passes, and names the host's setting and the fix. (The real torch.compile
     under a C locale: the nightly's test_encodings.py main job.)"""
     python = venv_with(tmp_path, {"torch": FAKE_TORCH_READING_A_TEMPLATE})
-    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    (Path(purelib) / "torch" / "template.txt").write_text("{# a template #} \u2192 {{ kernel }}\n", encoding="utf-8")
+    template = purelib_of(python) / "torch" / "template.txt"
+    template.write_text("{# a template #} \u2192 {{ kernel }}\n", encoding="utf-8")
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     said = _in_c_locale(cwd, python)["import"]
@@ -575,7 +577,7 @@ def test_a_check_that_fails_for_the_locale_passes_in_utf8_mode_naming_the_cause(
     assert "a user on such a host needs a UTF-8 locale (e.g. LANG=C.UTF-8) or PYTHONUTF8=1" in said["message"]
 
     # a template that is not UTF-8 either fails in both, saying both
-    (Path(purelib) / "torch" / "template.txt").write_bytes(b"\xff\xfe not text\n")
+    template.write_bytes(b"\xff\xfe not text\n")
     said = _in_c_locale(cwd, python)["import"]
     assert said["status"] == "failed", said
     assert said["message"].startswith("UnicodeDecodeError: 'ascii' codec can't decode byte 0xff"), said["message"]

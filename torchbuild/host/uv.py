@@ -135,16 +135,14 @@ def install(python: Path | str, args: Sequence[str], *, log: Path) -> None:
     _run(["pip", "install", "--python", str(python), *flags, *args], log, f"uv pip install into {python}", env)
 
 
-def install_own(python: Path | str, wheels: Sequence[Path], *, unpack_cache: Path, log: Path) -> None:
-    """A build's own wheels (local files) into the environment of ``python``, without their dependencies, unpacked
-    into ``unpack_cache`` rather than uv's shared cache. uv keeps what it unpacks by the file's path and never drops
-    it: a new build's wheel, at a new path or with a new time every run, would leave its unpacked copy there for good
-    (torch: 700 MB on the CPU, GBs with CUDA, every run). Their dependencies come after, from ``install`` given the
-    same files, which finds them installed and unpacks only what the indexes serve, into the shared cache."""
-    argv = ["pip", "install", "--python", str(python), "--no-config", "--no-index", "--no-deps",
-            *(str(wheel) for wheel in wheels)]  # fmt: skip
-    names = ", ".join(wheel.name for wheel in wheels)
-    _run(argv, log, f"uv pip install {names} into {python}", {"UV_CACHE_DIR": str(unpack_cache)})
+def install_own(python: Path | str, wheel: Path, *, unpack_cache: Path, log: Path) -> None:
+    """A build's own wheel (a local file) into the environment of ``python``, without its dependencies, unpacked into
+    ``unpack_cache`` rather than uv's shared cache. uv keeps what it unpacks by the file's path and never drops it: a
+    new build's wheel, at a new path or with a new time every run, would leave its unpacked copy there for good
+    (torch: 700 MB on the CPU, GBs with CUDA, every run). Its dependencies come after, from ``install`` given the same
+    file, which finds it installed and unpacks only what the indexes serve, into the shared cache."""
+    argv = ["pip", "install", "--python", str(python), "--no-config", "--no-index", "--no-deps", str(wheel)]
+    _run(argv, log, f"uv pip install {wheel.name} into {python}", {"UV_CACHE_DIR": str(unpack_cache)})
 
 
 # --- resolving for a target ------------------------------------------------------------------------------

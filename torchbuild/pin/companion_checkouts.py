@@ -88,6 +88,8 @@ def _version(name: str, path: Path, source: PackageSource, night: Version | None
     if head is None:
         return base, f"{VERSION_FILE} {text}, not a git checkout"
     return Version(f"{base}+{head[:7]}"), f"{VERSION_FILE} {text}, HEAD {head[:7]}"
+
+
 def recorded(path: Path) -> dict[str, pairing.Checkout]:
     """The checkouts the build job that recorded ``path`` (its state.json) compiled, with the versions it read, so
     that the smoke job resolves the same Plan without the checkouts."""

@@ -95,7 +95,7 @@ def compile_package(
     wanted = requirements(source)
     try:
         uv.venv(env_dir, activation.python, log)
-        uv.install_own(python_in(env_dir), [torch_wheel], unpack_cache=work / "uv-cache", log=log)
+        uv.install_own(python_in(env_dir), torch_wheel, unpack_cache=work / "uv-cache", log=log)
         uv.install(python_in(env_dir), [str(torch_wheel), *wanted], log=log)
     except uv.UvError as exc:
         raise StageFailed(NAME, f"{package.name}: the build environment (the cell's torch, {', '.join(wanted)}) "

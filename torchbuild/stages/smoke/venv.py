@@ -255,7 +255,7 @@ def _pip_install(env: Env, args: list[str]) -> None:
 
 def _install_own(env: Env, wheel: Path) -> None:
     try:
-        uv.install_own(python_of(env), [wheel], unpack_cache=by_content.unpack_cache(wheel, env.root / "uv-cache"),
+        uv.install_own(python_of(env), wheel, unpack_cache=by_content.unpack_cache(wheel, env.root / "uv-cache"),
                        log=env.log)  # fmt: skip
     except uv.UvError as exc:
         raise BackendError(f"installing {wheel.name} into {prefix(env)} failed: {exc}") from None
