@@ -73,6 +73,13 @@ def test_a_second_environment_links_the_first_ones_object_and_a_broken_header_st
     assert f"compiled once for this content ({shared / kept.name[:12]}...), linked and run here" in outcome.message
     assert str(second / "share" / "cmake") in outcome.message
 
+    # an environment in a folder with a space and a letter outside ASCII (a Windows profile's, a user's work folder)
+    spaced = _env_of(real, tmp_path / "Zoë Ng" / "third")
+    monkeypatch.setattr(checks_consumer, "torch_folder", lambda: spaced)
+    outcome = checks_consumer.check_cpp_consumer(expect)
+    assert outcome.status == "passed", outcome.message
+    assert f"compiled once for this content ({shared / kept.name[:12]}...), linked and run here" in outcome.message
+
     # same headers, but a library that does not load: the link and run stay this environment's own
     no_lib = _env_of(real, tmp_path / "no-lib", {"lib/libc10.so": "not a library"})
     monkeypatch.setattr(checks_consumer, "torch_folder", lambda: no_lib)

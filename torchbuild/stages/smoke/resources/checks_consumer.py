@@ -148,7 +148,8 @@ def check_cpp_consumer(expect: Expect) -> Outcome:
         (project / "consumer.cpp").write_text(CONSUMER_CPP, encoding="utf-8")
         link = consumer_cache.cached_link(shared, key, folder, project / "build") if shared is not None else None
         if shared is not None and link is not None:
-            _run(["/bin/sh", "-c", link], project / "build", "linking the consumer (compiled for this content before)")
+            for argv in link:
+                _run(argv, project / "build", "linking the consumer (compiled for this content before)")
             built = f"compiled once for this content ({shared / key[:12]}...), linked and run here"
         else:
             _run(configure, project, "cmake (configure)")

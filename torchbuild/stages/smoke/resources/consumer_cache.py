@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -47,18 +48,28 @@ def content_key(folder: Path, inputs: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
-def cached_link(shared: Path, key: str, folder: Path, build: Path) -> str | None:
-    """The object compiled for ``key`` put into ``build`` where cmake would have made it; returns the link command
-    (a shell line, run in ``build``) for this environment's torch ``folder``; None where nothing is cached."""
+def cached_link(shared: Path, key: str, folder: Path, build: Path) -> list[list[str]] | None:
+    """The object compiled for ``key`` put into ``build`` where cmake would have made it; returns the commands that
+    link it (each an argv, run in ``build``) against this environment's torch ``folder``; None where nothing is
+    cached."""
     entry = shared / key
     try:
         spec = json.loads((entry / LINK).read_text(encoding="utf-8"))
         target = build / spec["object"]
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(entry / OBJECT, target)
+        words = shlex.split(str(spec["command"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return str(spec["command"]).replace(PLACEHOLDER, str(folder))
+    # The folder goes into words, not into the shell line: a folder with a space (a profile's "Zoë Ng") would split
+    # where the line has it bare, and keep quotes where cmake put it in double quotes.
+    commands: list[list[str]] = [[]]
+    for word in words:
+        if word == "&&":
+            commands.append([])
+        else:
+            commands[-1].append(word.replace(PLACEHOLDER, str(folder)))
+    return [argv for argv in commands if argv and argv != [":"]]
 
 
 def store(shared: Path, key: str, folder: Path, build: Path) -> None:
